@@ -1,0 +1,1 @@
+"""The serial O(N) algorithms: one module each."""

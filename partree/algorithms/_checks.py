@@ -1,0 +1,67 @@
+"""Argument checks at the entry points (none inside the kernels)."""
+import math
+
+import numpy as np
+
+from ..model import PartreeInputError
+
+
+def vector(model, x, size, name, what):
+    """A contiguous float64 vector of the given size, finite, or a clear error."""
+    if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.ndim != 1 or x.shape[0] != size:
+        raise PartreeInputError(f"{name} has shape {x.shape}; model {model.name!r} needs ({size},) ({what})")
+    # one dot product finds any NaN/inf (it overflows only for |x| > 1e154: then look closely)
+    if not math.isfinite(x @ x) and not np.isfinite(x).all():
+        k = int(np.flatnonzero(~np.isfinite(x))[0])
+        idx = model.idx_q if what == "nq" else model.idx_v
+        body = int(np.searchsorted(idx, k, side="right") - 1)
+        # skip joints with no coordinates of this kind
+        while body > 0 and (model.nq_j if what == "nq" else model.nv_j)[body] == 0:
+            body -= 1
+        raise PartreeInputError(f"{name}[{k}] is {x[k]} (joint {model.joint_names[body]!r}, body {body})")
+    return x
+
+
+def state(model, q, qd=None):
+    q = vector(model, q, model.nq, "q", "nq")
+    if qd is not None:
+        qd = vector(model, qd, model.nv, "qd", "nv")
+    return q, qd
+
+
+_NO_FORCES = np.zeros((1, 6))
+
+
+def external_forces(model, f_ext):
+    """f_ext: None, an (n, 6) array of body wrenches [n; f] in body coordinates, or a dict
+    {joint name or body index: wrench}."""
+    if f_ext is None:
+        return _NO_FORCES, False
+    if isinstance(f_ext, dict):
+        F = np.zeros((model.n, 6))
+        for key, w in f_ext.items():
+            F[model.joint_id(key)] = np.asarray(w, dtype=float).reshape(6)
+        f_ext = F
+    F = np.ascontiguousarray(f_ext, dtype=np.float64)
+    if F.shape != (model.n, 6):
+        raise PartreeInputError(f"f_ext has shape {F.shape}; expected ({model.n}, 6) body wrenches [n; f]")
+    if not np.isfinite(F).all():
+        i = int(np.argwhere(~np.isfinite(F))[0][0])
+        raise PartreeInputError(f"f_ext of body {i} (joint {model.joint_names[i]!r}) is not finite")
+    return F, True
+
+
+def data_for(model, data):
+    if data is None:
+        return model.data if model._data is None else model._data
+    if data.n != model.n or data.S.shape[0] != model.nv:
+        raise PartreeInputError("data was created for a different model")
+    return data
+
+
+def model_args(model):
+    """The model arrays every kernel takes, in order."""
+    return (model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree,
+            model.mass, model.com, model.I_com, model.idx_q, model.idx_v)

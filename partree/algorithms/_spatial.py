@@ -1,0 +1,179 @@
+"""Compiled spatial-algebra primitives shared by the algorithm kernels.
+
+Transforms are compact (E, r) pairs (see ``partree.spatial``); motion vectors [w; v], forces
+[n; f]; 6x6 inertias are full arrays.  Every routine writes into caller-owned arrays so the
+kernels never allocate inside their loops.
+"""
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def inertia_from_compact(m, c, Ic, out):
+    """out = spatial inertia about the body origin (mass m, CoM c, inertia Ic about the CoM)."""
+    cc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2]
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = Ic[i, j] - m * c[i] * c[j]
+            out[3 + i, 3 + j] = 0.0
+        out[i, i] += m * cc
+        out[3 + i, 3 + i] = m
+    # m [c]x and its transpose
+    out[0, 3] = 0.0
+    out[0, 4] = -m * c[2]
+    out[0, 5] = m * c[1]
+    out[1, 3] = m * c[2]
+    out[1, 4] = 0.0
+    out[1, 5] = -m * c[0]
+    out[2, 3] = -m * c[1]
+    out[2, 4] = m * c[0]
+    out[2, 5] = 0.0
+    for i in range(3):
+        for j in range(3):
+            out[3 + j, i] = out[i, 3 + j]
+
+
+@njit(cache=True, inline="always")
+def inertia_times(m, c, Ic, v, out):
+    """out = I v for the compact rigid-body inertia (no 6x6 formed)."""
+    w0, w1, w2 = v[0], v[1], v[2]
+    # linear momentum: m (v_o + w x c) ... with v_o = v[3:]
+    l0 = m * (v[3] + w1 * c[2] - w2 * c[1])
+    l1 = m * (v[4] + w2 * c[0] - w0 * c[2])
+    l2 = m * (v[5] + w0 * c[1] - w1 * c[0])
+    # angular momentum about the origin: Ic w + c x l
+    out[0] = Ic[0, 0] * w0 + Ic[0, 1] * w1 + Ic[0, 2] * w2 + c[1] * l2 - c[2] * l1
+    out[1] = Ic[1, 0] * w0 + Ic[1, 1] * w1 + Ic[1, 2] * w2 + c[2] * l0 - c[0] * l2
+    out[2] = Ic[2, 0] * w0 + Ic[2, 1] * w1 + Ic[2, 2] * w2 + c[0] * l1 - c[1] * l0
+    out[3] = l0
+    out[4] = l1
+    out[5] = l2
+
+
+@njit(cache=True, inline="always")
+def xform_motion(E, r, m, out):
+    """out = X m (out must not alias m)."""
+    w0, w1, w2 = m[0], m[1], m[2]
+    u0 = m[3] - (r[1] * w2 - r[2] * w1)
+    u1 = m[4] - (r[2] * w0 - r[0] * w2)
+    u2 = m[5] - (r[0] * w1 - r[1] * w0)
+    for i in range(3):
+        out[i] = E[i, 0] * w0 + E[i, 1] * w1 + E[i, 2] * w2
+        out[3 + i] = E[i, 0] * u0 + E[i, 1] * u1 + E[i, 2] * u2
+
+
+@njit(cache=True, inline="always")
+def xform_force_T_add(E, r, f, out):
+    """out += X^T f : a force in the child's coordinates moved to the parent's."""
+    n0 = E[0, 0] * f[0] + E[1, 0] * f[1] + E[2, 0] * f[2]
+    n1 = E[0, 1] * f[0] + E[1, 1] * f[1] + E[2, 1] * f[2]
+    n2 = E[0, 2] * f[0] + E[1, 2] * f[1] + E[2, 2] * f[2]
+    g0 = E[0, 0] * f[3] + E[1, 0] * f[4] + E[2, 0] * f[5]
+    g1 = E[0, 1] * f[3] + E[1, 1] * f[4] + E[2, 1] * f[5]
+    g2 = E[0, 2] * f[3] + E[1, 2] * f[4] + E[2, 2] * f[5]
+    out[0] += n0 + r[1] * g2 - r[2] * g1
+    out[1] += n1 + r[2] * g0 - r[0] * g2
+    out[2] += n2 + r[0] * g1 - r[1] * g0
+    out[3] += g0
+    out[4] += g1
+    out[5] += g2
+
+
+@njit(cache=True, inline="always")
+def cross_motion(v, m, out):
+    """out = v x m (motion cross product)."""
+    w0, w1, w2, u0, u1, u2 = v[0], v[1], v[2], v[3], v[4], v[5]
+    out[0] = w1 * m[2] - w2 * m[1]
+    out[1] = w2 * m[0] - w0 * m[2]
+    out[2] = w0 * m[1] - w1 * m[0]
+    out[3] = w1 * m[5] - w2 * m[4] + u1 * m[2] - u2 * m[1]
+    out[4] = w2 * m[3] - w0 * m[5] + u2 * m[0] - u0 * m[2]
+    out[5] = w0 * m[4] - w1 * m[3] + u0 * m[1] - u1 * m[0]
+
+
+@njit(cache=True, inline="always")
+def cross_force(v, f, out):
+    """out = v x* f (force cross product)."""
+    w0, w1, w2, u0, u1, u2 = v[0], v[1], v[2], v[3], v[4], v[5]
+    out[0] = w1 * f[2] - w2 * f[1] + u1 * f[5] - u2 * f[4]
+    out[1] = w2 * f[0] - w0 * f[2] + u2 * f[3] - u0 * f[5]
+    out[2] = w0 * f[1] - w1 * f[0] + u0 * f[4] - u1 * f[3]
+    out[3] = w1 * f[5] - w2 * f[4]
+    out[4] = w2 * f[3] - w0 * f[5]
+    out[5] = w0 * f[4] - w1 * f[3]
+
+
+@njit(cache=True, inline="always")
+def congruence_add(E, r, Ia, out, T):
+    """out += X^T Ia X for a symmetric 6x6 Ia; T is 6x6 scratch.
+
+    With X = diag(E, E) [[1, 0], [-rx, 1]] and Ia' = diag(E, E)^T Ia diag(E, E) = [[A, B], [B^T, C]],
+    X^T Ia X = [[A + rx B^T - B rx - rx C rx, B + rx C], [B^T - C rx, C]].
+    """
+    # T = rotated blocks: T = blockdiag(E^T) Ia blockdiag(E)
+    for bi in range(2):
+        for bj in range(bi, 2):
+            oi = 3 * bi
+            oj = 3 * bj
+            for i in range(3):
+                # row i of E^T M : sum_k E[k, i] M[k, :]
+                m0 = E[0, i] * Ia[oi, oj] + E[1, i] * Ia[oi + 1, oj] + E[2, i] * Ia[oi + 2, oj]
+                m1 = E[0, i] * Ia[oi, oj + 1] + E[1, i] * Ia[oi + 1, oj + 1] + E[2, i] * Ia[oi + 2, oj + 1]
+                m2 = E[0, i] * Ia[oi, oj + 2] + E[1, i] * Ia[oi + 1, oj + 2] + E[2, i] * Ia[oi + 2, oj + 2]
+                for j in range(3):
+                    T[oi + i, oj + j] = m0 * E[0, j] + m1 * E[1, j] + m2 * E[2, j]
+    r0, r1, r2 = r[0], r[1], r[2]
+    # K = B + rx C   (B = T[0:3, 3:6], C = T[3:6, 3:6])
+    for j in range(3):
+        c0 = T[3, 3 + j]
+        c1 = T[4, 3 + j]
+        c2 = T[5, 3 + j]
+        T[0, 3 + j] += r1 * c2 - r2 * c1
+        T[1, 3 + j] += r2 * c0 - r0 * c2
+        T[2, 3 + j] += r0 * c1 - r1 * c0
+    # A'' = A + rx B^T - B rx - rx C rx = A - K rx - (K rx)^T + rx C rx   (C symmetric)
+    # M1 = K rx  (3x3): (K rx)[i, j] = sum_k K[i, k] rx[k, j]
+    for i in range(3):
+        k0 = T[i, 3]
+        k1 = T[i, 4]
+        k2 = T[i, 5]
+        # rx = [[0, -r2, r1], [r2, 0, -r0], [-r1, r0, 0]]
+        m0 = k1 * r2 - k2 * r1
+        m1 = -k0 * r2 + k2 * r0
+        m2 = k0 * r1 - k1 * r0
+        T[3 + i, 0] = m0   # store K rx temporarily in the (unused) lower-left block
+        T[3 + i, 1] = m1
+        T[3 + i, 2] = m2
+    # N = rx C rx: first P = C rx, then rx P
+    p00 = T[3, 4] * r2 - T[3, 5] * r1
+    p01 = -T[3, 3] * r2 + T[3, 5] * r0
+    p02 = T[3, 3] * r1 - T[3, 4] * r0
+    p10 = T[4, 4] * r2 - T[4, 5] * r1
+    p11 = -T[4, 3] * r2 + T[4, 5] * r0
+    p12 = T[4, 3] * r1 - T[4, 4] * r0
+    p20 = T[5, 4] * r2 - T[5, 5] * r1
+    p21 = -T[5, 3] * r2 + T[5, 5] * r0
+    p22 = T[5, 3] * r1 - T[5, 4] * r0
+    # rx P rows: row0 = -r2 P[1] + r1 P[2]; row1 = r2 P[0] - r0 P[2]; row2 = -r1 P[0] + r0 P[1]
+    n00 = -r2 * p10 + r1 * p20
+    n01 = -r2 * p11 + r1 * p21
+    n02 = -r2 * p12 + r1 * p22
+    n11 = r2 * p01 - r0 * p21
+    n12 = r2 * p02 - r0 * p22
+    n22 = -r1 * p02 + r0 * p12
+    out[0, 0] += T[0, 0] - 2.0 * T[3, 0] + n00
+    out[0, 1] += T[0, 1] - T[3, 1] - T[4, 0] + n01
+    out[0, 2] += T[0, 2] - T[3, 2] - T[5, 0] + n02
+    out[1, 1] += T[1, 1] - 2.0 * T[4, 1] + n11
+    out[1, 2] += T[1, 2] - T[4, 2] - T[5, 1] + n12
+    out[2, 2] += T[2, 2] - 2.0 * T[5, 2] + n22
+    out[1, 0] = out[0, 1]
+    out[2, 0] = out[0, 2]
+    out[2, 1] = out[1, 2]
+    for i in range(3):
+        for j in range(3):
+            out[i, 3 + j] += T[i, 3 + j]
+            out[3 + j, i] = out[i, 3 + j]
+    for i in range(3):
+        for j in range(i, 3):
+            out[3 + i, 3 + j] += T[3 + i, 3 + j]
+            out[3 + j, 3 + i] = out[3 + i, 3 + j]

@@ -1,0 +1,229 @@
+"""Articulated-body algorithm (Featherstone): forward dynamics in O(N).
+
+Three passes over the regular numbering: velocities and bias terms outward, articulated
+inertias IA and bias forces pA inward, accelerations outward.
+"""
+import numpy as np
+from numba import njit
+
+from ..joints import joint_kinematics
+from ..model import PartreeInputError
+from . import _checks
+from ._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
+                       inertia_times, xform_force_T_add, xform_motion)
+
+
+@njit(cache=True)
+def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+               q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd):
+    """Returns -1 on success, else the body whose joint-space inertia D is singular."""
+    n = parent.shape[0]
+    R = np.empty((3, 3))
+    R2 = np.empty((3, 3))
+    T = np.empty((6, 6))
+    Ia = np.empty((6, 6))
+    D = np.empty((6, 6))
+    cJ = np.empty(6)
+    vJ = np.empty(6)
+    h = np.empty(6)
+    tmp = np.empty(6)
+    pa = np.empty(6)
+    a0 = np.zeros(6)
+    a0[3] = -gravity[0]
+    a0[4] = -gravity[1]
+    a0[5] = -gravity[2]
+    # pass 1: velocities, velocity products, rigid-body inertias and bias forces
+    for i in range(n):
+        iv = idx_v[i]
+        nv = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                              E[i], r[i], S[iv:], cJ, R, R2)
+        for k in range(6):
+            vJ[k] = 0.0
+        for d in range(nv):
+            for k in range(6):
+                vJ[k] += S[iv + d, k] * qd[iv + d]
+        p = parent[i]
+        if p < 0:
+            for k in range(6):
+                v[i, k] = vJ[k]
+                c[i, k] = cJ[k]
+        else:
+            xform_motion(E[i], r[i], v[p], tmp)
+            for k in range(6):
+                v[i, k] = tmp[k] + vJ[k]
+            cross_motion(v[i], vJ, tmp)
+            for k in range(6):
+                c[i, k] = cJ[k] + tmp[k]
+        inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
+        inertia_times(mass[i], com[i], I_com[i], v[i], h)
+        cross_force(v[i], h, pA[i])
+        if has_fext:
+            for k in range(6):
+                pA[i, k] -= f_ext[i, k]
+    # pass 2: articulated inertias, inward
+    for i in range(n - 1, -1, -1):
+        iv = idx_v[i]
+        nv = idx_v[i + 1] - iv if i + 1 < n else S.shape[0] - iv
+        p = parent[i]
+        if nv == 1:
+            # the common case, written out: U = IA s, D = s^T U, u = tau - s^T pA
+            Dd = 0.0
+            uu = tau[iv]
+            for k in range(6):
+                sk = 0.0
+                for l in range(6):
+                    sk += IA[i, k, l] * S[iv, l]
+                U[iv, k] = sk
+                Dd += S[iv, k] * sk
+                uu -= S[iv, k] * pA[i, k]
+            if not Dd > 0.0:
+                return i
+            Dinv[iv, 0] = 1.0 / Dd
+            u[iv] = uu
+            if p < 0:
+                continue
+            Di = 1.0 / Dd
+            for k in range(6):
+                tmp[k] = U[iv, k] * Di
+            for k in range(6):
+                for l in range(6):
+                    Ia[k, l] = IA[i, k, l] - tmp[k] * U[iv, l]
+            w = uu * Di
+            for k in range(6):
+                s = pA[i, k] + U[iv, k] * w
+                for l in range(6):
+                    s += Ia[k, l] * c[i, l]
+                pa[k] = s
+        else:
+            for d in range(nv):
+                for k in range(6):
+                    s = 0.0
+                    for l in range(6):
+                        s += IA[i, k, l] * S[iv + d, l]
+                    U[iv + d, k] = s
+                s = tau[iv + d]
+                for k in range(6):
+                    s -= S[iv + d, k] * pA[i, k]
+                u[iv + d] = s
+            for d in range(nv):
+                for e in range(nv):
+                    s = 0.0
+                    for k in range(6):
+                        s += S[iv + d, k] * U[iv + e, k]
+                    D[d, e] = s
+            if nv > 1:
+                if not _spd_inverse(D, nv, T):
+                    return i
+                for d in range(nv):
+                    for e in range(nv):
+                        Dinv[iv + d, e] = T[d, e]
+            if p < 0:
+                continue
+            # Ia = IA - U Dinv U^T ; pa = pA + Ia c + U Dinv u
+            for k in range(6):
+                for l in range(6):
+                    Ia[k, l] = IA[i, k, l]
+            for d in range(nv):
+                for k in range(6):
+                    w = 0.0
+                    for e in range(nv):
+                        w += Dinv[iv + d, e] * U[iv + e, k]
+                    tmp[k] = w
+                for k in range(6):
+                    for l in range(6):
+                        Ia[k, l] -= U[iv + d, k] * tmp[l]
+            for k in range(6):
+                s = pA[i, k]
+                for l in range(6):
+                    s += Ia[k, l] * c[i, l]
+                pa[k] = s
+            for d in range(nv):
+                w = 0.0
+                for e in range(nv):
+                    w += Dinv[iv + d, e] * u[iv + e]
+                for k in range(6):
+                    pa[k] += U[iv + d, k] * w
+        congruence_add(E[i], r[i], Ia, IA[p], T)
+        xform_force_T_add(E[i], r[i], pa, pA[p])
+    # pass 3: accelerations, outward
+    for i in range(n):
+        iv = idx_v[i]
+        nv = idx_v[i + 1] - iv if i + 1 < n else S.shape[0] - iv
+        p = parent[i]
+        if p < 0:
+            xform_motion(E[i], r[i], a0, tmp)
+        else:
+            xform_motion(E[i], r[i], a[p], tmp)
+        for k in range(6):
+            a[i, k] = tmp[k] + c[i, k]
+        if nv == 1:
+            s = u[iv]
+            for k in range(6):
+                s -= U[iv, k] * a[i, k]
+            x = Dinv[iv, 0] * s
+            qdd[iv] = x
+            for k in range(6):
+                a[i, k] += S[iv, k] * x
+            continue
+        for d in range(nv):
+            s = u[iv + d]
+            for k in range(6):
+                s -= U[iv + d, k] * a[i, k]
+            h[d] = s
+        for d in range(nv):
+            s = 0.0
+            for e in range(nv):
+                s += Dinv[iv + d, e] * h[e]
+            qdd[iv + d] = s
+        for d in range(nv):
+            for k in range(6):
+                a[i, k] += S[iv + d, k] * qdd[iv + d]
+    return -1
+
+
+@njit(cache=True)
+def _spd_inverse(D, nv, out):
+    """Inverse of the symmetric positive-definite nv x nv block D (Gauss-Jordan without pivoting,
+    which is stable for SPD matrices).  Returns False when D is not positive definite."""
+    M = np.empty((6, 12))
+    for i in range(nv):
+        for j in range(nv):
+            M[i, j] = D[i, j]
+            M[i, nv + j] = 1.0 if i == j else 0.0
+    for k in range(nv):
+        piv = M[k, k]
+        if not piv > 0.0:
+            return False
+        inv = 1.0 / piv
+        for j in range(2 * nv):
+            M[k, j] *= inv
+        for i in range(nv):
+            if i != k:
+                f = M[i, k]
+                if f != 0.0:
+                    for j in range(2 * nv):
+                        M[i, j] -= f * M[k, j]
+    for i in range(nv):
+        for j in range(nv):
+            out[i, j] = M[i, nv + j]
+    return True
+
+
+def aba(model, q, qd, tau, f_ext=None, data=None):
+    """Forward dynamics: joint accelerations qdd (nv,) from q (nq,), qd (nv,), tau (nv,).
+
+    ``f_ext``: optional external wrenches [n; f] on each body, in body coordinates, as an
+    (n, 6) array or a dict {joint name: wrench}.  ``data``: a reusable workspace
+    (``model.create_data()``); the model's own is used when omitted.
+    """
+    q, qd = _checks.state(model, q, qd)
+    tau = _checks.vector(model, tau, model.nv, "tau", "nv")
+    F, has_f = _checks.external_forces(model, f_ext)
+    d = _checks.data_for(model, data)
+    bad = aba_kernel(*_checks.model_args(model), model.gravity, q, qd, tau, F, has_f,
+                     d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
+    if bad >= 0:
+        raise PartreeInputError(
+            f"joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
+            f"along the joint's motion (massless subtree?); forward dynamics is undefined")
+    return d.qdd.copy()

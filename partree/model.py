@@ -1,0 +1,512 @@
+"""The static description of a tree (Model) and the reusable workspace of the algorithms (Data).
+
+Everything per body is an array indexed by body number (regular numbering: ``parent[i] < i``,
+base = -1); there is never one Python object per body, so 10^7 bodies fit and build in seconds.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+from . import joints as J
+
+
+class PartreeInputError(ValueError):
+    """Bad model or bad state; the message names what and where."""
+
+
+class JointNames(Sequence):
+    """Joint names of a model: explicit strings, or ``prefix + index`` generated on demand.
+
+    Generated names cost no memory per body, so a 10^7-body model does not carry 10^7 strings.
+    """
+
+    def __init__(self, n, names=None, prefix="j"):
+        self._n = int(n)
+        self._prefix = prefix
+        self._names = None
+        self._index = None
+        if names is not None:
+            names = [str(s) for s in names]
+            if len(names) != self._n:
+                raise PartreeInputError(f"joint_names has {len(names)} entries for {self._n} bodies")
+            self._names = names
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        i = int(i)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._names[i] if self._names is not None else f"{self._prefix}{i}"
+
+    def index(self, name, *args):
+        if self._names is None:
+            s = str(name)
+            if s.startswith(self._prefix) and s[len(self._prefix):].isdigit():
+                k = int(s[len(self._prefix):])
+                if 0 <= k < self._n and s == f"{self._prefix}{k}":
+                    return k
+            raise KeyError(f"no joint named {name!r}")
+        if self._index is None:
+            self._index = {}
+            for k, s in enumerate(self._names):
+                if s in self._index:
+                    raise PartreeInputError(f"joint name {s!r} used twice (bodies {self._index[s]} and {k})")
+                self._index[s] = k
+        try:
+            return self._index[name]
+        except KeyError:
+            raise KeyError(f"no joint named {name!r}") from None
+
+    @property
+    def explicit(self):
+        return self._names
+
+    @property
+    def prefix(self):
+        return self._prefix
+
+
+def _as(a, shape, name, dtype=float):
+    a = np.ascontiguousarray(a, dtype=dtype)
+    if a.shape != shape:
+        raise PartreeInputError(f"{name} has shape {a.shape}, expected {shape}")
+    return a
+
+
+class Model:
+    """A tree of rigid bodies.
+
+    Parameters (n = number of bodies; all arrays indexed by body):
+        parent   int[n]      parent body, -1 for the base; regular numbering parent[i] < i
+        jtype    int[n]      joint codes (``partree.joints``) or names
+        axis     float[n,3]  joint axis (revolute, prismatic, first axis of universal)
+        axis2    float[n,3]  second axis of universal joints (zeros elsewhere); optional
+        E_tree   float[n,3,3], r_tree float[n,3]
+                             joint placement: rotation from the parent body's coordinates to the
+                             joint frame, and the joint frame's origin in the parent's coordinates
+        mass     float[n], com float[n,3] (body frame), I_com float[n,3,3] (about the CoM)
+        gravity  float[3]    in base coordinates (default 0, 0, -9.81)
+        joint_names          optional list of n names; generated as 'j<i>' otherwise
+        allow_massless       accept bodies with zero mass and zero inertia (URDF frames)
+    """
+
+    def __init__(self, parent, jtype, axis, E_tree, r_tree, mass, com, I_com, axis2=None,
+                 gravity=(0.0, 0.0, -9.81), joint_names=None, body_names=None, name="model",
+                 allow_massless=False, validate=True):
+        parent = np.ascontiguousarray(parent, dtype=np.int64)
+        if parent.ndim != 1:
+            raise PartreeInputError(f"parent must be 1-D, got shape {parent.shape}")
+        n = parent.shape[0]
+        if n == 0:
+            raise PartreeInputError("a model needs at least one body")
+        self.n = n
+        self.name = name
+        self.parent = parent
+        if isinstance(jtype, str):
+            jtype = [jtype] * n
+        jt = np.asarray(jtype)
+        if jt.dtype.kind in "US":
+            jt = np.array([J.code_of(s) for s in jt])
+        self.jtype = _as(jt, (n,), "jtype", np.int8)
+        self.axis = _as(axis, (n, 3), "axis")
+        self.axis2 = np.zeros((n, 3)) if axis2 is None else _as(axis2, (n, 3), "axis2")
+        self.E_tree = _as(E_tree, (n, 3, 3), "E_tree")
+        self.r_tree = _as(r_tree, (n, 3), "r_tree")
+        self.mass = _as(mass, (n,), "mass")
+        self.com = _as(com, (n, 3), "com")
+        self.I_com = _as(I_com, (n, 3, 3), "I_com")
+        self.gravity = _as(gravity, (3,), "gravity")
+        self.joint_names = joint_names if isinstance(joint_names, JointNames) else JointNames(n, joint_names)
+        self.body_names = body_names if isinstance(body_names, JointNames) else JointNames(n, body_names, "b")
+        self.allow_massless = bool(allow_massless)
+        if validate:
+            self.validate()
+        self.nq_j = J.NQ[self.jtype]
+        self.nv_j = J.NV[self.jtype]
+        self.idx_q = np.concatenate(([0], np.cumsum(self.nq_j)[:-1])).astype(np.int64)
+        self.idx_v = np.concatenate(([0], np.cumsum(self.nv_j)[:-1])).astype(np.int64)
+        self.nq = int(self.nq_j.sum())
+        self.nv = int(self.nv_j.sum())
+        self._topo = {}
+        self._data = None
+
+    # ------------------------------------------------------------------ validation
+    def validate(self):
+        n, p = self.n, self.parent
+        bad = np.flatnonzero((p >= np.arange(n)) | (p < -1))
+        if bad.size:
+            i = int(bad[0])
+            what = "itself" if p[i] == i else ("a later body" if p[i] > i else "an invalid index")
+            raise PartreeInputError(
+                f"parent array is not in regular numbering: body {i} ({self._bname(i)}) has parent "
+                f"{int(p[i])}, {what}; need -1 <= parent[i] < i (use partree.model.regular_numbering "
+                f"to renumber a tree, which also detects cycles)")
+        if np.any(self.jtype < 0) or np.any(self.jtype >= len(J.NAMES)):
+            i = int(np.flatnonzero((self.jtype < 0) | (self.jtype >= len(J.NAMES)))[0])
+            raise PartreeInputError(f"body {i}: unknown joint type code {int(self.jtype[i])}")
+        for name in ("axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com", "gravity"):
+            a = getattr(self, name)
+            if not np.all(np.isfinite(a)):
+                i = int(np.argwhere(~np.isfinite(a))[0][0]) if a.ndim > 1 or name != "gravity" else 0
+                raise PartreeInputError(f"{name} is not finite at body {i} ({self._bname(i)})")
+        needs_axis = np.isin(self.jtype, (J.REVOLUTE, J.PRISMATIC, J.UNIVERSAL))
+        na = np.linalg.norm(self.axis, axis=1)
+        bad = np.flatnonzero(needs_axis & (np.abs(na - 1.0) > 1e-9))
+        if bad.size:
+            i = int(bad[0])
+            raise PartreeInputError(f"joint {self._jname(i)} (body {i}): axis {self.axis[i]} is not a unit vector")
+        uni = self.jtype == J.UNIVERSAL
+        if uni.any():
+            n2 = np.linalg.norm(self.axis2, axis=1)
+            bad = np.flatnonzero(uni & (np.abs(n2 - 1.0) > 1e-9))
+            if bad.size:
+                i = int(bad[0])
+                raise PartreeInputError(f"universal joint {self._jname(i)} (body {i}): axis2 is not a unit vector")
+        E = self.E_tree
+        orth = np.abs(np.einsum("nij,nkj->nik", E, E) - np.eye(3)).max(axis=(1, 2))
+        bad = np.flatnonzero((orth > 1e-8) | (np.linalg.det(E) < 0))
+        if bad.size:
+            i = int(bad[0])
+            raise PartreeInputError(f"E_tree of body {i} ({self._bname(i)}) is not a rotation matrix")
+        m = self.mass
+        Ic = self.I_com
+        asym = np.abs(Ic - Ic.transpose(0, 2, 1)).max(axis=(1, 2))
+        bad = np.flatnonzero(asym > 1e-9 * np.maximum(1.0, np.abs(Ic).max(axis=(1, 2))))
+        if bad.size:
+            i = int(bad[0])
+            raise PartreeInputError(f"inertia of body {i} ({self._bname(i)}) is not symmetric")
+        massless = (m == 0.0) & np.all(Ic == 0.0, axis=(1, 2))
+        bad = np.flatnonzero(m < 0 if self.allow_massless else m <= 0)
+        bad = np.setdiff1d(bad, np.flatnonzero(massless)) if self.allow_massless else bad
+        if bad.size:
+            i = int(bad[0])
+            raise PartreeInputError(f"body {i} ({self._bname(i)}) has non-positive mass {m[i]!r}")
+        ev = np.linalg.eigvalsh(Ic)
+        scale = np.maximum(ev[:, -1], 1e-300)
+        bad_ev = ev[:, 0] < -1e-12 * scale
+        # triangle inequality of principal moments (a physical rigid body)
+        tri = ev[:, 0] + ev[:, 1] < ev[:, 2] * (1.0 - 1e-9) - 1e-12 * scale
+        bad = np.flatnonzero((bad_ev | tri) & ~massless)
+        if bad.size:
+            i = int(bad[0])
+            raise PartreeInputError(
+                f"body {i} ({self._bname(i)}) has an invalid rotational inertia (principal moments "
+                f"{ev[i]}): it must be positive semi-definite and satisfy the triangle inequality")
+
+    def _bname(self, i):
+        return self.body_names[i]
+
+    def _jname(self, i):
+        return self.joint_names[i]
+
+    # ------------------------------------------------------------------ sizes and names
+    def __repr__(self):
+        counts = np.bincount(self.jtype, minlength=len(J.NAMES))
+        kinds = ", ".join(f"{c} {J.NAMES[k]}" for k, c in enumerate(counts) if c)
+        return f"<partree.Model {self.name!r}: {self.n} bodies ({kinds}), nq={self.nq}, nv={self.nv}>"
+
+    def joint_id(self, name):
+        """Body number of the joint named ``name`` (or an int passed through)."""
+        if isinstance(name, (int, np.integer)):
+            if not -self.n <= name < self.n:
+                raise KeyError(f"no joint {name}")
+            return int(name) % self.n
+        return self.joint_names.index(name)
+
+    def q_slice(self, name):
+        i = self.joint_id(name)
+        return slice(int(self.idx_q[i]), int(self.idx_q[i] + self.nq_j[i]))
+
+    def v_slice(self, name):
+        i = self.joint_id(name)
+        return slice(int(self.idx_v[i]), int(self.idx_v[i] + self.nv_j[i]))
+
+    def joint_type(self, name):
+        return J.NAMES[int(self.jtype[self.joint_id(name)])]
+
+    @property
+    def nbytes(self):
+        """Bytes held by the model's arrays."""
+        return sum(getattr(self, k).nbytes for k in ("parent", "jtype", "axis", "axis2", "E_tree", "r_tree",
+                                                         "mass", "com", "I_com", "nq_j", "nv_j", "idx_q", "idx_v"))
+
+    def total_mass(self):
+        return float(self.mass.sum())
+
+    # ------------------------------------------------------------------ configurations
+    def neutral(self):
+        """Neutral configuration: zero angles and displacements, identity quaternions."""
+        q = np.zeros(self.nq)
+        for code in (J.SPHERICAL, J.FREE):
+            ids = np.flatnonzero(self.jtype == code)
+            if ids.size:
+                q[self.idx_q[ids] + J.QUAT_OFFSET[code] + 3] = 1.0
+        return q
+
+    def random_configuration(self, rng=None, scale=np.pi):
+        """Random configuration: angles and displacements uniform in [-scale, scale], random unit
+        quaternions."""
+        rng = np.random.default_rng(rng)
+        q = rng.uniform(-scale, scale, self.nq)
+        for code in (J.SPHERICAL, J.FREE):
+            ids = np.flatnonzero(self.jtype == code)
+            if ids.size:
+                quat = rng.normal(size=(ids.size, 4))
+                quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+                k = self.idx_q[ids] + J.QUAT_OFFSET[code]
+                for c in range(4):
+                    q[k + c] = quat[:, c]
+        return q
+
+    def random_velocity(self, rng=None, scale=1.0):
+        rng = np.random.default_rng(rng)
+        return rng.uniform(-scale, scale, self.nv)
+
+    def normalize(self, q):
+        """Return q with every quaternion normalised."""
+        q = np.array(q, dtype=float)
+        for code in (J.SPHERICAL, J.FREE):
+            ids = np.flatnonzero(self.jtype == code)
+            if ids.size:
+                k = (self.idx_q[ids] + J.QUAT_OFFSET[code])[:, None] + np.arange(4)
+                q[k] /= np.linalg.norm(q[k], axis=1, keepdims=True)
+        return q
+
+    # ------------------------------------------------------------------ topology
+    def children(self, i=None):
+        """Children of body i (array), or, with no argument, the CSR pair (ptr, idx) for all
+        bodies (children of i are idx[ptr[i]:ptr[i+1]]; the base's children are ``roots()``)."""
+        if "children" not in self._topo:
+            p = self.parent
+            order = np.argsort(p, kind="stable")
+            counts = np.bincount(p[p >= 0], minlength=self.n)
+            ptr = np.zeros(self.n + 1, dtype=np.int64)
+            np.cumsum(counts, out=ptr[1:])
+            idx = order[np.count_nonzero(p < 0):]
+            self._topo["children"] = (ptr, idx)
+        ptr, idx = self._topo["children"]
+        if i is None:
+            return ptr, idx
+        return idx[ptr[i]:ptr[i + 1]]
+
+    def roots(self):
+        return np.flatnonzero(self.parent < 0)
+
+    def num_children(self):
+        ptr, _ = self.children()
+        return np.diff(ptr)
+
+    def depth(self):
+        """Depth of every body (roots have depth 0)."""
+        if "depth" not in self._topo:
+            self._topo["depth"] = _depth(self.parent)
+        return self._topo["depth"]
+
+    def levels(self):
+        """Bodies grouped by depth: CSR pair (ptr, idx); level d is idx[ptr[d]:ptr[d+1]]."""
+        d = self.depth()
+        order = np.argsort(d, kind="stable")
+        ptr = np.zeros(int(d.max()) + 2, dtype=np.int64)
+        np.cumsum(np.bincount(d), out=ptr[1:])
+        return ptr, order
+
+    def subtree_sizes(self):
+        """Number of bodies in the subtree of every body (itself included)."""
+        if "subtree" not in self._topo:
+            self._topo["subtree"] = _subtree_sizes(self.parent)
+        return self._topo["subtree"]
+
+    def nodes(self):
+        """Bodies with two or more children (the seed papers' node bodies)."""
+        return np.flatnonzero(self.num_children() >= 2)
+
+    def chains(self):
+        """Split the tree into chains: maximal runs of bodies where each body is the only child
+        of the previous one.  A chain starts at a root or at a child of a node body, and ends at
+        a leaf or a node body.  Returns CSR (ptr, idx): chain c is idx[ptr[c]:ptr[c+1]],
+        ordered base to tip."""
+        if "chains" not in self._topo:
+            self._topo["chains"] = _chains(self.parent, self.num_children())
+        return self._topo["chains"]
+
+    # ------------------------------------------------------------------ workspace
+    def create_data(self):
+        return Data(self)
+
+    @property
+    def data(self):
+        """A workspace kept with the model for calls that don't pass one."""
+        if self._data is None:
+            self._data = Data(self)
+        return self._data
+
+    def select(self, ids):
+        """A sub-model made of the bodies ``ids`` (sorted; parents outside become base)."""
+        ids = np.sort(np.asarray(ids, dtype=np.int64))
+        new = -np.ones(self.n, dtype=np.int64)
+        new[ids] = np.arange(ids.size)
+        par = self.parent[ids]
+        par = np.where(par >= 0, new[np.maximum(par, 0)], -1)
+        names = [self.joint_names[i] for i in ids] if self.joint_names.explicit is not None else None
+        return Model(par, self.jtype[ids], self.axis[ids], self.E_tree[ids], self.r_tree[ids], self.mass[ids],
+                     self.com[ids], self.I_com[ids], axis2=self.axis2[ids], gravity=self.gravity,
+                     joint_names=names, name=self.name, allow_massless=self.allow_massless)
+
+
+@njit(cache=True)
+def _depth(parent):
+    n = parent.shape[0]
+    d = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        if parent[i] >= 0:
+            d[i] = d[parent[i]] + 1
+    return d
+
+
+@njit(cache=True)
+def _subtree_sizes(parent):
+    n = parent.shape[0]
+    s = np.ones(n, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        if parent[i] >= 0:
+            s[parent[i]] += s[i]
+    return s
+
+
+@njit(cache=True)
+def _chains(parent, nchild):
+    n = parent.shape[0]
+    starts = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        p = parent[i]
+        if p < 0 or nchild[p] != 1:
+            starts[i] = True
+    nc = 0
+    for i in range(n):
+        if starts[i]:
+            nc += 1
+    # the unique child of each single-child body
+    only = -np.ones(n, dtype=np.int64)
+    for i in range(n):
+        p = parent[i]
+        if p >= 0 and nchild[p] == 1:
+            only[p] = i
+    ptr = np.zeros(nc + 1, dtype=np.int64)
+    idx = np.empty(n, dtype=np.int64)
+    c = 0
+    k = 0
+    for i in range(n):
+        if starts[i]:
+            j = i
+            while True:
+                idx[k] = j
+                k += 1
+                if only[j] < 0:
+                    break
+                j = only[j]
+            c += 1
+            ptr[c] = k
+    return ptr, idx
+
+
+def regular_numbering(parent):
+    """Permutation ``perm`` that puts an arbitrary parent array (any order, -1 for the base) into
+    regular numbering: new body k is old body perm[k].  Raises on cycles and bad references."""
+    parent = np.asarray(parent, dtype=np.int64)
+    n = parent.size
+    bad = np.flatnonzero((parent < -1) | (parent >= n))
+    if bad.size:
+        i = int(bad[0])
+        raise PartreeInputError(f"body {i} has parent {int(parent[i])}, which is not a body (n = {n})")
+    self_loop = np.flatnonzero(parent == np.arange(n))
+    if self_loop.size:
+        raise PartreeInputError(f"body {int(self_loop[0])} is its own parent (a cycle)")
+    order = _bfs_order(parent)
+    if order.size < n:
+        seen = np.zeros(n, dtype=bool)
+        seen[order] = True
+        i = int(np.flatnonzero(~seen)[0])
+        # walk up from i until a body repeats: that is the cycle
+        path, j = [], i
+        while j not in path:
+            path.append(j)
+            j = int(parent[j])
+        cyc = path[path.index(j):]
+        raise PartreeInputError(f"parent array has a cycle through bodies {cyc} (not connected to the base)")
+    return order
+
+
+def _bfs_order(parent):
+    n = parent.size
+    has_parent = parent >= 0
+    order_children = np.argsort(np.where(has_parent, parent, -1), kind="stable")
+    counts = np.bincount(parent[has_parent], minlength=n)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    kids = order_children[np.count_nonzero(~has_parent):]
+    out = [np.flatnonzero(~has_parent)]
+    frontier = out[0]
+    while frontier.size:
+        nxt = np.concatenate([kids[ptr[i]:ptr[i + 1]] for i in frontier]) if frontier.size < 64 else \
+            _gather_children(frontier, ptr, kids)
+        if nxt.size:
+            out.append(nxt)
+        frontier = nxt
+    return np.concatenate(out)
+
+
+@njit(cache=True)
+def _gather_children(frontier, ptr, kids):
+    m = 0
+    for i in frontier:
+        m += ptr[i + 1] - ptr[i]
+    out = np.empty(m, dtype=np.int64)
+    k = 0
+    for i in frontier:
+        for j in range(ptr[i], ptr[i + 1]):
+            out[k] = kids[j]
+            k += 1
+    return out
+
+
+def renumber(model_arrays_parent, perm):
+    """Map a parent array through ``perm`` (from ``regular_numbering``)."""
+    parent = np.asarray(model_arrays_parent, dtype=np.int64)
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.size)
+    p = parent[perm]
+    return np.where(p >= 0, inv[np.maximum(p, 0)], -1)
+
+
+class Data:
+    """Workspace of the algorithms, allocated once per model and reused between calls."""
+
+    def __init__(self, model: Model):
+        n, nv = model.n, model.nv
+        self.n = n
+        self.E = np.zeros((n, 3, 3))      # X_up rotation
+        self.r = np.zeros((n, 3))         # X_up translation
+        self.v = np.zeros((n, 6))         # body velocities
+        self.c = np.zeros((n, 6))         # velocity-product accelerations
+        self.IA = np.zeros((n, 6, 6))     # articulated (ABA) / composite (CRBA) inertias
+        self.pA = np.zeros((n, 6))        # bias forces (ABA) / body forces (RNEA)
+        self.a = np.zeros((n, 6))         # accelerations
+        self.S = np.zeros((nv, 6))        # motion subspace, one row per DOF
+        self.U = np.zeros((nv, 6))
+        self.Dinv = np.zeros((nv, 6))
+        self.u = np.zeros(nv)
+        self.qdd = np.zeros(nv)
+        self.tau = np.zeros(nv)
+
+    @property
+    def nbytes(self):
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))

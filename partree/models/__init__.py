@@ -1,0 +1,4 @@
+"""Model generators."""
+from .autotree import auto_tree
+
+__all__ = ["auto_tree"]
