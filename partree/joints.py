@@ -39,7 +39,7 @@ def code_of(jtype) -> int:
         try:
             return CODES[jtype.lower()]
         except KeyError:
-            raise ValueError(f"unknown joint type {jtype!r}; known: {', '.join(NAMES)}") from None
+            raise ValueError(f"unknown joint type {str(jtype)!r}; known: {', '.join(NAMES)}") from None
     code = int(jtype)
     if not 0 <= code < len(NAMES):
         raise ValueError(f"unknown joint type code {code}")

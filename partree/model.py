@@ -115,7 +115,7 @@ class Model:
             jtype = [jtype] * n
         jt = np.asarray(jtype)
         if jt.dtype.kind in "US":
-            jt = np.array([J.code_of(s) for s in jt])
+            jt = np.array([J.code_of(str(s)) for s in jt])
         self.jtype = _as(jt, (n,), "jtype", np.int8)
         self.axis = _as(axis, (n, 3), "axis")
         self.axis2 = np.zeros((n, 3)) if axis2 is None else _as(axis2, (n, 3), "axis2")

@@ -1,0 +1,178 @@
+"""Model construction, validation errors, topology queries, configurations."""
+import numpy as np
+import pytest
+
+import partree
+from partree import PartreeInputError
+from partree.model import regular_numbering, renumber
+from partree.models import auto_tree
+from partree.spatial import axis_angle, force_xform, motion_xform, spatial_inertia
+
+
+def simple_arrays(n=4):
+    return dict(parent=np.arange(-1, n - 1), jtype=np.zeros(n, dtype=int), axis=np.tile([0.0, 0, 1], (n, 1)),
+                E_tree=np.tile(np.eye(3), (n, 1, 1)), r_tree=np.tile([1.0, 0, 0], (n, 1)), mass=np.ones(n),
+                com=np.tile([0.5, 0, 0], (n, 1)), I_com=np.tile(np.diag([0.01, 0.1, 0.1]), (n, 1, 1)))
+
+
+def make(**over):
+    a = simple_arrays()
+    a.update(over)
+    return partree.Model(**a)
+
+
+def test_forward_reference_and_self_parent():
+    with pytest.raises(PartreeInputError, match="body 2 .*parent 3"):
+        make(parent=np.array([-1, 0, 3, 1]))
+    with pytest.raises(PartreeInputError, match="body 1 .*itself"):
+        make(parent=np.array([-1, 1, 1, 2]))
+
+
+def test_regular_numbering_and_cycles():
+    parent = np.array([3, -1, 1, 1, 0])
+    perm = regular_numbering(parent)
+    newp = renumber(parent, perm)
+    assert np.all(newp < np.arange(5))
+    with pytest.raises(PartreeInputError, match="cycle"):
+        regular_numbering(np.array([-1, 2, 3, 1]))
+    with pytest.raises(PartreeInputError, match="own parent"):
+        regular_numbering(np.array([-1, 1]))
+    with pytest.raises(PartreeInputError, match="not a body"):
+        regular_numbering(np.array([-1, 7]))
+
+
+def test_bad_inertias():
+    with pytest.raises(PartreeInputError, match="body 2 .*non-positive mass"):
+        make(mass=np.array([1.0, 1.0, 0.0, 1.0]))
+    with pytest.raises(PartreeInputError, match="body 1 .*non-positive mass"):
+        make(mass=np.array([1.0, -2.0, 1.0, 1.0]))
+    Ic = np.tile(np.diag([0.01, 0.1, 0.1]), (4, 1, 1))
+    Ic[3] = np.diag([0.01, 0.01, 1.0])      # violates the triangle inequality
+    with pytest.raises(PartreeInputError, match="body 3 .*triangle"):
+        make(I_com=Ic)
+    Ic[3] = np.diag([-0.01, 0.1, 0.1])
+    with pytest.raises(PartreeInputError, match="body 3"):
+        make(I_com=Ic)
+    Ic[3] = np.array([[0.1, 0.05, 0], [0.0, 0.1, 0], [0, 0, 0.1]])
+    with pytest.raises(PartreeInputError, match="body 3 .*not symmetric"):
+        make(I_com=Ic)
+
+
+def test_bad_shapes_axes_and_types():
+    with pytest.raises(PartreeInputError, match="axis has shape"):
+        make(axis=np.zeros((3, 3)))
+    with pytest.raises(PartreeInputError, match="not a unit vector"):
+        make(axis=np.tile([0.0, 0, 2], (4, 1)))
+    with pytest.raises(ValueError, match="unknown joint type 'hinge'"):
+        make(jtype=["revolute", "hinge", "revolute", "revolute"])
+    with pytest.raises(PartreeInputError, match="not a rotation"):
+        make(E_tree=np.tile(2 * np.eye(3), (4, 1, 1)))
+    with pytest.raises(PartreeInputError, match="r_tree is not finite at body 1"):
+        r = np.tile([1.0, 0, 0], (4, 1))
+        r[1, 2] = np.nan
+        make(r_tree=r)
+
+
+def test_bad_states_named():
+    m = auto_tree(5)
+    q = np.zeros(5)
+    with pytest.raises(PartreeInputError, match=r"q has shape \(4,\)"):
+        partree.aba(m, np.zeros(4), q, q)
+    bad = q.copy()
+    bad[3] = np.nan
+    with pytest.raises(PartreeInputError, match=r"qd\[3\] is nan \(joint 'j3', body 3\)"):
+        partree.aba(m, q, bad, q)
+    bad[3] = np.inf
+    with pytest.raises(PartreeInputError, match=r"tau\[3\] is inf"):
+        partree.rnea(m, q, q, bad) if False else partree.aba(m, q, q, bad)
+    with pytest.raises(PartreeInputError, match=r"f_ext has shape"):
+        partree.aba(m, q, q, q, f_ext=np.zeros((4, 6)))
+    F = np.zeros((5, 6))
+    F[2, 4] = np.nan
+    with pytest.raises(PartreeInputError, match=r"f_ext of body 2"):
+        partree.aba(m, q, q, q, f_ext=F)
+
+
+def test_topology_queries():
+    m = auto_tree(15, 2)
+    assert list(m.children(0)) == [1, 2]
+    assert list(m.children(6)) == [13, 14]
+    assert len(m.children(7)) == 0
+    d = m.depth()
+    assert d[0] == 0 and d[14] == 3
+    ptr, idx = m.levels()
+    assert [list(idx[ptr[k]:ptr[k + 1]]) for k in range(len(ptr) - 1)][:3] == [[0], [1, 2], [3, 4, 5, 6]]
+    assert m.subtree_sizes()[0] == 15 and m.subtree_sizes()[1] == 7
+    assert list(m.nodes()) == list(range(7))
+    c = auto_tree(10, 1)
+    ptr, idx = c.chains()
+    assert len(ptr) == 2 and list(idx) == list(range(10))
+    # a Y: chain 0-1-2, node 2 with two chains 3-4 and 5
+    y = partree.Model(parent=[-1, 0, 1, 2, 3, 2], jtype="revolute", axis=np.tile([0, 0, 1.0], (6, 1)),
+                      E_tree=np.tile(np.eye(3), (6, 1, 1)), r_tree=np.ones((6, 3)), mass=np.ones(6),
+                      com=np.zeros((6, 3)), I_com=np.tile(np.eye(3), (6, 1, 1)))
+    ptr, idx = y.chains()
+    chains = sorted(list(idx[ptr[k]:ptr[k + 1]]) for k in range(len(ptr) - 1))
+    assert chains == [[0, 1, 2], [3, 4], [5]]
+
+
+def test_slices_names_and_configurations():
+    from partree.models import random_tree
+    m = random_tree(30, seed=5, floating_base=True)
+    q = m.neutral()
+    assert q.shape == (m.nq,)
+    fb = m.joint_names[0]
+    assert m.joint_type(fb) == "free"
+    assert m.q_slice(fb) == slice(0, 7) and m.v_slice(fb) == slice(0, 6)
+    assert q[6] == 1.0
+    qr = m.random_configuration(1)
+    k = np.flatnonzero(m.jtype == partree.joints.SPHERICAL)
+    for i in k:
+        assert abs(np.linalg.norm(qr[m.q_slice(int(i))]) - 1) < 1e-12
+    with pytest.raises(KeyError):
+        m.q_slice("no-such-joint")
+
+
+def test_memory_per_body_generated_names():
+    m = auto_tree(10**5, 2)
+    assert m.joint_names.explicit is None
+    assert m.joint_names[12345] == "j12345" and m.joint_id("j12345") == 12345
+    per_body = (m.nbytes + m.data.nbytes) / m.n
+    assert per_body < 1500
+
+
+def test_spatial_kernels_against_6x6(rng):
+    """The compact kernels agree with the textbook 6x6 matrices."""
+    from partree.algorithms import _spatial as S
+    E = axis_angle(rng.normal(size=3), 0.7).T
+    r = rng.normal(size=3)
+    I6 = spatial_inertia(2.0, rng.normal(size=3), np.diag([0.3, 0.4, 0.5]))
+    X = motion_xform(E, r)
+    m = rng.normal(size=6)
+    out = np.zeros(6)
+    S.xform_motion(E, r, m, out)
+    assert np.allclose(out, X @ m)
+    acc = np.zeros(6)
+    S.xform_force_T_add(E, r, m, acc)
+    assert np.allclose(acc, X.T @ m)
+    assert np.allclose(force_xform(E, r), np.linalg.inv(X).T)
+    A = np.zeros((6, 6))
+    S.congruence_add(E, r, I6, A, np.zeros((6, 6)))
+    assert np.allclose(A, X.T @ I6 @ X)
+    Ic = np.zeros((6, 6))
+    c = rng.normal(size=3)
+    S.inertia_from_compact(1.5, c, np.diag([0.3, 0.4, 0.5]), Ic)
+    assert np.allclose(Ic, spatial_inertia(1.5, c, np.diag([0.3, 0.4, 0.5])))
+
+
+def test_integrate_matches_pinocchio(rng):
+    pin = pytest.importorskip("pinocchio")
+    from partree.configuration import integrate
+    from partree.io.pinocchio import to_pinocchio
+    from partree.models import random_tree
+    m = random_tree(20, seed=4, floating_base=True, joint_types=("revolute", "spherical", "universal"))
+    p, _ = to_pinocchio(m)
+    q = m.random_configuration(rng)
+    v = m.random_velocity(rng, 2.0)
+    # same joint order (no fixed joints), so q and v map one to one
+    assert np.allclose(integrate(m, q, v), pin.integrate(p, q, v), atol=1e-12)
