@@ -1,13 +1,17 @@
 """partree: dynamics of very large tree-structured multibody systems."""
-from . import joints, models, spatial
+from . import io, joints, models, spatial, specs
 from .algorithms.aba import aba
 from .algorithms.crba import bias_forces, crba, mass_matrix_operator
 from .algorithms.energy import center_of_mass, energy, kinetic_energy, momentum, potential_energy
 from .algorithms.kinematics import forward_kinematics
 from .algorithms.rnea import joint_wrenches, rnea
+from .configuration import integrate
+from .io import load_model, load_urdf, save_model
 from .model import Data, Model, PartreeInputError
+from .specs import register_generator, resolve_model
 
 __version__ = "0.1.0"
 __all__ = ["Model", "Data", "PartreeInputError", "aba", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
-           "center_of_mass", "momentum", "joints", "models", "spatial"]
+           "center_of_mass", "momentum", "integrate", "load_urdf", "save_model", "load_model", "resolve_model",
+           "register_generator", "io", "specs", "joints", "models", "spatial"]

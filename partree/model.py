@@ -357,9 +357,11 @@ class Model:
         par = self.parent[ids]
         par = np.where(par >= 0, new[np.maximum(par, 0)], -1)
         names = [self.joint_names[i] for i in ids] if self.joint_names.explicit is not None else None
+        bnames = [self.body_names[i] for i in ids] if self.body_names.explicit is not None else None
         return Model(par, self.jtype[ids], self.axis[ids], self.E_tree[ids], self.r_tree[ids], self.mass[ids],
                      self.com[ids], self.I_com[ids], axis2=self.axis2[ids], gravity=self.gravity,
-                     joint_names=names, name=self.name, allow_massless=self.allow_massless)
+                     joint_names=names, body_names=bnames, name=self.name, allow_massless=self.allow_massless,
+                     validate=False)
 
 
 @njit(cache=True)

@@ -1,4 +1,19 @@
 """Model generators."""
 from .autotree import auto_tree
+from .generators import binary_tree, chain, random_tree
+from .seeds import cardan_chain, space_robot, three_arm_inputs, three_arm_manipulator
 
-__all__ = ["auto_tree"]
+#: generators for model spec strings (``partree.specs`` merges this dict into its registry):
+#: e.g. ``chain:n=100,joint=universal``, ``binary:n=1e6``, ``random:n=1000,seed=1,floating_base=true``,
+#: ``spacerobot``, ``cardan:n=50``, ``threearm:floating_base=true``.
+GENERATORS = {
+    "chain": chain,
+    "binary": binary_tree,
+    "random": random_tree,
+    "spacerobot": space_robot,
+    "cardan": cardan_chain,
+    "threearm": three_arm_manipulator,
+}
+
+__all__ = ["auto_tree", "chain", "binary_tree", "random_tree", "space_robot", "cardan_chain",
+           "three_arm_manipulator", "three_arm_inputs", "GENERATORS"]

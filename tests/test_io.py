@@ -1,0 +1,309 @@
+"""Native model files (.npz, .h5/.hdf5, .json): exact round trips, names, versions, errors."""
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import partree
+from partree import joints as J
+from partree.io import FORMAT_VERSION, load, load_model, load_urdf, save_model
+from partree.model import JointNames, Model, PartreeInputError
+from partree.models import auto_tree
+from partree.spatial import quat_to_matrix
+
+DATA = Path(__file__).parent / "data"
+ARRAYS = ("parent", "jtype", "axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com", "gravity")
+SUFFIXES = [".npz", ".h5", ".hdf5", ".json"]
+
+
+def mixed_model(n=12, seed=0, names=True):
+    """Every joint type, random placements and inertias, full-precision floats."""
+    rng = np.random.default_rng(seed)
+    parent = np.array([-1] + [int(rng.integers(-1, i)) for i in range(1, n)])
+    jtype = np.arange(n) % len(J.NAMES)
+    axis = rng.normal(size=(n, 3))
+    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
+    axis2 = np.zeros((n, 3))
+    uni = jtype == J.UNIVERSAL
+    a2 = rng.normal(size=(n, 3))
+    axis2[uni] = (a2 / np.linalg.norm(a2, axis=1, keepdims=True))[uni]
+    E = np.array([quat_to_matrix(rng.normal(size=4)).T for _ in range(n)])
+    r = rng.normal(size=(n, 3))
+    mass = rng.uniform(0.1, 3.0, n)
+    com = rng.normal(scale=0.1, size=(n, 3))
+    Icom = np.empty((n, 3, 3))
+    for i in range(n):
+        R = quat_to_matrix(rng.normal(size=4))
+        Icom[i] = R @ np.diag(rng.uniform(0.5, 1.0, 3)) @ R.T
+    jn = [f"joint-{i}-é" for i in range(n)] if names else None
+    bn = [f"link {i}" for i in range(n)] if names else None
+    return Model(parent, jtype, axis, E, r, mass, com, Icom, axis2=axis2, gravity=(0.1, -0.2, -9.80665),
+                 joint_names=jn, body_names=bn, name="mixed")
+
+
+def assert_same(a, b):
+    for k in ARRAYS:
+        x, y = getattr(a, k), getattr(b, k)
+        assert x.dtype == y.dtype and x.shape == y.shape, k
+        assert x.tobytes() == y.tobytes(), f"{k} differs"
+    assert a.name == b.name and a.allow_massless == b.allow_massless
+    for key in ("joint_names", "body_names"):
+        na, nb = getattr(a, key), getattr(b, key)
+        assert (na.explicit is None) == (nb.explicit is None), key
+        assert na.prefix == nb.prefix
+        assert list(na) == list(nb), key
+    assert a.nq == b.nq and a.nv == b.nv
+
+
+MODELS = {
+    "mixed": lambda: mixed_model(),
+    "mixed-generated-names": lambda: mixed_model(9, seed=3, names=False),
+    "autotree": lambda: auto_tree(50, bf=2, skew=0.1, taper=0.95),
+    "arm7-urdf": lambda: load_urdf(DATA / "arm7.urdf"),
+    "branching-urdf-floating": lambda: load_urdf(DATA / "branching.urdf", floating_base=True),
+}
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+@pytest.mark.parametrize("which", list(MODELS))
+def test_round_trip_is_exact(tmp_path, which, suffix):
+    m = MODELS[which]()
+    path = tmp_path / f"model{suffix}"
+    assert save_model(m, path) == str(path)
+    back = load_model(path)
+    assert_same(m, back)
+    assert_same(m, load(path))
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".h5"])
+def test_compressed_round_trip(tmp_path, suffix):
+    m = mixed_model(30, seed=5)
+    plain, packed = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"
+    save_model(m, plain)
+    save_model(m, packed, compressed=True)
+    assert_same(m, load_model(packed))
+    big = auto_tree(20000, bf=2)
+    save_model(big, plain)
+    save_model(big, packed, compressed=True)
+    assert packed.stat().st_size < plain.stat().st_size
+    assert_same(big, load_model(packed))
+
+
+def test_dynamics_identical_after_round_trip(tmp_path):
+    m = load_urdf(DATA / "branching.urdf", floating_base=True)
+    save_model(m, tmp_path / "m.json")
+    back = load_model(tmp_path / "m.json")
+    q = m.random_configuration(1)
+    qd = m.random_velocity(2)
+    tau = m.random_velocity(3)
+    assert partree.aba(m, q, qd, tau).tobytes() == partree.aba(back, q, qd, tau).tobytes()
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".h5"])
+def test_generated_names_are_not_materialised(tmp_path, suffix):
+    n = 50_000
+    m = auto_tree(n, bf=3)
+    m.joint_names = JointNames(n, None, "hinge_")
+    path = tmp_path / f"big{suffix}"
+    save_model(m, path)
+    if suffix == ".npz":
+        with np.load(path) as z:
+            assert not any("names" in k for k in z.files)
+    else:
+        import h5py
+
+        with h5py.File(path) as f:
+            assert not any("names" in k for k in f.keys())
+    # the arrays only (257 bytes per body) and a little metadata; nothing per name
+    per_body = sum(getattr(m, k)[0].nbytes for k in ARRAYS if k != "gravity")
+    assert per_body == 257
+    assert path.stat().st_size < per_body * n + 64 * 1024
+    back = load_model(path)
+    assert back.joint_names.explicit is None and back.body_names.explicit is None
+    assert back.joint_names.prefix == "hinge_" and back.joint_names[n - 1] == f"hinge_{n - 1}"
+    assert back.joint_id(f"hinge_{n - 1}") == n - 1
+    assert back.parent.tobytes() == m.parent.tobytes()
+
+
+def test_json_is_readable(tmp_path):
+    m = load_urdf(DATA / "arm7.urdf")
+    path = tmp_path / "arm.json"
+    save_model(m, path)
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "partree-model" and doc["version"] == FORMAT_VERSION
+    b = doc["bodies"][2]
+    assert b["name"] == "joint3" and b["body"] == "link3" and b["parent"] == 1 and b["type"] == "revolute"
+    assert set(b) >= {"name", "parent", "type", "axis", "placement", "inertia"}
+    assert set(b["placement"]) == {"E", "r"} and set(b["inertia"]) == {"mass", "com", "I_com"}
+    # one body per line
+    assert len(path.read_text().splitlines()) >= m.n
+
+
+def test_json_hand_written_with_defaults_and_parent_names(tmp_path):
+    doc = {"format": "partree-model", "version": 1, "name": "hand",
+           "bodies": [
+               {"name": "shoulder", "parent": -1, "type": "revolute", "axis": [0, 0, 1],
+                "inertia": {"mass": 2, "com": [0.1, 0, 0], "I_com": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}},
+               {"name": "elbow", "parent": "shoulder", "type": "revolute", "axis": [0, 0, 1],
+                "placement": {"r": [0.5, 0, 0]},
+                "inertia": {"mass": 1, "I_com": [[0.05, 0, 0], [0, 0.05, 0], [0, 0, 0.05]]}},
+           ]}
+    path = tmp_path / "hand.json"
+    path.write_text(json.dumps(doc))
+    m = load_model(path)
+    assert list(m.parent) == [-1, 0] and list(m.joint_names) == ["shoulder", "elbow"]
+    np.testing.assert_array_equal(m.E_tree[1], np.eye(3))
+    np.testing.assert_array_equal(m.r_tree[1], [0.5, 0, 0])
+    np.testing.assert_array_equal(m.gravity, [0, 0, -9.81])
+
+
+# ---------------------------------------------------------------------- errors
+def test_unknown_suffix_and_missing_file(tmp_path):
+    m = auto_tree(3)
+    with pytest.raises(PartreeInputError, match="suffix"):
+        save_model(m, tmp_path / "m.pkl")
+    with pytest.raises(PartreeInputError, match="suffix"):
+        load_model(tmp_path / "m.txt")
+    with pytest.raises(PartreeInputError, match="no such model file"):
+        load_model(tmp_path / "missing.npz")
+    with pytest.raises(PartreeInputError, match="Model"):
+        save_model("autotree:nb=3", tmp_path / "m.npz")
+
+
+def _rewrite_npz(src, dst, edit):
+    with np.load(src) as z:
+        d = {k: z[k] for k in z.files}
+    edit(d)
+    with open(dst, "wb") as fh:
+        np.savez(fh, **d)
+
+
+def _set_meta(d, **kw):
+    meta = json.loads(d["meta"].tobytes())
+    meta.update(kw)
+    d["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+
+
+NPZ_CORRUPTIONS = {
+    "future-version": (lambda d: _set_meta(d, version=FORMAT_VERSION + 1), "version 2 is not supported"),
+    "string-version": (lambda d: _set_meta(d, version="1"), "bad format version"),
+    "foreign-format": (lambda d: _set_meta(d, format="other"), "not a partree model file"),
+    "no-meta": (lambda d: d.pop("meta"), "not a partree model file"),
+    "missing-array": (lambda d: d.pop("I_com"), "'I_com' is missing"),
+    "wrong-shape": (lambda d: d.__setitem__("com", d["com"][:, :2].copy()), "'com'"),
+    "wrong-dtype": (lambda d: d.__setitem__("parent", d["parent"].astype(np.int32)), "'parent'"),
+    "bad-parent": (lambda d: d["parent"].__setitem__(1, 5), "regular numbering"),
+    "bad-jtype": (lambda d: d["jtype"].__setitem__(0, 42), "joint type"),
+    "bad-count": (lambda d: _set_meta(d, n=-3), "body count"),
+    "bad-names": (lambda d: d.__setitem__("joint_names_offsets", d["joint_names_offsets"][::-1].copy()),
+                  "name table"),
+    "negative-mass": (lambda d: d["mass"].__setitem__(2, -1.0), "non-positive mass"),
+}
+
+
+@pytest.mark.parametrize("case", list(NPZ_CORRUPTIONS))
+def test_corrupt_npz_is_refused(tmp_path, case):
+    edit, needle = NPZ_CORRUPTIONS[case]
+    good = tmp_path / "good.npz"
+    save_model(mixed_model(6), good)
+    bad = tmp_path / "bad.npz"
+    _rewrite_npz(good, bad, edit)
+    with pytest.raises(PartreeInputError, match=needle) as ei:
+        load_model(bad)
+    assert str(bad) in str(ei.value)
+
+
+def test_validation_can_be_skipped(tmp_path):
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    save_model(mixed_model(6), good)
+    _rewrite_npz(good, bad, lambda d: d["mass"].__setitem__(2, -1.0))
+    assert load_model(bad, validate=False).mass[2] == -1.0   # structural checks only
+
+
+def test_garbage_files_are_refused(tmp_path):
+    for name, content in (("g.npz", b"not a zip at all"), ("g.h5", b"\x00" * 64), ("g.json", b"{ nope")):
+        p = tmp_path / name
+        p.write_bytes(content)
+        with pytest.raises(PartreeInputError) as ei:
+            load_model(p)
+        assert str(p) in str(ei.value)
+    p = tmp_path / "plain.npz"
+    np.savez(p, x=np.arange(3))
+    with pytest.raises(PartreeInputError, match="not a partree model file"):
+        load_model(p)
+    p = tmp_path / "list.json"
+    p.write_text("[1, 2]")
+    with pytest.raises(PartreeInputError, match="not a partree model file"):
+        load_model(p)
+
+
+def test_corrupt_h5_is_refused(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    p = tmp_path / "m.h5"
+    save_model(mixed_model(5), p)
+    with h5py.File(p, "r+") as f:
+        meta = json.loads(f.attrs["meta"])
+        meta["version"] = 99
+        f.attrs["meta"] = json.dumps(meta)
+    with pytest.raises(PartreeInputError, match="version 99 is not supported"):
+        load_model(p)
+    p2 = tmp_path / "nometa.h5"
+    with h5py.File(p2, "w") as f:
+        f["parent"] = np.array([-1])
+    with pytest.raises(PartreeInputError, match="not a partree model file"):
+        load_model(p2)
+    p3 = tmp_path / "m3.hdf5"
+    save_model(mixed_model(5), p3)
+    with h5py.File(p3, "r+") as f:
+        del f["E_tree"]
+    with pytest.raises(PartreeInputError, match="'E_tree' is missing"):
+        load_model(p3)
+
+
+JSON_CORRUPTIONS = {
+    "future-version": (lambda d: d.__setitem__("version", 7), "version 7 is not supported"),
+    "no-format": (lambda d: d.pop("format"), "not a partree model file"),
+    "no-bodies": (lambda d: d.__setitem__("bodies", []), "non-empty list"),
+    "string-number": (lambda d: d["bodies"][1]["inertia"].__setitem__("mass", "1.0"), "not numeric"),
+    "string-in-list": (lambda d: d["bodies"][0].__setitem__("axis", [0, "1", 0]), "not numeric"),
+    "short-axis": (lambda d: d["bodies"][0].__setitem__("axis", [0, 1]), "shape"),
+    "unknown-type": (lambda d: d["bodies"][0].__setitem__("type", "ball"), "unknown joint type"),
+    "bad-parent-name": (lambda d: d["bodies"][1].__setitem__("parent", "nobody"), "not an earlier body"),
+    "later-parent": (lambda d: d["bodies"][0].__setitem__("parent", 3), "regular numbering"),
+    "n-mismatch": (lambda d: d.__setitem__("n", 99), "n = 99"),
+    "missing-inertia": (lambda d: d["bodies"][2].pop("inertia"), "missing 'inertia'"),
+}
+
+
+@pytest.mark.parametrize("case", list(JSON_CORRUPTIONS))
+def test_corrupt_json_is_refused(tmp_path, case):
+    edit, needle = JSON_CORRUPTIONS[case]
+    p = tmp_path / "m.json"
+    save_model(mixed_model(6), p)
+    doc = json.loads(p.read_text())
+    edit(doc)
+    p.write_text(json.dumps(doc))
+    with pytest.raises(PartreeInputError, match=needle) as ei:
+        load_model(p)
+    assert str(p) in str(ei.value)
+
+
+def test_missing_h5py_gives_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "h5py", None)   # makes `import h5py` fail
+    with pytest.raises(ImportError, match="pip install h5py"):
+        save_model(auto_tree(3), tmp_path / "m.h5")
+    # the other formats don't need it
+    save_model(auto_tree(3), tmp_path / "m.npz")
+
+
+def test_npz_is_a_plain_zip_of_arrays(tmp_path):
+    """No pickles: the file loads with allow_pickle=False and holds only .npy members."""
+    p = tmp_path / "m.npz"
+    save_model(mixed_model(4), p)
+    with zipfile.ZipFile(p) as z:
+        assert all(name.endswith(".npy") for name in z.namelist())
+    with np.load(p, allow_pickle=False) as z:
+        assert z["parent"].dtype == np.int64
