@@ -8,9 +8,7 @@ Three forms:
   pass and ``M^-1 @ y`` by an articulated-body pass, both O(N) -- the way to go for 10^6 bodies.
 """
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
-from scipy.sparse.linalg import LinearOperator
 
 from ..joints import joint_kinematics
 from ..model import PartreeInputError
@@ -136,6 +134,8 @@ def crba(model, q, sparse=False, data=None, max_dense_bytes=4 * 2**30):
     vals = np.empty(nnz)
     k = _crba_entries(model.parent, model.idx_v, d.E, d.r, d.IA, d.S, rows, cols, vals, False,
                       np.zeros((0, 0)))
+    import scipy.sparse as sp
+
     return sp.csr_matrix((vals[:k], (rows[:k], cols[:k])), shape=(nv, nv))
 
 
@@ -149,9 +149,16 @@ def _ancestor_dofs(parent, nv_j):
     return out
 
 
-class MassMatrixOperator(LinearOperator):
-    """M(q) as a scipy LinearOperator: ``M @ x`` and ``M.solve(y)`` in O(N), M never formed."""
+def _operator_class():
+    from scipy.sparse.linalg import LinearOperator
 
+    class MassMatrixOperator(_MassMatrixMethods, LinearOperator):
+        """M(q) as a scipy LinearOperator: ``M @ x`` and ``M.solve(y)`` in O(N), M never formed."""
+
+    return MassMatrixOperator
+
+
+class _MassMatrixMethods:
     def __init__(self, model, q):
         self.model = model
         self.q, _ = _checks.state(model, q)
@@ -185,7 +192,7 @@ class MassMatrixOperator(LinearOperator):
 
 def mass_matrix_operator(model, q):
     """Matrix-free M(q) (see ``MassMatrixOperator``)."""
-    return MassMatrixOperator(model, q)
+    return _operator_class()(model, q)
 
 
 def bias_forces(model, q, qd, f_ext=None, data=None):
