@@ -109,7 +109,8 @@ def congruence_add(E, r, Ia, out, T):
     With X = diag(E, E) [[1, 0], [-rx, 1]] and Ia' = diag(E, E)^T Ia diag(E, E) = [[A, B], [B^T, C]],
     X^T Ia X = [[A + rx B^T - B rx - rx C rx, B + rx C], [B^T - C rx, C]].
     """
-    # T = rotated blocks: T = blockdiag(E^T) Ia blockdiag(E)
+    # T = rotated blocks: T = blockdiag(E^T) Ia blockdiag(E); the diagonal blocks are symmetric,
+    # so only their upper triangles are computed (and mirrored)
     for bi in range(2):
         for bj in range(bi, 2):
             oi = 3 * bi
@@ -119,8 +120,11 @@ def congruence_add(E, r, Ia, out, T):
                 m0 = E[0, i] * Ia[oi, oj] + E[1, i] * Ia[oi + 1, oj] + E[2, i] * Ia[oi + 2, oj]
                 m1 = E[0, i] * Ia[oi, oj + 1] + E[1, i] * Ia[oi + 1, oj + 1] + E[2, i] * Ia[oi + 2, oj + 1]
                 m2 = E[0, i] * Ia[oi, oj + 2] + E[1, i] * Ia[oi + 1, oj + 2] + E[2, i] * Ia[oi + 2, oj + 2]
-                for j in range(3):
+                for j in range(i if bi == bj else 0, 3):
                     T[oi + i, oj + j] = m0 * E[0, j] + m1 * E[1, j] + m2 * E[2, j]
+    T[4, 3] = T[3, 4]
+    T[5, 3] = T[3, 5]
+    T[5, 4] = T[4, 5]
     r0, r1, r2 = r[0], r[1], r[2]
     # K = B + rx C   (B = T[0:3, 3:6], C = T[3:6, 3:6])
     for j in range(3):

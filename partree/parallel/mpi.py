@@ -1,0 +1,301 @@
+"""MPI backend (mpi4py): parts spread over the ranks of a communicator, rank 0 is the root.
+
+Setup (once per engine): every rank builds the model itself (a Model, a zero-argument callable
+returning one, or a spec string for ``partree.specs.resolve_model``), computes the same
+deterministic partition, slices out its own parts (``PartKernel``) and drops the model and the
+partition; rank 0 keeps only the O(P) parts tree (plus, to gather qdd, the v-indices of all
+parts).  So in steady state a rank holds only its parts' data; the full model exists on each
+rank only while it is being built and sliced (peak memory = one model per rank).
+
+One evaluation = four messages, all O(P) small matrices, independent of N:
+  Gatherv  velocity maps (T_h, vrel_h per handle)         parts -> root
+  Scatterv incoming velocities v_in                        root -> parts
+  Gatherv  boundary relations (M, m0, Kt, Lam, beta)       parts -> root
+  Scatterv a_in and the handle wrenches g                  root -> parts
+plus, optionally, a Gatherv of qdd to rank 0 (O(N), counted separately).
+
+Any exception on any rank prints ``partree MPI rank r: <message>`` to stderr and calls
+``comm.Abort(1)`` so the whole job ends at once instead of hanging in a collective (on a
+one-rank communicator the exception is raised normally).
+"""
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from ..model import Model, PartreeInputError
+from . import root as R
+from .serial import PATH_WEIGHT, build_part, gravity_a0, make_partition
+
+
+def _resolve(model_or_loader):
+    if isinstance(model_or_loader, Model):
+        return model_or_loader
+    if callable(model_or_loader):
+        return model_or_loader()
+    from ..specs import resolve_model
+
+    return resolve_model(model_or_loader)
+
+
+def assign_parts(costs, nranks):
+    """Parts -> ranks: largest cost first onto the least loaded rank (deterministic)."""
+    costs = np.asarray(costs, dtype=float)
+    owner = np.empty(costs.size, dtype=np.int64)
+    load = np.zeros(nranks)
+    for k in np.argsort(-costs, kind="stable"):
+        r = int(np.argmin(load))
+        owner[k] = r
+        load[r] += costs[k]
+    return owner
+
+
+class _Abort:
+    """Context: any exception -> message on stderr and comm.Abort (size > 1)."""
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, e, tb):
+        if e is None or self.comm.Get_size() == 1 or not isinstance(e, Exception):
+            return False
+        msg = f"partree MPI rank {self.comm.Get_rank()}: {type(e).__name__}: {e}"
+        try:
+            sys.stderr.write(msg + "\n")
+            if not isinstance(e, PartreeInputError):
+                traceback.print_exception(et, e, tb, file=sys.stderr)
+            sys.stderr.flush()
+            sys.stdout.flush()
+        finally:
+            self.comm.Abort(1)
+        return False
+
+
+def _check_finite(x, sel, name, bodies_of, pk):
+    if not np.isfinite(x).all():
+        k = int(np.flatnonzero(~np.isfinite(x))[0])
+        g = int(sel[k])
+        body = int(pk.bodies[int(np.searchsorted(bodies_of, k, side="right") - 1)])
+        raise PartreeInputError(f"{name}[{g}] is {x[k]} (body {body}, part {pk.part_id})")
+
+
+class MPIEngine:
+    """Forward dynamics over MPI.  Collective: construct and call on every rank of ``comm``.
+
+    ``parts``: number of parts (default: the number of ranks) or a Partition.
+    ``path_weight``: see ``partition``.  ``gather``: collect qdd on rank 0.
+    """
+
+    def __init__(self, model_or_loader, comm=None, parts=None, path_weight=PATH_WEIGHT, gather=True):
+        if comm is None:
+            from mpi4py import MPI
+
+            comm = MPI.COMM_WORLD
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.gather = gather
+        with _Abort(comm):
+            t0 = time.perf_counter()
+            model = _resolve(model_or_loader)
+            pt = make_partition(model, self.size if parts is None else parts, path_weight)
+            P = pt.nparts
+            costs = pt.costs if pt.costs is not None else pt.weights
+            self.owner = assign_parts(costs, self.size)
+            self.local_ids = np.flatnonzero(self.owner == self.rank)
+            self.parts = [build_part(model, pt, int(k)) for k in self.local_ids]
+            self.n, self.nq, self.nv = model.n, model.nq, model.nv
+            self.a0 = gravity_a0(model.gravity)
+            tree = R.PartsTree.from_partition(pt)
+            nh = tree.nh
+            # fixed message layouts (doubles per part)
+            self._vel_len = 18 * nh
+            self._red_len = 42 + 36 * nh + 36 * nh * nh + 6 * nh
+            self._sol_len = 6 + 6 * nh
+            self._v_len = np.full(P, 6)
+            self.nparts = P
+            if self.rank == 0:
+                self.tree = tree
+                self.nh = nh
+                order = [np.flatnonzero(self.owner == r) for r in range(self.size)]
+                self._order = order
+                self._perm = np.concatenate(order)         # parts in rank-major order
+                if gather:
+                    vs = [build_vsel(model, pt, int(k)) for k in self._perm]
+                    self._qdd_index = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
+                    self._qdd_counts = [int(sum(model.nv_j[pt.bodies(int(k))].sum() for k in order[r]))
+                                        for r in range(self.size)]
+            self._counts = {key: [int(arr[self.owner == r].sum()) for r in range(self.size)]
+                            for key, arr in (("vel", self._vel_len), ("red", self._red_len),
+                                             ("sol", self._sol_len), ("v", self._v_len))}
+            del model, pt
+            self.setup_time = time.perf_counter() - t0
+        self.last_info = None
+
+    # ------------------------------------------------------------------ helpers
+    def _gather(self, key, local):
+        """Gatherv of this rank's flat buffer to rank 0; returns the concatenation on rank 0."""
+        counts = self._counts[key]
+        recv = None
+        if self.rank == 0:
+            buf = np.empty(sum(counts))
+            recv = [buf, (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).tolist())]
+        self.comm.Gatherv(local, recv, root=0)
+        if self.rank != 0:
+            self._bytes += local.nbytes
+        return recv[0] if recv is not None else None
+
+    def _scatter(self, key, full):
+        counts = self._counts[key]
+        out = np.empty(counts[self.rank])
+        send = None
+        if self.rank == 0:
+            send = [full, (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).tolist())]
+        self.comm.Scatterv(send, out, root=0)
+        if self.rank != 0:
+            self._bytes += out.nbytes
+        return out
+
+    def _split(self, buf, lens):
+        """Rank-major buffer -> dict part -> flat piece."""
+        out = {}
+        o = 0
+        for k in self._perm:
+            L = int(lens[k])
+            out[int(k)] = buf[o:o + L]
+            o += L
+        return out
+
+    # ------------------------------------------------------------------ one evaluation
+    def forward_dynamics(self, q, qd, tau):
+        """q, qd, tau: full vectors on every rank (each rank reads only its parts' entries).
+        Returns qdd on rank 0 (None elsewhere; each rank's pieces stay in ``local_qdd``)."""
+        with _Abort(self.comm):
+            return self._fd(q, qd, tau)
+
+    def _fd(self, q, qd, tau):
+        self._bytes = 0
+        t = {}
+        t0 = time.perf_counter()
+        q = np.asarray(q, dtype=np.float64)
+        qd = np.asarray(qd, dtype=np.float64)
+        tau = np.asarray(tau, dtype=np.float64)
+        for x, nm, size in ((q, "q", self.nq), (qd, "qd", self.nv), (tau, "tau", self.nv)):
+            if x.shape != (size,):
+                raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
+        # (a) velocity round
+        bufs = []
+        for pk in self.parts:
+            ql, qdl = q[pk.qsel], qd[pk.vsel]
+            _check_finite(ql, pk.qsel, "q", pk.idx_q, pk)
+            _check_finite(qdl, pk.vsel, "qd", pk.idx_v, pk)
+            TE, Tr, vrel = pk.velocity(ql, qdl)
+            bufs.append(np.concatenate((TE.ravel(), Tr.ravel(), vrel.ravel())))
+        t["local_velocity"] = time.perf_counter() - t0
+        allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
+        vin_full = None
+        if self.rank == 0:
+            pieces = self._split(allv, self._vel_len)
+            vel = []
+            for k in range(self.nparts):
+                H = int(self.nh[k])
+                b = pieces[k]
+                vel.append((b[:9 * H].reshape(H, 3, 3), b[9 * H:12 * H].reshape(H, 3), b[12 * H:].reshape(H, 6)))
+            v_in = R.compose_velocities(self.tree, vel)
+            vin_full = np.ascontiguousarray(v_in[self._perm]).ravel()
+        v_loc = self._scatter("v", vin_full).reshape(-1, 6)
+        t1 = time.perf_counter()
+        # (b) reduction
+        bufs = []
+        for j, pk in enumerate(self.parts):
+            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], tau[pk.vsel])
+            bufs.append(np.concatenate((M.ravel(), m0, Kt.ravel(), Lam.ravel(), beta.ravel())))
+        t["local_reduce"] = time.perf_counter() - t1
+        allr = self._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
+        sol_full = None
+        if self.rank == 0:
+            tr = time.perf_counter()
+            pieces = self._split(allr, self._red_len)
+            red = []
+            for k in range(self.nparts):
+                H = int(self.nh[k])
+                b = pieces[k]
+                M = b[:36].reshape(6, 6)
+                m0 = b[36:42]
+                o = 42
+                Kt = b[o:o + 36 * H].reshape(H, 6, 6)
+                o += 36 * H
+                Lam = b[o:o + 36 * H * H].reshape(H, H, 6, 6)
+                o += 36 * H * H
+                beta = b[o:o + 6 * H].reshape(H, 6)
+                red.append((M, m0, Kt, Kt.transpose(0, 2, 1), Lam, beta))
+            a_in, g = R.solve(self.tree, red, self.a0)
+            sol_full = np.concatenate([np.concatenate((a_in[k], g[k].ravel())) for k in self._perm])
+            t["root_solve"] = time.perf_counter() - tr
+        sol = self._scatter("sol", sol_full)
+        t2 = time.perf_counter()
+        # back-substitution
+        o = 0
+        self.local_qdd = []
+        for pk in self.parts:
+            a_in = sol[o:o + 6]
+            g = sol[o + 6:o + 6 + 6 * pk.H].reshape(pk.H, 6)
+            o += 6 + 6 * pk.H
+            self.local_qdd.append(pk.solve(a_in, g).copy())
+        t["local_solve"] = time.perf_counter() - t2
+        boundary_bytes = self._bytes
+        qdd = None
+        gather_bytes = 0
+        if self.gather:
+            local = np.concatenate(self.local_qdd) if self.local_qdd else np.zeros(0)
+            recv = None
+            if self.rank == 0:
+                c = self._qdd_counts
+                buf = np.empty(sum(c))
+                recv = [buf, (c, np.concatenate(([0], np.cumsum(c)[:-1])).tolist())]
+            self.comm.Gatherv(local, recv, root=0)
+            gather_bytes = local.nbytes
+            if self.rank == 0:
+                qdd = np.empty(self.nv)
+                qdd[self._qdd_index] = recv[0]
+        t["total"] = time.perf_counter() - t0
+        # boundary bytes: what this rank sent to / received from rank 0; rank 0 reports the total
+        info = {"rank": self.rank, "ranks": self.size, "nparts": self.nparts, "local_parts": self.local_ids.tolist(),
+                "boundary_bytes_rank": boundary_bytes, "gather_bytes_rank": gather_bytes, "times": t}
+        tot = self.comm.reduce(boundary_bytes if self.rank else 0, root=0)
+        if self.rank == 0:
+            info["boundary_bytes"] = int(tot)      # bytes that crossed between ranks
+            info["boundary_payload_bytes"] = 8 * sum(sum(c) for c in self._counts.values())
+        self.last_info = info
+        return qdd
+
+
+def build_vsel(model, pt, k):
+    from .serial import _ranges
+
+    b = pt.bodies(k)
+    return _ranges(model.idx_v[b], model.nv_j[b])
+
+
+def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gather=True, return_info=False,
+                         path_weight=PATH_WEIGHT):
+    """Forward dynamics over MPI (collective over ``comm``, default COMM_WORLD).
+
+    ``model_or_loader``: a Model, a zero-argument callable building it, or a spec string; every rank
+    builds it and keeps only its parts.  ``q, qd, tau``: full vectors on every rank.
+    Returns qdd on rank 0 (None on the others); with ``return_info`` a pair (qdd, info) where
+    info holds the bytes communicated per evaluation and the phase times.
+    """
+    eng = MPIEngine(model_or_loader, comm=comm, parts=parts, path_weight=path_weight, gather=gather)
+    qdd = eng.forward_dynamics(q, qd, tau)
+    if return_info:
+        info = dict(eng.last_info)
+        info["setup_time"] = eng.setup_time
+        return qdd, info
+    return qdd

@@ -1,0 +1,369 @@
+"""Partition a tree into connected parts balanced by work (pure; no MPI, no Dask).
+
+A part is a connected set of bodies with one root body (the body of the part nearest the base).
+Chains are split into contiguous segments; subtrees are kept whole when they fit the target.
+
+Algorithm: greedy bottom-up cutting.  Going backward over the regular numbering, every body
+accumulates its own weight plus the uncut weight of its children; when that exceeds the target
+``t`` the heaviest children are cut off (each becomes a part root) until it fits, and a body whose
+accumulated weight reaches ``t`` is itself cut.  Model roots are always part roots.  ``t`` is
+found by bisection (smallest t giving at most nparts parts); then a fix-up splits the heaviest
+part (at the body whose in-part subtree weight is closest to half) or merges the lightest
+part into its parent part until there are exactly ``nparts`` parts.
+
+Parts are numbered by their root body, so the parts tree is itself in regular numbering
+(``part_parent[k] < k``), and the bodies of each part are listed in increasing global number
+(regular numbering inside the part, its root first).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from ..model import PartreeInputError
+
+
+def default_weights(model):
+    """Per-body cost of one ABA evaluation, roughly: a constant plus a term per joint DOF."""
+    return 2.0 + np.asarray(model.nv_j, dtype=np.float64)
+
+
+@dataclass
+class Partition:
+    """The result of :func:`partition`.  P = nparts.
+
+    part_of[n]       part of every body
+    ptr, idx         CSR body lists: part k's bodies are idx[ptr[k]:ptr[k+1]], increasing
+    roots[P]         root body of each part
+    part_parent[P]   parent part (-1 for a part whose root is a model root)
+    handle[P]        body of the parent part the part hangs from (= parent[root]; -1 at the top)
+    weights[P]       work of each part (sum of body weights); sizes[P]: number of bodies
+    """
+    n: int
+    nparts: int
+    part_of: np.ndarray
+    ptr: np.ndarray
+    idx: np.ndarray
+    roots: np.ndarray
+    part_parent: np.ndarray
+    handle: np.ndarray
+    weights: np.ndarray
+    sizes: np.ndarray
+    target: float = 0.0
+    costs: np.ndarray = field(default=None, repr=False)   # per-part cost incl. path work (path_weight > 0)
+    _w: np.ndarray = field(default=None, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # ---------------------------------------------------------------- per part
+    def bodies(self, k):
+        """Global ids of part k's bodies, increasing (its root first)."""
+        return self.idx[self.ptr[k]:self.ptr[k + 1]]
+
+    def child_parts(self, k=None):
+        """Child parts of part k (array), or the CSR pair (ptr, idx) for all parts."""
+        if "children" not in self._cache:
+            pp = self.part_parent
+            order = np.argsort(pp, kind="stable")
+            cnt = np.bincount(pp[pp >= 0], minlength=self.nparts)
+            cptr = np.zeros(self.nparts + 1, dtype=np.int64)
+            np.cumsum(cnt, out=cptr[1:])
+            self._cache["children"] = (cptr, order[np.count_nonzero(pp < 0):])
+        cptr, cidx = self._cache["children"]
+        return (cptr, cidx) if k is None else cidx[cptr[k]:cptr[k + 1]]
+
+    def handles(self, k):
+        """Distinct bodies of part k where child parts attach (global ids, increasing)."""
+        return np.unique(self.handle[self.child_parts(k)])
+
+    def boundary_joints(self, k):
+        """Joints (named by their child body) crossing part k's boundary: its root joint first
+        (absent for a part hanging from the fixed base), then the root joints of its children."""
+        own = [] if self.part_parent[k] < 0 else [int(self.roots[k])]
+        return np.array(own + sorted(int(r) for r in self.roots[self.child_parts(k)]), dtype=np.int64)
+
+    def local_parent(self, k, parent):
+        """Parent array of part k in its own numbering (its root gets -1)."""
+        b = self.bodies(k)
+        par = parent[b]
+        loc = np.searchsorted(b, par)
+        inside = (par >= 0) & (loc < b.size)
+        inside[inside] = b[loc[inside]] == par[inside]
+        return np.where(inside, loc, -1).astype(np.int64)
+
+    # ---------------------------------------------------------------- quality
+    @property
+    def imbalance(self):
+        """max / mean part weight (1 is perfect)."""
+        return float(self.weights.max() / self.weights.mean())
+
+    @property
+    def depth(self):
+        """Number of parts on the longest root-to-leaf chain of the parts tree."""
+        d = np.ones(self.nparts, dtype=np.int64)
+        for k in range(self.nparts):
+            if self.part_parent[k] >= 0:
+                d[k] = d[self.part_parent[k]] + 1
+        return int(d.max())
+
+    @property
+    def critical_work(self):
+        """Largest total weight along a root-to-leaf chain of parts (body-work terms)."""
+        w = self.weights.astype(float).copy()
+        for k in range(self.nparts):
+            if self.part_parent[k] >= 0:
+                w[k] += w[self.part_parent[k]]
+        return float(w.max())
+
+    def summary(self):
+        return {"nparts": self.nparts, "sizes": self.sizes.tolist(), "weights": self.weights.tolist(),
+                "imbalance": self.imbalance, "depth": self.depth, "critical_work": self.critical_work,
+                "max_weight": float(self.weights.max())}
+
+    def check(self, parent):
+        """Assert coverage and connectedness (used by tests)."""
+        assert self.part_of.shape == (self.n,)
+        assert np.array_equal(np.sort(self.idx), np.arange(self.n))
+        for k in range(self.nparts):
+            b = self.bodies(k)
+            assert b[0] == self.roots[k]
+            assert np.all(self.part_of[b] == k)
+            lp = self.local_parent(k, parent)
+            assert lp[0] == -1 and np.all(lp[1:] >= 0), f"part {k} is not connected"
+            h = self.handle[k]
+            assert h == parent[self.roots[k]]
+            assert (self.part_parent[k] == -1) == (h < 0)
+            if h >= 0:
+                assert self.part_of[h] == self.part_parent[k] < k
+
+
+@njit(cache=True)
+def _greedy(parent, w, t, cptr, cidx, cut):
+    """One bottom-up cutting pass with target t; cut[i] = body i is a part root. Returns count."""
+    n = parent.shape[0]
+    acc = np.empty(n)
+    count = 0
+    for i in range(n - 1, -1, -1):
+        s = w[i]
+        nc = cptr[i + 1] - cptr[i]
+        for j in range(cptr[i], cptr[i + 1]):
+            c = cidx[j]
+            if not cut[c]:
+                s += acc[c]
+        if s > t and nc > 0:
+            if nc == 1:
+                c = cidx[cptr[i]]
+                if not cut[c]:
+                    cut[c] = True
+                    count += 1
+                    s -= acc[c]
+            else:
+                vals = np.empty(nc)
+                for j in range(nc):
+                    c = cidx[cptr[i] + j]
+                    vals[j] = -1.0 if cut[c] else acc[c]
+                order = np.argsort(-vals)
+                for j in range(nc):
+                    if s <= t:
+                        break
+                    c = cidx[cptr[i] + order[j]]
+                    if not cut[c]:
+                        cut[c] = True
+                        count += 1
+                        s -= acc[c]
+        acc[i] = s
+        if s >= t or parent[i] < 0:
+            cut[i] = True
+            count += 1
+        else:
+            cut[i] = False
+    return count
+
+
+@njit(cache=True)
+def _label(parent, cut, part_of):
+    """Part of every body = index of its part root among the cut bodies (in increasing order)."""
+    n = parent.shape[0]
+    k = 0
+    for i in range(n):
+        if cut[i]:
+            part_of[i] = k
+            k += 1
+        else:
+            part_of[i] = part_of[parent[i]]
+    return k
+
+
+@njit(cache=True)
+def _inpart_subtree(parent, w, cut, b):
+    """Subtree weights inside the part whose (increasing) bodies are b."""
+    m = b.shape[0]
+    s = np.empty(m)
+    for j in range(m):
+        s[j] = w[b[j]]
+    for j in range(m - 1, 0, -1):
+        p = parent[b[j]]
+        # binary search p in b
+        lo, hi = 0, j
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if b[mid] < p:
+                lo = mid + 1
+            else:
+                hi = mid
+        s[lo] += s[j]
+    return s
+
+
+def partition(model, nparts, weights=None, path_weight=0.0, iterations=4) -> Partition:
+    """Split ``model`` (or a parent array) into ``nparts`` connected parts balanced by work.
+
+    ``weights``: per-body work (default :func:`default_weights`: 2 + joint nv).
+    ``path_weight``: extra relative work of a body on a handle path (the path from its part's
+    root to a body where a child part attaches; the engine's sensitivities cost about 0.5-1 ABA
+    per such body).  When > 0 the partition is recomputed ``iterations`` times with the path
+    bodies of the previous one weighted by 1 + path_weight, and the best (smallest maximal
+    part cost, ``Partition.costs``) is kept.
+    """
+    pt = _partition(model, nparts, weights)
+    if path_weight <= 0:
+        return pt
+    parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
+    w = pt._w
+    best, best_cost = pt, None
+    for _ in range(int(iterations)):
+        on = on_path_mask(parent, pt)
+        cost = np.bincount(pt.part_of, weights=w * (1.0 + path_weight * on), minlength=pt.nparts)
+        pt.costs = cost
+        if best_cost is None or cost.max() < best_cost:
+            best, best_cost = pt, cost.max()
+        pt = _partition(parent, nparts, w * (1.0 + path_weight * on))
+        pt.weights = np.bincount(pt.part_of, weights=w, minlength=pt.nparts)
+        pt._w = w
+    on = on_path_mask(parent, pt)
+    pt.costs = np.bincount(pt.part_of, weights=w * (1.0 + path_weight * on), minlength=pt.nparts)
+    if pt.costs.max() < best_cost:
+        best = pt
+    return best
+
+
+def on_path_mask(parent, pt):
+    """Bodies on a handle path (from their part's root to a body where a child part attaches)."""
+    mark = np.zeros(pt.n, dtype=np.bool_)
+    _mark_paths(parent, pt.part_of, pt.handle[pt.handle >= 0], mark)
+    return mark
+
+
+@njit(cache=True)
+def _mark_paths(parent, part_of, handles, mark):
+    for h in handles:
+        i = h
+        k = part_of[h]
+        while i >= 0 and part_of[i] == k and not mark[i]:
+            mark[i] = True
+            i = parent[i]
+
+
+def _partition(model, nparts, weights=None) -> Partition:
+    parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
+    n = parent.shape[0]
+    P = int(nparts)
+    if P < 1:
+        raise PartreeInputError(f"nparts must be >= 1, got {nparts}")
+    if P > n:
+        raise PartreeInputError(f"cannot split {n} bodies into {P} parts: need nparts <= number of bodies")
+    if weights is None:
+        w = default_weights(model) if hasattr(model, "nv_j") else np.ones(n)
+    else:
+        w = np.ascontiguousarray(weights, dtype=np.float64)
+        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise PartreeInputError(f"weights must be {n} positive finite numbers")
+    nroots = int(np.count_nonzero(parent < 0))
+    if nroots > P:
+        raise PartreeInputError(f"the model is a forest of {nroots} trees; every part is connected, "
+                                f"so nparts must be >= {nroots} (got {P})")
+    # children CSR
+    order = np.argsort(parent, kind="stable")
+    cnt = np.bincount(parent[parent >= 0], minlength=n)
+    cptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(cnt, out=cptr[1:])
+    cidx = np.ascontiguousarray(order[nroots:])
+
+    cut = np.zeros(n, dtype=np.bool_)
+    total = float(w.sum())
+    lo, hi = float(w.max()) * (1 - 1e-12), total
+    # smallest t with count <= P (bisection; the count is non-increasing in t in practice)
+    best = None
+    for _ in range(60):
+        t = 0.5 * (lo + hi)
+        c = _greedy(parent, w, t, cptr, cidx, cut)
+        if c <= P:
+            hi = t
+            best = (t, cut.copy())
+        else:
+            lo = t
+        if hi - lo <= 1e-9 * hi:
+            break
+    if best is None:
+        _greedy(parent, w, total, cptr, cidx, cut)
+        best = (total, cut.copy())
+    t, cut = best
+
+    # fix-up to exactly P parts
+    part_of = np.empty(n, dtype=np.int64)
+    k = _label(parent, cut, part_of)
+    while k != P:
+        pw = np.bincount(part_of, weights=w, minlength=k)
+        roots = np.flatnonzero(cut)
+        if k < P:
+            sizes = np.bincount(part_of, minlength=k)
+            cand = np.flatnonzero(sizes > 1)
+            if cand.size == 0:
+                break
+            kk = int(cand[np.argmax(pw[cand])])
+            b = np.flatnonzero(part_of == kk)
+            s = _inpart_subtree(parent, w, cut, b)
+            j = 1 + int(np.argmin(np.abs(s[1:] - 0.5 * pw[kk])))
+            cut[b[j]] = True
+        else:
+            pr = parent[roots]
+            ok = np.flatnonzero(pr >= 0)
+            if ok.size == 0:
+                break
+            comb = pw[ok] + pw[part_of[pr[ok]]]
+            j = int(ok[np.argmin(comb)])
+            cut[roots[j]] = False
+        k = _label(parent, cut, part_of)
+    pt = _build(parent, w, cut, part_of, k, t)
+    pt._w = w
+    return pt
+
+
+def _build(parent, w, cut, part_of, k, t):
+    n = parent.shape[0]
+    roots = np.flatnonzero(cut).astype(np.int64)
+    idx = np.argsort(part_of, kind="stable").astype(np.int64)
+    sizes = np.bincount(part_of, minlength=k).astype(np.int64)
+    ptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    handle = parent[roots].copy()
+    part_parent = np.where(handle >= 0, part_of[np.maximum(handle, 0)], -1).astype(np.int64)
+    weights = np.bincount(part_of, weights=w, minlength=k)
+    return Partition(n=n, nparts=k, part_of=part_of, ptr=ptr, idx=idx, roots=roots, part_parent=part_parent,
+                     handle=handle, weights=weights, sizes=sizes, target=float(t))
+
+
+def partition_from_roots(model, roots, weights=None) -> Partition:
+    """A Partition from explicit part roots (model roots are added).  For tests and hand-made
+    layouts."""
+    parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
+    n = parent.shape[0]
+    w = (default_weights(model) if hasattr(model, "nv_j") else np.ones(n)) if weights is None else \
+        np.asarray(weights, dtype=float)
+    cut = np.zeros(n, dtype=np.bool_)
+    cut[np.asarray(roots, dtype=np.int64)] = True
+    cut[parent < 0] = True
+    part_of = np.empty(n, dtype=np.int64)
+    k = _label(parent, cut, part_of)
+    return _build(parent, w, cut, part_of, k, 0.0)
