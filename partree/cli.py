@@ -3,6 +3,8 @@
     partree info MODEL                    what a model is: bodies, joints, topology, memory
     partree dynamics MODEL [options]      forward/inverse dynamics on a state, timed; results to .npz
     partree convert MODEL OUT             write a model to .npz / .h5 / .json
+    partree simulate [MODEL] [options]    integrate a trajectory; results to .h5 / .npz, checkpoints
+    partree plot RESULTS                  joint trajectories, energy, joint forces, configuration pictures
 
 MODEL is a URDF file, a native model file (.npz, .h5, .json) or a spec string such as
 ``autotree:nb=1000000,bf=2`` (generators: ``partree info --generators``).
@@ -140,6 +142,10 @@ def build_parser():
     s.add_argument("out", help="output path: .npz, .h5/.hdf5 or .json")
     s.add_argument("--floating-base", action="store_true")
     s.set_defaults(func=cmd_convert)
+
+    from .simulation.cli import add_plot_parser, add_simulate_parser
+    add_simulate_parser(sub)
+    add_plot_parser(sub)
     return p
 
 

@@ -1,0 +1,257 @@
+"""The dynamics function of a simulation: (t, q, v) -> qdd, with joint inputs.
+
+``Dynamics(model, ...)`` is what the integrators call.  It gathers
+
+- joint torques: an (nv,) array (constant), a callable ``tau(t, q, qd) -> (nv,)``, a table
+  ``(t_table (K,), tau_table (K, nv))`` interpolated linearly (held constant outside), or a dict
+  ``{joint name: any of those for that joint's dofs}`` (a per-joint callable takes ``t`` only);
+- joint-space damping and springs: per-dof arrays (or scalars) ``damping`` (tau -= d * qd) and
+  ``stiffness`` (tau -= k * (q - q_ref)) on joints whose coordinates are plain numbers
+  (revolute, prismatic, universal);
+- external forces: (n, 6) body wrenches [n; f] in body coordinates, a dict {joint: wrench}, or
+  a callable ``f_ext(t, q, qd)`` returning either;
+- prescribed motion (hybrid dynamics, seed 002): an object with ``prescribed(model, t) ->
+  (dofs, q, qd, qdd)`` (``partree.models.seeds.HybridInputs``) or a dict {joint name: callable
+  t -> (q, qd, qdd)}.  Those joints follow the given acceleration and the torque they need is
+  computed: with M the mass matrix (CRBA) split into active (a) and passive (p) blocks and
+  C = bias forces, M_pp qdd_p = tau_p - C_p - M_pa qdd_a and tau_a = M_a. qdd + C_a.  This dense
+  solve is O(nv^3): meant for the small seed models (an O(N) hybrid recursion is future work).
+
+Backends: ``backend='serial'`` uses ``partree.aba``; 'mpi' and 'dask' go through
+``partree.parallel.forward_dynamics(model, q, qd, tau, backend=..., parts=...)`` when that
+engine is present, and otherwise raise a clear error.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .. import joints as J
+from ..algorithms.aba import aba
+from ..algorithms.crba import bias_forces, crba
+from ..algorithms.rnea import rnea
+from ..model import PartreeInputError
+
+BACKENDS = ("serial", "mpi", "dask")
+
+
+def _distributed_forward_dynamics(backend):
+    try:
+        from .. import parallel
+    except ImportError:
+        parallel = None
+    fd = getattr(parallel, "forward_dynamics", None) if parallel is not None else None
+    if fd is None:
+        raise PartreeInputError(
+            f"backend {backend!r} is not available yet: the distributed engine "
+            f"(partree.parallel.forward_dynamics) has not landed; use backend 'serial'")
+    return fd
+
+
+class _Table:
+    """Piecewise-linear interpolation of a table (t (K,), values (K, m)); constant outside."""
+
+    def __init__(self, t, values):
+        self.t = np.asarray(t, dtype=float)
+        vals = np.asarray(values, dtype=float)
+        if vals.ndim == 1:
+            vals = vals[:, None]
+        if self.t.ndim != 1 or self.t.size < 1 or vals.shape[0] != self.t.size:
+            raise PartreeInputError(f"torque table: times {self.t.shape} and values {vals.shape} do not match")
+        if np.any(np.diff(self.t) <= 0):
+            raise PartreeInputError("torque table: times must be strictly increasing")
+        self.values = vals
+
+    def __call__(self, t):
+        ts = self.t
+        if t <= ts[0]:
+            return self.values[0].copy()
+        if t >= ts[-1]:
+            return self.values[-1].copy()
+        k = int(np.searchsorted(ts, t, side="right")) - 1
+        w = (t - ts[k]) / (ts[k + 1] - ts[k])
+        return (1.0 - w) * self.values[k] + w * self.values[k + 1]
+
+
+def _is_table(x):
+    return isinstance(x, tuple) and len(x) == 2 and not callable(x[0])
+
+
+def _per_dof(model, x, name):
+    if x is None:
+        return None
+    a = np.asarray(x, dtype=float)
+    if a.ndim == 0:
+        a = np.full(model.nv, float(a))
+    if a.shape != (model.nv,):
+        raise PartreeInputError(f"{name} has shape {a.shape}; expected a scalar or ({model.nv},) per dof")
+    return None if not a.any() else a
+
+
+class Dynamics:
+    """Pluggable dynamics function with inputs; ``dyn(t, q, v) -> qdd``."""
+
+    def __init__(self, model, torques=None, damping=None, stiffness=None, q_ref=None, f_ext=None,
+                 prescribed=None, backend="serial", parts=None, data=None):
+        self.model = model
+        self.backend = str(backend).lower()
+        if self.backend not in BACKENDS:
+            raise PartreeInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.parts = parts
+        self._fd = None if self.backend == "serial" else _distributed_forward_dynamics(self.backend)
+        self.data = data if data is not None else model.create_data()
+        nv = model.nv
+        # ---- torques
+        self._tau_const = np.zeros(nv)
+        self._tau_fn = None
+        self._tau_joint = []          # (v-slice, callable(t) -> values)
+        self._describe = {}
+        if torques is None:
+            pass
+        elif isinstance(torques, dict):
+            for name, spec in torques.items():
+                sl = model.v_slice(name)
+                if callable(spec):
+                    self._tau_joint.append((sl, spec))
+                elif _is_table(spec):
+                    self._tau_joint.append((sl, _Table(*spec)))
+                else:
+                    self._tau_const[sl] = np.asarray(spec, dtype=float)
+        elif callable(torques):
+            self._tau_fn = torques
+        elif _is_table(torques):
+            tab = _Table(*torques)
+            if tab.values.shape[1] != nv:
+                raise PartreeInputError(f"torque table has {tab.values.shape[1]} columns; the model has nv = {nv}")
+            self._tau_fn = lambda t, q, qd, _tab=tab: _tab(t)
+        else:
+            self._tau_const = np.asarray(torques, dtype=float).reshape(nv).copy()
+        self.torques_spec = torques
+        # ---- springs and dampers
+        self.damping = _per_dof(model, damping, "damping")
+        self.stiffness = _per_dof(model, stiffness, "stiffness")
+        if self.stiffness is not None:
+            quat = np.isin(model.jtype, (J.SPHERICAL, J.FREE))
+            vq = np.zeros(nv, dtype=bool)
+            for i in np.flatnonzero(quat):
+                vq[model.v_slice(int(i))] = True
+            if np.any(self.stiffness[vq] != 0):
+                raise PartreeInputError("stiffness on spherical/free joints is not supported (only on joints "
+                                        "whose coordinates are angles or displacements)")
+            if model.nq != model.nv:
+                # map v indices to q indices for simple joints
+                self._k_vidx = np.flatnonzero(self.stiffness)
+                jid = np.searchsorted(model.idx_v, self._k_vidx, side="right") - 1
+                self._k_qidx = model.idx_q[jid] + (self._k_vidx - model.idx_v[jid])
+            else:
+                self._k_vidx = self._k_qidx = np.flatnonzero(self.stiffness)
+            self.q_ref = np.zeros(nv) if q_ref is None else np.asarray(q_ref, dtype=float).reshape(-1)
+            if self.q_ref.size == model.nq and model.nq != model.nv:
+                self.q_ref = self.q_ref[self._k_qidx]
+            elif self.q_ref.size == nv:
+                self.q_ref = self.q_ref[self._k_vidx]
+            else:
+                raise PartreeInputError(f"q_ref must have nq = {model.nq} or nv = {nv} entries")
+        # ---- external forces
+        self._fext_fn = f_ext if callable(f_ext) else None
+        self._fext = None if (f_ext is None or callable(f_ext)) else f_ext
+        self.f_ext_spec = f_ext
+        # ---- prescribed motion
+        self.prescribed = None
+        self.prescribed_spec = prescribed
+        if prescribed is not None:
+            if hasattr(prescribed, "prescribed"):
+                self.prescribed = lambda t, _p=prescribed: _p.prescribed(model, t)
+                self.active_dofs = np.asarray(prescribed.active_dofs(model), dtype=np.int64)
+            elif isinstance(prescribed, dict):
+                dofs = np.array([model.v_slice(n).start for n in prescribed], dtype=np.int64)
+                fns = list(prescribed.values())
+
+                def presc(t, _d=dofs, _f=fns):
+                    vals = np.array([np.asarray(f(t), dtype=float).reshape(3) for f in _f])
+                    return _d, vals[:, 0], vals[:, 1], vals[:, 2]
+                self.prescribed = presc
+                self.active_dofs = dofs
+            else:
+                raise PartreeInputError("prescribed must be a HybridInputs-like object or {joint: t -> (q, qd, qdd)}")
+            self.passive_dofs = np.setdiff1d(np.arange(nv), self.active_dofs)
+        self.last_tau = None
+
+    # ---------------------------------------------------------------- inputs
+    def tau(self, t, q, qd):
+        """The applied joint forces at (t, q, qd): inputs - damping - springs (active joints of a
+        hybrid run are overwritten by the computed drive torques in ``hybrid``)."""
+        tau = self._tau_const.copy() if (self._tau_fn is None) else np.asarray(self._tau_fn(t, q, qd), dtype=float) + self._tau_const
+        for sl, fn in self._tau_joint:
+            tau[sl] += np.asarray(fn(t), dtype=float)
+        if self.damping is not None:
+            tau -= self.damping * qd
+        if self.stiffness is not None:
+            tau[self._k_vidx] -= self.stiffness[self._k_vidx] * (q[self._k_qidx] - self.q_ref)
+        return tau
+
+    def f_ext(self, t, q, qd):
+        return self._fext_fn(t, q, qd) if self._fext_fn is not None else self._fext
+
+    # ---------------------------------------------------------------- evaluations
+    def __call__(self, t, q, v):
+        tau = self.tau(t, q, v)
+        fe = self.f_ext(t, q, v)
+        if self.prescribed is not None:
+            qdd, tau = self.hybrid(t, q, v, tau, fe)
+            self.last_tau = tau
+            return qdd
+        self.last_tau = tau
+        if self._fd is not None:
+            return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts)
+        return aba(self.model, q, v, tau, fe, self.data)
+
+    def hybrid(self, t, q, v, tau, fe=None):
+        """(qdd, tau) of the hybrid problem: prescribed qdd on the active dofs, given tau on the rest."""
+        dofs, _, _, qdd_a = self.prescribed(t)
+        a, p = self.active_dofs, self.passive_dofs
+        M = crba(self.model, q, data=self.data)
+        C = bias_forces(self.model, q, v, fe, self.data)
+        qdd = np.empty(self.model.nv)
+        qdd[dofs] = qdd_a
+        if p.size:
+            rhs = tau[p] - C[p] - M[np.ix_(p, a)] @ qdd[a]
+            qdd[p] = np.linalg.solve(M[np.ix_(p, p)], rhs)
+        tau = tau.copy()
+        tau[a] = M[a] @ qdd + C[a]
+        return qdd, tau
+
+    def joint_wrenches(self, t, q, v, qdd):
+        """(n, 6) joint wrenches [n; f] (child frame) for the motion (q, v, qdd)."""
+        fe = self.f_ext(t, q, v)
+        return rnea(self.model, q, v, qdd, fe, self.data, return_wrenches=True)[1]
+
+    # ---------------------------------------------------------------- identity (checkpoints)
+    def fingerprint(self):
+        """A hash of the inputs (arrays by value, callables by qualified name)."""
+        h = hashlib.sha256()
+
+        def feed(x):
+            if x is None:
+                h.update(b"None")
+            elif callable(x):
+                h.update(f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', repr(type(x)))}".encode())
+            elif isinstance(x, dict):
+                for k in sorted(x, key=str):
+                    h.update(str(k).encode())
+                    feed(x[k])
+            elif isinstance(x, (tuple, list)):
+                for y in x:
+                    feed(y)
+            elif hasattr(x, "prescribed"):
+                h.update(repr(x).encode())
+            else:
+                h.update(np.ascontiguousarray(np.asarray(x, dtype=float)).tobytes())
+        for item in (self.torques_spec, self.damping, self.stiffness, getattr(self, "q_ref", None),
+                     self.f_ext_spec, self.prescribed_spec):
+            feed(item)
+            h.update(b"|")
+        if self.prescribed is not None:
+            h.update(self.active_dofs.tobytes())
+        return h.hexdigest()
