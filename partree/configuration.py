@@ -5,71 +5,89 @@ constant generalised velocity v for unit time.  Angles and displacements add; a 
 joint's quaternion is multiplied on the right by exp(w) (w in the body frame); a free joint moves
 by the SE(3) exponential of [v_lin; w] in the body frame (as Pinocchio's ``integrate``).
 """
+import math
+
 import numpy as np
+from numba import njit
 
 from . import joints as J
 
 
-def _quat_mul(a, b):
-    """Hamilton product of (x, y, z, w) quaternions, row-wise."""
-    ax, ay, az, aw = a.T
-    bx, by, bz, bw = b.T
-    return np.stack([aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw,
-                     aw * bw - ax * bx - ay * by - az * bz], axis=1)
+@njit(cache=True, inline="always")
+def _quat_step(q, k, w0, w1, w2):
+    """q[k:k+4] <- normalise(q[k:k+4] * exp(w)), quaternions stored (x, y, z, w)."""
+    th = math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+    if th < 1e-8:
+        s = 0.5 - th * th / 48.0
+    else:
+        s = math.sin(0.5 * th) / th
+    bx, by, bz, bw = w0 * s, w1 * s, w2 * s, math.cos(0.5 * th)
+    ax, ay, az, aw = q[k], q[k + 1], q[k + 2], q[k + 3]
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    w = aw * bw - ax * bx - ay * by - az * bz
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    q[k] = x / n
+    q[k + 1] = y / n
+    q[k + 2] = z / n
+    q[k + 3] = w / n
 
 
-def _quat_exp(w):
-    """exp of rotation vectors (k, 3) as (x, y, z, w) quaternions."""
-    th = np.linalg.norm(w, axis=1)
-    half = 0.5 * th
-    small = th < 1e-8
-    s = np.where(small, 0.5 - th * th / 48.0, np.sin(half) / np.where(small, 1.0, th))
-    return np.concatenate([w * s[:, None], np.cos(half)[:, None]], axis=1)
-
-
-def _quat_rotate(qt, x):
-    """Rotate vectors x (k, 3) by unit quaternions qt (k, 4)."""
-    u = qt[:, :3]
-    w = qt[:, 3:4]
-    t = 2.0 * np.cross(u, x)
-    return x + w * t + np.cross(u, t)
+@njit(cache=True)
+def _integrate_kernel(jtype, idx_q, idx_v, q, v):
+    for i in range(jtype.shape[0]):
+        jt = jtype[i]
+        iq = idx_q[i]
+        iv = idx_v[i]
+        if jt == J.REVOLUTE or jt == J.PRISMATIC:
+            q[iq] += v[iv]
+        elif jt == J.UNIVERSAL:
+            q[iq] += v[iv]
+            q[iq + 1] += v[iv + 1]
+        elif jt == J.SPHERICAL:
+            _quat_step(q, iq, v[iv], v[iv + 1], v[iv + 2])
+        elif jt == J.FREE:
+            l0, l1, l2 = v[iv], v[iv + 1], v[iv + 2]
+            w0, w1, w2 = v[iv + 3], v[iv + 4], v[iv + 5]
+            # SE(3) exponential: translation = V(w) lin, V = I + b [w] + c [w]^2
+            th = math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+            if th < 1e-6:
+                b = 0.5 - th * th / 24.0
+                c = 1.0 / 6.0 - th * th / 120.0
+            else:
+                b = (1.0 - math.cos(th)) / (th * th)
+                c = (th - math.sin(th)) / (th * th * th)
+            x0 = w1 * l2 - w2 * l1
+            x1 = w2 * l0 - w0 * l2
+            x2 = w0 * l1 - w1 * l0
+            d0 = l0 + b * x0 + c * (w1 * x2 - w2 * x1)
+            d1 = l1 + b * x1 + c * (w2 * x0 - w0 * x2)
+            d2 = l2 + b * x2 + c * (w0 * x1 - w1 * x0)
+            # rotate d by the (normalised) current orientation and add to the position
+            k = iq + 3
+            qx, qy, qz, qw = q[k], q[k + 1], q[k + 2], q[k + 3]
+            n = math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw)
+            qx, qy, qz, qw = qx / n, qy / n, qz / n, qw / n
+            q[k], q[k + 1], q[k + 2], q[k + 3] = qx, qy, qz, qw
+            t0 = 2.0 * (qy * d2 - qz * d1)
+            t1 = 2.0 * (qz * d0 - qx * d2)
+            t2 = 2.0 * (qx * d1 - qy * d0)
+            q[iq] += d0 + qw * t0 + (qy * t2 - qz * t1)
+            q[iq + 1] += d1 + qw * t1 + (qz * t0 - qx * t2)
+            q[iq + 2] += d2 + qw * t2 + (qx * t1 - qy * t0)
+            _quat_step(q, k, w0, w1, w2)
 
 
 def integrate(model, q, v):
-    q = np.array(q, dtype=float)
-    v = np.asarray(v, dtype=float)
-    simple = np.isin(model.jtype, (J.REVOLUTE, J.PRISMATIC, J.UNIVERSAL))
-    if simple.any():
-        ids = np.flatnonzero(simple)
-        for k in range(2):
-            sel = ids[model.nv_j[ids] > k]
-            q[model.idx_q[sel] + k] += v[model.idx_v[sel] + k]
-    ids = np.flatnonzero(model.jtype == J.SPHERICAL)
-    if ids.size:
-        kq = model.idx_q[ids][:, None] + np.arange(4)
-        kv = model.idx_v[ids][:, None] + np.arange(3)
-        qn = _quat_mul(q[kq], _quat_exp(v[kv]))
-        q[kq] = qn / np.linalg.norm(qn, axis=1, keepdims=True)
-    ids = np.flatnonzero(model.jtype == J.FREE)
-    if ids.size:
-        kp = model.idx_q[ids][:, None] + np.arange(3)
-        kq = model.idx_q[ids][:, None] + 3 + np.arange(4)
-        lin = v[model.idx_v[ids][:, None] + np.arange(3)]
-        w = v[model.idx_v[ids][:, None] + 3 + np.arange(3)]
-        # SE(3) exponential: translation = V(w) lin, V = I + (1-cos t)/t^2 [w] + (t - sin t)/t^3 [w]^2
-        th = np.linalg.norm(w, axis=1)
-        small = th < 1e-6
-        ts = np.where(small, 1.0, th)
-        b = np.where(small, 0.5 - th ** 2 / 24.0, (1.0 - np.cos(th)) / ts ** 2)
-        c = np.where(small, 1.0 / 6.0 - th ** 2 / 120.0, (th - np.sin(th)) / ts ** 3)
-        wxl = np.cross(w, lin)
-        dp = lin + b[:, None] * wxl + c[:, None] * np.cross(w, wxl)
-        quat = q[kq] / np.linalg.norm(q[kq], axis=1, keepdims=True)
-        q[kp] += _quat_rotate(quat, dp)
-        qn = _quat_mul(quat, _quat_exp(w))
-        q[kq] = qn / np.linalg.norm(qn, axis=1, keepdims=True)
+    """q ⊕ v on the joint manifolds (a new array)."""
+    q = np.array(q, dtype=np.float64)
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    if q.shape != (model.nq,) or v.shape != (model.nv,):
+        from .model import PartreeInputError
+        raise PartreeInputError(f"integrate: q has shape {q.shape} and v {v.shape}; the model needs "
+                                f"({model.nq},) and ({model.nv},)")
+    _integrate_kernel(model.jtype, model.idx_q, model.idx_v, q, v)
     return q
 
 
