@@ -1,6 +1,7 @@
 """partree: dynamics of very large tree-structured multibody systems."""
 from . import io, joints, models, spatial, specs
 from .algorithms.aba import aba
+from .algorithms.cfa import CFAResult, cfa, constraint_bases
 from .algorithms.crba import bias_forces, crba, mass_matrix_operator
 from .algorithms.energy import center_of_mass, energy, kinetic_energy, momentum, potential_energy
 from .algorithms.kinematics import forward_kinematics
@@ -14,7 +15,7 @@ from . import parallel
 from .parallel import forward_dynamics
 
 __version__ = "0.1.0"
-__all__ = ["Model", "Data", "PartreeInputError", "aba", "rnea", "joint_wrenches", "crba", "bias_forces",
+__all__ = ["Model", "Data", "PartreeInputError", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
            "center_of_mass", "momentum", "integrate", "load_urdf", "save_model", "load_model", "resolve_model",
            "register_generator", "simulate", "load_results", "forward_dynamics", "parallel", "io", "specs", "joints", "models", "spatial"]

@@ -5,6 +5,7 @@
     partree convert MODEL OUT             write a model to .npz / .h5 / .json
     partree simulate [MODEL] [options]    integrate a trajectory; results to .h5 / .npz, checkpoints
     partree plot RESULTS                  joint trajectories, energy, joint forces, configuration pictures
+    partree bench --model SPEC [options]  time one evaluation: serial, MPI (under mpiexec) or Dask
 
 MODEL is a URDF file, a native model file (.npz, .h5, .json) or a spec string such as
 ``autotree:nb=1000000,bf=2`` (generators: ``partree info --generators``).
@@ -143,9 +144,11 @@ def build_parser():
     s.add_argument("--floating-base", action="store_true")
     s.set_defaults(func=cmd_convert)
 
+    from .parallel.bench import add_bench_parser
     from .simulation.cli import add_plot_parser, add_simulate_parser
     add_simulate_parser(sub)
     add_plot_parser(sub)
+    add_bench_parser(sub)
     return p
 
 

@@ -52,3 +52,103 @@ def test_unknown_backend():
     m = partree.models.auto_tree(5)
     with pytest.raises(ValueError, match="unknown backend"):
         forward_dynamics(m, m.neutral(), np.zeros(5), np.zeros(5), backend="gpu")
+
+
+def test_bad_arguments_before_any_work(client, monkeypatch):
+    from partree.model import PartreeInputError
+    from partree.parallel import dask_backend, forward_dynamics
+
+    m = partree.models.auto_tree(20)
+    q, qd, tau = _state(m, 0)
+
+    def no_work(*a, **k):
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(dask_backend.DaskEngine, "__init__", no_work)
+    with pytest.raises(PartreeInputError, match="parts=21"):
+        forward_dynamics(m, q, qd, tau, backend="dask", parts=21, client=client)
+    with pytest.raises(PartreeInputError, match=r"q has shape \(19,\)"):
+        forward_dynamics(m, q[:19], qd, tau, backend="dask", parts=2, client=client)
+    with pytest.raises(PartreeInputError, match="tau"):
+        forward_dynamics(m, q, qd, np.zeros(21), backend="dask", parts=2, client=client)
+
+
+def _kill(client, addr):
+    import os
+
+    client.run(os._exit, 1, workers=[addr], on_error="ignore")
+
+
+def test_worker_killed_mid_evaluation_recovers():
+    """A real LocalCluster; one worker process is killed (os._exit) between the velocity and the
+    reduce rounds: the evaluation restarts on the surviving / restarted workers and is correct."""
+    from partree.parallel.dask_backend import DaskEngine
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    c = distributed.Client(cluster)
+    try:
+        m = random_tree(300, seed=5, floating_base=True, joint_types=MIXED)
+        q, qd, tau = _state(m, 1)
+        ref = partree.aba(m, q, qd, tau)
+        eng = DaskEngine(m, client=c, parts=4, timeout=60)
+        assert np.abs(eng.forward_dynamics(q, qd, tau) - ref).max() < 1e-10 * np.abs(ref).max()
+        victim = eng.workers[0]
+        fired = []
+
+        def hook(name):
+            if name == "velocity" and not fired:
+                fired.append(name)
+                _kill(c, victim)
+
+        eng._after_round = hook
+        x = eng.forward_dynamics(q, qd, tau)
+        assert fired and eng.restarts >= 1
+        assert np.abs(x - ref).max() < 1e-10 * np.abs(ref).max()
+        assert victim not in eng.workers
+        eng._after_round = None
+        q2, qd2, tau2 = _state(m, 2)           # and the engine keeps working
+        x2 = eng.forward_dynamics(q2, qd2, tau2)
+        ref2 = partree.aba(m, q2, qd2, tau2)
+        assert np.abs(x2 - ref2).max() < 1e-10 * np.abs(ref2).max()
+    finally:
+        c.close()
+        cluster.close()
+
+
+def test_all_workers_lost_is_a_clear_error_not_a_hang():
+    import time
+
+    from partree.parallel.dask_backend import DaskEngine, DaskEngineError
+
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    c = distributed.Client(cluster)
+    try:
+        m = partree.models.auto_tree(100, bf=1.3)
+        q, qd, tau = _state(m, 3)
+        eng = DaskEngine(m, client=c, parts=2, retries=1, timeout=30)
+        eng.forward_dynamics(q, qd, tau)
+
+        def hook(name):                       # the only worker goes, and its nanny is closed too
+            for w in list(cluster.workers.values()):
+                c.loop.add_callback(w.close)
+            time.sleep(1.0)
+
+        eng._after_round = hook
+        t = time.perf_counter()
+        with pytest.raises(DaskEngineError, match="lost|no worker|did not finish"):
+            eng.forward_dynamics(q, qd, tau)
+        assert time.perf_counter() - t < 40
+    finally:
+        c.close()
+        cluster.close()
+
+
+def test_dask_external_forces(client):
+    from partree.parallel import forward_dynamics
+
+    m = random_tree(80, seed=12, joint_types=MIXED)
+    q, qd, tau = _state(m, 4)
+    F = np.random.default_rng(1).normal(size=(m.n, 6))
+    ref = partree.aba(m, q, qd, tau, f_ext=F)
+    x = forward_dynamics(m, q, qd, tau, backend="dask", parts=3, client=client, f_ext=F)
+    assert np.abs(x - ref).max() < 1e-10 * np.abs(ref).max()

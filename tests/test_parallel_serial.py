@@ -46,6 +46,9 @@ def test_equals_aba(name):
         # reusable: a second state through the same engine
         q2, qd2, tau2 = _state(m, 2)
         assert _rel(eng.forward_dynamics(q2, qd2, tau2), partree.aba(m, q2, qd2, tau2)) < 1e-10
+        # the kinematics of every body in the velocity step (as the MPI / Dask backends do)
+        ek = SerialEngine(m, eng.partition, early_kinematics=True)
+        assert np.array_equal(ek.forward_dynamics(q, qd, tau), x)
 
 
 def test_many_children_on_one_handle_and_nested_handles():
@@ -86,3 +89,43 @@ def test_bad_input_message():
     q[3] = np.nan
     with pytest.raises(partree.PartreeInputError, match=r"q\[3\]"):
         forward_dynamics_serial(m, q, qd, tau, parts=2)
+
+
+@pytest.mark.parametrize("name", ["chain", "random", "random_fb"])
+def test_external_forces(name):
+    m = _models()[name]
+    q, qd, tau = _state(m, 7)
+    F = np.random.default_rng(3).normal(size=(m.n, 6))
+    ref = partree.aba(m, q, qd, tau, f_ext=F)
+    for P in (1, 3, 7):
+        assert _rel(forward_dynamics_serial(m, q, qd, tau, parts=P, f_ext=F), ref) < 1e-10
+    # the dict form, as for aba
+    d = {m.joint_names[2]: F[2]}
+    assert _rel(SerialEngine(m, 4).forward_dynamics(q, qd, tau, d), partree.aba(m, q, qd, tau, f_ext=d)) < 1e-10
+
+
+def test_bad_arguments_clear_errors_before_work():
+    from partree.parallel import forward_dynamics
+
+    m = auto_tree(12)
+    q, qd, tau = _state(m, 0)
+    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+        forward_dynamics(m, q, qd, tau, backend="gpu", parts=2)
+    with pytest.raises(partree.PartreeInputError, match="parts=13"):
+        forward_dynamics(m, q, qd, tau, parts=13)
+    with pytest.raises(partree.PartreeInputError, match="parts=0"):
+        forward_dynamics(m, q, qd, tau, parts=0)
+    other = auto_tree(13)                       # a model that does not match the state
+    with pytest.raises(partree.PartreeInputError, match=r"q has shape \(12,\)"):
+        forward_dynamics(other, q, qd, tau, parts=2)
+    with pytest.raises(partree.PartreeInputError, match="f_ext"):
+        forward_dynamics(m, q, qd, tau, parts=2, f_ext=np.zeros((5, 6)))
+
+
+def test_one_part_engine_is_plain_aba_cost():
+    """The 1-part engine fuses the kinematics into pass 1: no velocity work, same arrays as ABA."""
+    m = auto_tree(500)
+    eng = SerialEngine(m, 1)
+    pk = eng.parts[0]
+    assert pk.H == 0 and pk.pbod.size == 0 and pk.G.shape[0] == 0
+    assert isinstance(pk.qix, slice) and isinstance(pk.vix, slice)

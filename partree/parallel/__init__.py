@@ -10,26 +10,63 @@ from .serial import PartKernel, SerialEngine, forward_dynamics_serial
 BACKENDS = ("serial", "mpi", "dask")
 
 
-def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None):
+def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, backend="serial"):
+    """Validate a call before any work starts (no partition built, no worker contacted).
+
+    Raises ValueError for an unknown backend and PartreeInputError (a ValueError) for a part count
+    that is not in 1..n, or state / force arrays whose sizes do not match the model."""
+    import numpy as np
+
+    from ..algorithms import _checks
+    from ..model import Model, PartreeInputError
+
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not isinstance(model, Model):
+        return
+    if parts is not None and not isinstance(parts, Partition):
+        if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)):
+            raise PartreeInputError(f"parts must be a positive integer or a Partition, got {parts!r}")
+        if parts < 1 or parts > model.n:
+            raise PartreeInputError(f"parts={parts}: need 1 <= parts <= number of bodies ({model.n}) "
+                                    f"of model {model.name!r}")
+    if isinstance(parts, Partition) and parts.n != model.n:
+        raise PartreeInputError(f"the partition is for {parts.n} bodies, model {model.name!r} has {model.n}")
+    if q is not None:
+        _checks.vector(model, q, model.nq, "q", "nq")
+    if qd is not None:
+        _checks.vector(model, qd, model.nv, "qd", "nv")
+    if tau is not None:
+        _checks.vector(model, tau, model.nv, "tau", "nv")
+    if f_ext is not None:
+        _checks.external_forces(model, f_ext)
+    if q is not None and qd is None and tau is None:
+        raise PartreeInputError("qd and tau are required")
+
+
+def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
     """Forward dynamics qdd through the parallel decomposition.
 
     backend 'serial': in this process (``parts`` default 1).
     backend 'mpi': collective over ``comm`` (default COMM_WORLD); ``model`` may also be a loader
         (callable or spec string) run on every rank; returns qdd on rank 0, None elsewhere.
     backend 'dask': over ``client`` (default: a LocalCluster with 2 single-threaded workers).
+    ``f_ext``: optional (n, 6) external body wrenches [n; f] in body coordinates (each part takes
+    its slice), as for ``partree.aba``.
+    Bad arguments (unknown backend, parts not in 1..n, sizes that do not match the model) raise
+    before any work starts.
     """
+    check_arguments(model, q, qd, tau, parts, f_ext, backend)
     if backend == "serial":
-        return forward_dynamics_serial(model, q, qd, tau, parts=parts)
+        return forward_dynamics_serial(model, q, qd, tau, parts=parts, f_ext=f_ext)
     if backend == "mpi":
         from .mpi import forward_dynamics_mpi
 
-        return forward_dynamics_mpi(model, q, qd, tau, comm=comm, parts=parts)
-    if backend == "dask":
-        from .dask_backend import forward_dynamics_dask
+        return forward_dynamics_mpi(model, q, qd, tau, comm=comm, parts=parts, f_ext=f_ext)
+    from .dask_backend import forward_dynamics_dask
 
-        return forward_dynamics_dask(model, q, qd, tau, client=client, parts=parts)
-    raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return forward_dynamics_dask(model, q, qd, tau, client=client, parts=parts, f_ext=f_ext)
 
 
 __all__ = ["forward_dynamics", "partition", "Partition", "SerialEngine", "PartKernel", "forward_dynamics_serial",
-           "BACKENDS"]
+           "BACKENDS", "check_arguments"]

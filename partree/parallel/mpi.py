@@ -20,6 +20,7 @@ one-rank communicator the exception is raised normally).
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 import traceback
@@ -78,6 +79,8 @@ class _Abort:
 
 
 def _check_finite(x, sel, name, bodies_of, pk):
+    if x.size and math.isfinite(float(x @ x)):
+        return
     if not np.isfinite(x).all():
         k = int(np.flatnonzero(~np.isfinite(x))[0])
         g = int(sel[k])
@@ -109,7 +112,7 @@ class MPIEngine:
             costs = pt.costs if pt.costs is not None else pt.weights
             self.owner = assign_parts(costs, self.size)
             self.local_ids = np.flatnonzero(self.owner == self.rank)
-            self.parts = [build_part(model, pt, int(k)) for k in self.local_ids]
+            self.parts = [build_part(model, pt, int(k), early_kinematics=self.size > 1) for k in self.local_ids]
             self.n, self.nq, self.nv = model.n, model.nq, model.nv
             self.a0 = gravity_a0(model.gravity)
             tree = R.PartsTree.from_partition(pt)
@@ -173,13 +176,14 @@ class MPIEngine:
         return out
 
     # ------------------------------------------------------------------ one evaluation
-    def forward_dynamics(self, q, qd, tau):
-        """q, qd, tau: full vectors on every rank (each rank reads only its parts' entries).
+    def forward_dynamics(self, q, qd, tau, f_ext=None):
+        """q, qd, tau: full vectors on every rank (each rank reads only its parts' entries);
+        f_ext: None or (n, 6) external body wrenches (body coordinates), also full on every rank.
         Returns qdd on rank 0 (None elsewhere; each rank's pieces stay in ``local_qdd``)."""
         with _Abort(self.comm):
-            return self._fd(q, qd, tau)
+            return self._fd(q, qd, tau, f_ext)
 
-    def _fd(self, q, qd, tau):
+    def _fd(self, q, qd, tau, f_ext=None):
         self._bytes = 0
         t = {}
         t0 = time.perf_counter()
@@ -189,10 +193,14 @@ class MPIEngine:
         for x, nm, size in ((q, "q", self.nq), (qd, "qd", self.nv), (tau, "tau", self.nv)):
             if x.shape != (size,):
                 raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
+        if f_ext is not None:
+            f_ext = np.asarray(f_ext, dtype=np.float64)
+            if f_ext.shape != (self.n, 6):
+                raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
         # (a) velocity round
         bufs = []
         for pk in self.parts:
-            ql, qdl = q[pk.qsel], qd[pk.vsel]
+            ql, qdl = q[pk.qix], qd[pk.vix]
             _check_finite(ql, pk.qsel, "q", pk.idx_q, pk)
             _check_finite(qdl, pk.vsel, "qd", pk.idx_v, pk)
             TE, Tr, vrel = pk.velocity(ql, qdl)
@@ -214,7 +222,13 @@ class MPIEngine:
         # (b) reduction
         bufs = []
         for j, pk in enumerate(self.parts):
-            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], tau[pk.vsel])
+            tl = tau[pk.vix]
+            _check_finite(tl, pk.vsel, "tau", pk.idx_v, pk)
+            fl = None
+            if f_ext is not None:
+                fl = f_ext[pk.bix]
+                _check_finite(fl.ravel(), np.repeat(pk.bodies, 6), "f_ext (flat)", np.arange(0, 6 * pk.m, 6), pk)
+            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], tl, fl)
             bufs.append(np.concatenate((M.ravel(), m0, Kt.ravel(), Lam.ravel(), beta.ravel())))
         t["local_reduce"] = time.perf_counter() - t1
         allr = self._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
@@ -284,7 +298,7 @@ def build_vsel(model, pt, k):
 
 
 def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gather=True, return_info=False,
-                         path_weight=PATH_WEIGHT):
+                         path_weight=PATH_WEIGHT, f_ext=None):
     """Forward dynamics over MPI (collective over ``comm``, default COMM_WORLD).
 
     ``model_or_loader``: a Model, a zero-argument callable building it, or a spec string; every rank
@@ -292,8 +306,18 @@ def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gat
     Returns qdd on rank 0 (None on the others); with ``return_info`` a pair (qdd, info) where
     info holds the bytes communicated per evaluation and the phase times.
     """
-    eng = MPIEngine(model_or_loader, comm=comm, parts=parts, path_weight=path_weight, gather=gather)
-    qdd = eng.forward_dynamics(q, qd, tau)
+    if comm is None:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    with _Abort(comm):
+        # build the model and check the arguments on every rank before any partitioning
+        from . import check_arguments
+
+        model = _resolve(model_or_loader)
+        check_arguments(model, q, qd, tau, parts, f_ext, "mpi")
+    eng = MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather)
+    qdd = eng.forward_dynamics(q, qd, tau, f_ext)
     if return_info:
         info = dict(eng.last_info)
         info["setup_time"] = eng.setup_time

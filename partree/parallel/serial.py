@@ -57,6 +57,16 @@ def _paths(parent_l, handles):
     return ptr, idx, slot, ns, cp
 
 
+def _fast_index(sel):
+    """A slice when the index array is one contiguous run (views instead of gathers), else sel."""
+    sel = np.asarray(sel, dtype=np.int64)
+    if sel.size == 0:
+        return slice(0, 0)
+    if int(sel[-1]) - int(sel[0]) + 1 == sel.size and np.all(np.diff(sel) == 1):
+        return slice(int(sel[0]), int(sel[-1]) + 1)
+    return sel
+
+
 def _ranges(start, count):
     """Concatenation of arange(start[i], start[i] + count[i])."""
     tot = int(count.sum())
@@ -73,7 +83,7 @@ class PartKernel:
     bodies (global ids); after construction it no longer refers to the model.
     """
 
-    def __init__(self, model, bodies, handles, part_id=-1):
+    def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False):
         b = np.ascontiguousarray(bodies, dtype=np.int64)
         self.part_id = int(part_id)
         self.bodies = b
@@ -96,6 +106,8 @@ class PartKernel:
         self.nv = int(nv_j.sum())
         self.qsel = _ranges(model.idx_q[b], nq_j)
         self.vsel = _ranges(model.idx_v[b], nv_j)
+        # the same selections as slices where possible (a part is usually a contiguous range)
+        self.qix, self.vix, self.bix = _fast_index(self.qsel), _fast_index(self.vsel), _fast_index(b)
         hs = np.ascontiguousarray(np.unique(np.asarray(handles, dtype=np.int64)))
         hl = np.searchsorted(b, hs)
         if hs.size and (np.any(hl >= m) or np.any(b[np.minimum(hl, m - 1)] != hs)):
@@ -105,12 +117,11 @@ class PartKernel:
         self.H = H = hs.size
         self.path_ptr, self.path_idx, self.slot, ns, self.cp = _paths(self.parent, self.handles)
         nv = self.nv
+        self.pbod = np.flatnonzero(self.slot >= 0).astype(np.int64)
         # workspace
         self.E = np.zeros((m, 3, 3))
         self.r = np.zeros((m, 3))
         self.S = np.zeros((nv, 6))
-        self.cJ = np.zeros((m, 6))
-        self.vJ = np.zeros((m, 6))
         self.v = np.zeros((m, 6))
         self.c = np.zeros((m, 6))
         self.IA = np.zeros((m, 6, 6))
@@ -120,10 +131,29 @@ class PartKernel:
         self.Dinv = np.zeros((nv, 6))
         self.u = np.zeros(nv)
         self.qdd = np.zeros(nv)
-        self.G = np.zeros((self.path_idx.size, 6, 6))
+        # path bodies only (by slot); G (per path position) only for the cross terms of H > 1
+        self.G = np.zeros((self.path_idx.size if H > 1 else 0, 6, 6))
+        # joint kinematics done in the velocity step: the path bodies only (fused into pass 1
+        # for the others: least memory traffic, best in one process), or every body
+        # (``early_kinematics``: balances the velocity round when parts run concurrently)
+        self.early_kinematics = bool(early_kinematics)
+        if early_kinematics:
+            self.kbod = np.arange(m, dtype=np.int64)
+            self.kslot = self.kbod.copy()
+        else:
+            self.kbod = self.pbod
+            self.kslot = self.slot
+        self.cJb = np.zeros((self.kbod.size, 6))
+        self.vJb = np.zeros((self.kbod.size, 6))
         self.TEb = np.zeros((ns, 3, 3))
         self.Trb = np.zeros((ns, 3))
         self.vrb = np.zeros((ns, 6))
+        pv = model.nv_j[b][self.path_idx] if self.path_idx.size else np.zeros(0, dtype=np.int64)
+        self.yptr = np.concatenate(([0], np.cumsum(pv))).astype(np.int64)
+        self.Yst = np.zeros((int(self.yptr[-1]), 6))
+        self._q = np.zeros(self.nq)
+        self._qd = np.zeros(nv)
+        self._fext = np.zeros((1, 6))
         # boundary outputs
         self.TE = np.zeros((H, 3, 3))
         self.Tr = np.zeros((H, 3))
@@ -143,21 +173,33 @@ class PartKernel:
     # ---------------------------------------------------------------- the three steps
     def velocity(self, q, qd):
         """Step (a). q, qd: this part's own coordinates (q[qsel], qd[vsel]).
-        Returns (TE, Tr, vrel) for its handles (views of the workspace)."""
+        Returns (TE, Tr, vrel) for its handles (views of the workspace).  Only the bodies on
+        handle paths are visited here; the others' joint kinematics is fused into ``reduce``."""
         self._q = np.ascontiguousarray(q, dtype=np.float64)
         self._qd = np.ascontiguousarray(qd, dtype=np.float64)
-        K.velocity_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
-                          self.idx_v, self._q, self._qd, self.slot, self.handles, self.E, self.r, self.S, self.cJ,
-                          self.vJ, self.TEb, self.Trb, self.vrb, self.TE, self.Tr, self.vrel)
+        if self.kbod.size:
+            K.velocity_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
+                              self.idx_v, self._q, self._qd, self.kbod, self.kslot, self.slot, self.handles, self.E, self.r,
+                              self.S, self.cJb, self.vJb, self.TEb, self.Trb, self.vrb, self.TE, self.Tr, self.vrel)
         return self.TE, self.Tr, self.vrel
 
-    def reduce(self, v_in, tau):
-        """Step (b). v_in: the incoming velocity; tau: this part's own joint forces.
+    def reduce(self, v_in, tau, f_ext=None):
+        """Step (b). v_in: the incoming velocity; tau: this part's own joint forces; f_ext: this
+        part's external body wrenches (m, 6) in body coordinates, or None.
         Returns (M, m0, Kt, Psi, Lam, beta)."""
         self._tau = np.ascontiguousarray(tau, dtype=np.float64)
-        bad = K.reduce_kernel(self.parent, self.idx_v, self.mass, self.com, self.I_com, self._tau,
-                              np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp, self.slot, self.vrb,
-                              self.E, self.r, self.S, self.cJ, self.vJ, self.v, self.c, self.IA, self.pA, self.U,
+        if f_ext is None:
+            F, has_f = self._fext, False
+        else:
+            F = np.ascontiguousarray(f_ext, dtype=np.float64)
+            if F.shape != (self.m, 6):
+                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
+            has_f = True
+        bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
+                              self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
+                              np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
+                              self.kslot, self.slot, self.cJb, self.vJb, self.TEb, self.Trb, self.yptr, self.Yst,
+                              self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
         if bad >= 0:
             gb = int(self.bodies[bad])
@@ -169,13 +211,16 @@ class PartKernel:
         """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
         Returns this part's qdd (a view of the workspace)."""
         K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64),
-                       np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6), self.handles, self.slot,
-                       self.vrb, self.E, self.r, self.S, self.c, self.U, self.Dinv, self.u, self.a, self.qdd)
+                       np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6), self.path_ptr, self.path_idx,
+                       self.yptr, self.Yst, self.E, self.r, self.S, self.c, self.U, self.Dinv, self.u, self.a,
+                       self.qdd)
         return self.qdd
 
 
-#: extra relative cost of a body on a handle path (measured: ~0.9 x a plain ABA body, chain of 10^6)
-PATH_WEIGHT = 0.9
+#: extra relative cost of a body on a handle path (measured with the frame-0 rank-update walk:
+#: ~0.5 x a plain ABA body on a chain of 10^6, /tmp-free: scripts/bench_parallel.py --parts-profile;
+#: it was ~0.9 with the 6x6-transform walk)
+PATH_WEIGHT = 0.5
 
 
 def make_partition(model, parts, path_weight=PATH_WEIGHT):
@@ -187,8 +232,8 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT):
     return partition(model, 1 if parts is None else int(parts), path_weight=path_weight)
 
 
-def build_part(model, pt, k):
-    return PartKernel(model, pt.bodies(k), pt.handles(k), part_id=k)
+def build_part(model, pt, k, early_kinematics=False):
+    return PartKernel(model, pt.bodies(k), pt.handles(k), part_id=k, early_kinematics=early_kinematics)
 
 
 def gravity_a0(gravity):
@@ -200,27 +245,31 @@ def gravity_a0(gravity):
 class SerialEngine:
     """The decomposition in one process.  ``parts``: a number of parts or a Partition."""
 
-    def __init__(self, model, parts=None, path_weight=PATH_WEIGHT):
+    def __init__(self, model, parts=None, path_weight=PATH_WEIGHT, early_kinematics=False):
         self.model = model
         self.partition = make_partition(model, parts, path_weight)
         self.tree = R.PartsTree.from_partition(self.partition)
-        self.parts = [build_part(model, self.partition, k) for k in range(self.partition.nparts)]
+        self.parts = [build_part(model, self.partition, k, early_kinematics) for k in range(self.partition.nparts)]
         self.a0 = gravity_a0(model.gravity)
 
-    def forward_dynamics(self, q, qd, tau):
+    def forward_dynamics(self, q, qd, tau, f_ext=None):
+        """qdd for the state (q, qd), joint forces tau and optional external body wrenches f_ext
+        ((n, 6) in body coordinates, or a dict {joint: wrench}, as for ``partree.aba``)."""
         model = self.model
         q, qd = _checks.state(model, q, qd)
         tau = _checks.vector(model, tau, model.nv, "tau", "nv")
-        vel = [pk.velocity(q[pk.qsel], qd[pk.vsel]) for pk in self.parts]
+        F, has_f = _checks.external_forces(model, f_ext)
+        vel = [pk.velocity(q[pk.qix], qd[pk.vix]) for pk in self.parts]
         v_in = R.compose_velocities(self.tree, vel)
-        red = [pk.reduce(v_in[k], tau[pk.vsel]) for k, pk in enumerate(self.parts)]
+        red = [pk.reduce(v_in[k], tau[pk.vix], F[pk.bix] if has_f else None)
+               for k, pk in enumerate(self.parts)]
         a_in, g = R.solve(self.tree, red, self.a0)
         qdd = np.empty(model.nv)
         for k, pk in enumerate(self.parts):
-            qdd[pk.vsel] = pk.solve(a_in[k], g[k])
+            qdd[pk.vix] = pk.solve(a_in[k], g[k])
         return qdd
 
 
-def forward_dynamics_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT):
+def forward_dynamics_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
     """Forward dynamics through the parallel decomposition, in one process."""
-    return SerialEngine(model, parts, path_weight).forward_dynamics(q, qd, tau)
+    return SerialEngine(model, parts, path_weight).forward_dynamics(q, qd, tau, f_ext)

@@ -1,0 +1,307 @@
+"""``partree bench``: time the parallel engine on a model, serial, MPI or Dask.
+
+    partree bench --model SPEC [--backend serial|mpi|dask] [--parts P] [--repeat R] [--json]
+    mpiexec -n 4 partree bench --model autotree:nb=1000000,bf=2 --json
+
+Reports the time per evaluation (best of R, after one warm-up), the time per body, the bytes
+communicated per evaluation (boundary data of the engine, O(P) and independent of N; the
+O(N) gather of qdd / the state slices sent to Dask workers are reported separately), the peak
+memory (max RSS, VmHWM) of every rank / worker, and the residual against the serial reference:
+    aba:  |qdd - ABA| / |ABA|                  (default up to 2*10^6 bodies)
+    rnea: |RNEA(q, qd, qdd) - tau| / |tau|     (the backward error; default above that)
+Under mpiexec (more than one rank) the MPI backend is the default: every rank runs the command
+and only rank 0 prints.  With --json one JSON object is printed on stdout.
+
+``add_bench_parser(subparsers)`` adds the command to the ``partree`` CLI; ``main(argv)`` runs it
+stand-alone (``python -m partree.parallel.bench --model ...``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+
+import numpy as np
+
+RESIDUAL_ABA_MAX_N = 2_000_000
+
+
+# ---------------------------------------------------------------------------- helpers
+def max_rss_bytes():
+    """Peak resident set size of this process in bytes (VmHWM; ru_maxrss as a fallback)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r if platform.system() == "Darwin" else r * 1024)
+
+
+def _under_mpiexec():
+    for key in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS"):
+        v = os.environ.get(key)
+        if v and key != "SLURM_NTASKS" and v.isdigit() and int(v) > 1:
+            return True
+    return False
+
+
+def _state(model, seed):
+    rng = np.random.default_rng(seed)
+    return model.random_configuration(rng), model.random_velocity(rng), rng.normal(size=model.nv)
+
+
+def residual(model, q, qd, tau, qdd, kind="auto"):
+    """(kind, value): the relative error of qdd against ABA, or the backward error through RNEA."""
+    import partree
+
+    if kind == "auto":
+        kind = "aba" if model.n <= RESIDUAL_ABA_MAX_N else "rnea"
+    if kind == "none":
+        return "none", None
+    if kind == "aba":
+        ref = partree.aba(model, q, qd, tau)
+        return "aba", float(np.linalg.norm(qdd - ref) / max(np.linalg.norm(ref), 1e-300))
+    t = partree.rnea(model, q, qd, qdd)
+    return "rnea", float(np.linalg.norm(t - tau) / max(np.linalg.norm(tau), 1e-300))
+
+
+def _best(times):
+    return float(min(times)) if times else float("nan")
+
+
+def _fmt_bytes(b):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if b < 1024 or unit == "GiB":
+            return f"{b:.1f} {unit}" if unit != "B" else f"{int(b)} B"
+        b /= 1024
+
+
+# ---------------------------------------------------------------------------- backends
+def _bench_serial(a, model, q, qd, tau):
+    from .serial import SerialEngine
+
+    t0 = time.perf_counter()
+    eng = SerialEngine(model, a.parts)
+    setup = time.perf_counter() - t0
+    qdd = eng.forward_dynamics(q, qd, tau)
+    times = []
+    for _ in range(a.repeat):
+        t = time.perf_counter()
+        qdd = eng.forward_dynamics(q, qd, tau)
+        times.append(time.perf_counter() - t)
+    nh = eng.tree.nh
+    payload = int(8 * sum(18 * h + 6 + 42 + 36 * h + 36 * h * h + 6 * h + 6 + 6 * h for h in nh))
+    return qdd, {"ranks": 1, "parts": eng.partition.nparts, "times": times, "setup_seconds": setup,
+                 "bytes_per_eval": 0, "boundary_payload_bytes": payload, "gather_bytes_per_eval": 0,
+                 "rss_bytes_per_rank": [max_rss_bytes()], "imbalance": eng.partition.imbalance}
+
+
+def _bench_dask(a, model, q, qd, tau):
+    from distributed import Client, LocalCluster
+
+    from .dask_backend import DaskEngine
+
+    cluster = None
+    if a.scheduler:
+        client = Client(a.scheduler)
+    else:
+        cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        t0 = time.perf_counter()
+        eng = DaskEngine(model, client=client, parts=a.parts)
+        setup = time.perf_counter() - t0
+        qdd = eng.forward_dynamics(q, qd, tau)
+        times = []
+        for _ in range(a.repeat):
+            t = time.perf_counter()
+            qdd = eng.forward_dynamics(q, qd, tau)
+            times.append(time.perf_counter() - t)
+        info = eng.last_info
+        rss = client.run(max_rss_bytes)
+        workers = len(client.scheduler_info()["workers"])
+        eng.close()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return qdd, {"ranks": workers, "parts": eng.partition.nparts, "times": times, "setup_seconds": setup,
+                 "bytes_per_eval": info["boundary_bytes"], "gather_bytes_per_eval": info["state_bytes"],
+                 "rss_bytes_per_rank": [max_rss_bytes()] + [int(v) for _, v in sorted(rss.items())],
+                 "rss_labels": ["client"] + sorted(rss), "imbalance": eng.partition.imbalance,
+                 "restarts": eng.restarts}
+
+
+def _bench_mpi(a, model, q, qd, tau, comm):
+    from .mpi import MPIEngine
+
+    eng = MPIEngine(model, comm=comm, parts=a.parts, gather=True)
+    setup = comm.allreduce(eng.setup_time, op=_mpi_max())
+    qdd = eng.forward_dynamics(q, qd, tau)
+    times = []
+    for _ in range(a.repeat):
+        comm.Barrier()
+        t = time.perf_counter()
+        qdd = eng.forward_dynamics(q, qd, tau)
+        comm.Barrier()
+        times.append(time.perf_counter() - t)
+    info = eng.last_info
+    gather = comm.reduce(info["gather_bytes_rank"] if comm.rank else 0, root=0)
+    phases = comm.gather(info["times"], root=0)
+    rss = comm.gather(max_rss_bytes(), root=0)
+    out = {"ranks": comm.size, "parts": eng.nparts, "times": times, "setup_seconds": setup}
+    if comm.rank == 0:
+        out.update({"bytes_per_eval": info["boundary_bytes"], "boundary_payload_bytes": info["boundary_payload_bytes"],
+                    "gather_bytes_per_eval": int(gather), "rss_bytes_per_rank": [int(x) for x in rss],
+                    "phase_seconds_per_rank": [{k: round(v, 6) for k, v in p.items()} for p in phases]})
+    return qdd, out
+
+
+def _mpi_max():
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+# ---------------------------------------------------------------------------- command
+def cmd_bench(a):
+    """Run the benchmark for parsed arguments ``a``; returns the exit code."""
+    from ..specs import resolve_model
+
+    comm = None
+    backend = a.backend or ("mpi" if _under_mpiexec() else "serial")
+    if backend == "mpi":
+        from mpi4py import MPI
+
+        from .mpi import _Abort
+
+        comm = MPI.COMM_WORLD
+    rank = 0 if comm is None else comm.rank
+    if a.repeat < 1:
+        raise ValueError("--repeat must be >= 1")
+    guard = _Abort(comm) if comm is not None else _Null()
+    with guard:
+        t0 = time.perf_counter()
+        model = resolve_model(a.model)
+        t_build = time.perf_counter() - t0
+        from . import check_arguments
+
+        q, qd, tau = _state(model, a.seed)
+        check_arguments(model, q, qd, tau, a.parts, None, backend)
+        if backend == "serial":
+            qdd, r = _bench_serial(a, model, q, qd, tau)
+        elif backend == "dask":
+            qdd, r = _bench_dask(a, model, q, qd, tau)
+        else:
+            qdd, r = _bench_mpi(a, model, q, qd, tau, comm)
+        if rank != 0:
+            return 0
+        kind, res = residual(model, q, qd, tau, qdd, a.residual)
+        aba_t = None
+        if a.compare_aba:
+            import partree
+
+            ts = []
+            for _ in range(a.repeat):
+                t = time.perf_counter()
+                partree.aba(model, q, qd, tau)
+                ts.append(time.perf_counter() - t)
+            aba_t = _best(ts)
+    best = _best(r["times"])
+    out = {
+        "model": a.model, "backend": backend, "parts": int(r["parts"]), "ranks": int(r["ranks"]),
+        "n": int(model.n), "nq": int(model.nq), "nv": int(model.nv), "repeat": int(a.repeat),
+        "seconds_per_eval": best, "seconds_mean": float(np.mean(r["times"])),
+        "seconds_per_body": best / model.n, "ns_per_body": best / model.n * 1e9,
+        "bytes_per_eval": int(r["bytes_per_eval"]), "gather_bytes_per_eval": int(r.get("gather_bytes_per_eval", 0)),
+        "max_rss_bytes": int(max(r["rss_bytes_per_rank"])), "rss_bytes_per_rank": r["rss_bytes_per_rank"],
+        "residual": res, "residual_kind": kind, "setup_seconds": float(r["setup_seconds"]),
+        "build_seconds": t_build,
+    }
+    for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "imbalance", "restarts", "rss_labels"):
+        if key in r:
+            out[key] = r[key]
+    if aba_t is not None:
+        out["aba_seconds"] = aba_t
+        out["speedup_vs_aba"] = aba_t / best
+    if a.json:
+        print(json.dumps(out), flush=True)
+        return 0
+    print(f"model      {a.model}: {model.n} bodies (nq = {model.nq}, nv = {model.nv}), built in {t_build:.2f} s")
+    print(f"backend    {backend}: {out['parts']} parts on {out['ranks']} "
+          f"{'rank(s)' if backend != 'dask' else 'worker(s)'}; setup {out['setup_seconds']:.2f} s")
+    print(f"time       {best * 1e3:.3f} ms per evaluation (best of {a.repeat}; mean {out['seconds_mean'] * 1e3:.3f} ms)"
+          f" = {out['ns_per_body']:.0f} ns per body")
+    if aba_t is not None:
+        print(f"serial ABA {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
+    print(f"traffic    {out['bytes_per_eval']} B boundary data per evaluation"
+          f" (+ {_fmt_bytes(out['gather_bytes_per_eval'])} state/qdd transfer)")
+    print("memory     max RSS " + _fmt_bytes(out["max_rss_bytes"]) + "  (per rank: "
+          + ", ".join(_fmt_bytes(x) for x in out["rss_bytes_per_rank"]) + ")")
+    if res is not None:
+        what = "|qdd - ABA|/|ABA|" if kind == "aba" else "|RNEA(q, qd, qdd) - tau|/|tau|"
+        print(f"residual   {what} = {res:.2e}")
+    return 0
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _add_arguments(s):
+    s.add_argument("--model", required=True, metavar="SPEC",
+                   help="URDF, .npz/.h5/.json model file, or spec string (e.g. autotree:nb=1000000,bf=2)")
+    s.add_argument("--backend", choices=("serial", "mpi", "dask"), default=None,
+                   help="serial (default), mpi (the default under mpiexec), or dask")
+    s.add_argument("--parts", type=int, default=None, metavar="P",
+                   help="number of parts (default: 1 serial, the number of ranks / workers otherwise)")
+    s.add_argument("--repeat", type=int, default=5, metavar="R", help="timed evaluations (default 5; best is reported)")
+    s.add_argument("--seed", type=int, default=0, help="random state seed (default 0)")
+    s.add_argument("--residual", choices=("auto", "aba", "rnea", "none"), default="auto",
+                   help=f"reference check: ABA up to {RESIDUAL_ABA_MAX_N} bodies, else the RNEA backward error")
+    s.add_argument("--compare-aba", action="store_true", help="also time serial ABA on rank 0 (speedup)")
+    s.add_argument("--workers", type=int, default=2, help="dask: workers of the LocalCluster started (default 2)")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="dask: connect to this scheduler (tcp://host:8786 or a scheduler file) instead")
+    s.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    s.set_defaults(func=cmd_bench)
+    return s
+
+
+def add_bench_parser(subparsers):
+    """Add ``bench`` to the ``partree`` sub-commands (``sub = parser.add_subparsers(...)``)."""
+    s = subparsers.add_parser("bench", help="time the parallel engine (serial, MPI, Dask)",
+                              description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _add_arguments(s)
+
+
+def main(argv=None):
+    """Stand-alone entry point: ``python -m partree.parallel.bench --model SPEC ...``."""
+    from ..model import PartreeInputError
+
+    p = argparse.ArgumentParser(prog="partree bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_arguments(p)
+    a = p.parse_args(argv)
+    a.command = "bench"
+    try:
+        return a.func(a)
+    except (PartreeInputError, FileNotFoundError, KeyError, ValueError) as e:
+        print(f"partree bench: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Strong and weak scaling of the parallel engine (MPI via mpiexec subprocesses; Dask optional).
+
+    python scripts/scaling.py --out results/scaling [--quick] [--max-ranks P] [--dask]
+        [--families chain,binary,random,taper] [--strong-n N] [--weak-n N_PER_RANK] [--repeat R]
+        [--bytes-n 10000,100000,1000000]
+
+Every point is one ``mpiexec -n P python -m partree.parallel.bench --model SPEC --json`` run
+(P = 1 .. max ranks, default the cores of this machine), so each point sees a fresh job exactly as
+a user would launch it.  Families (spec strings):
+    chain   autotree:nb=N,bf=1            binary  autotree:nb=N,bf=2
+    random  random:n=N,seed=1,joint_types=[revolute]
+    taper   autotree:nb=N,bf=1.3,skew=0.2,taper=t  (autoTree with taper; t = 1e-4^(1/3N): last body
+            1e-4 of the first one's mass)
+Strong scaling: N fixed (--strong-n), speedup T(1)/T(P).  Weak scaling: N = --weak-n x P,
+efficiency T(1)/T(P).  Bytes check: the boundary bytes per evaluation at P = 2 for several N
+(they must not depend on N).
+
+Writes into --out: scaling.csv (one row per run), bytes.csv, strong.png, weak.png, bytes.png
+(matplotlib, Agg backend), and summary.json.  --quick: small N, two families, 2 repeats.
+On a cluster run it inside an allocation (see cluster/README.md) with --max-ranks set to the
+number of ranks granted and --mpiexec "srun" (or "mpiexec -f hosts").
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+def _taper(n):
+    # spatial_v2's taper acts per body index (mass taper^(3 (i-1))): choose it so that the last
+    # body keeps 1e-4 of the first one's mass whatever N is
+    return f"autotree:nb={n},bf=1.3,skew=0.2,taper={math.exp(math.log(1e-4) / (3 * n)):.12f}"
+
+
+FAMILIES = {
+    "chain": "autotree:nb={n},bf=1".format,
+    "binary": "autotree:nb={n},bf=2".format,
+    "random": "random:n={n},seed=1,joint_types=[revolute]".format,
+    "taper": lambda n: _taper(n),
+}
+
+
+def _mpiexec():
+    for cand in (Path(sys.executable).parent / "mpiexec", shutil.which("mpiexec")):
+        if cand and Path(cand).exists():
+            return str(cand)
+    return None
+
+
+def run_point(launcher, ranks, spec, repeat, backend="mpi", residual="auto", timeout=1800, extra=()):
+    """One bench run; returns the parsed JSON (plus 'wall' seconds) or raises RuntimeError."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "partree.parallel.bench", "--model", spec, "--repeat", str(repeat),
+           "--residual", residual, "--json", *extra]
+    if backend == "mpi":
+        cmd = [*shlex.split(launcher), "-n", str(ranks), *cmd, "--backend", "mpi"]
+    else:
+        cmd = [*cmd, "--backend", "dask", "--workers", str(ranks)]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    line = [s for s in p.stdout.splitlines() if s.startswith("{")][-1]
+    d = json.loads(line)
+    d["wall"] = time.perf_counter() - t
+    return d
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output folder (CSV, PNG, JSON)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, chain and binary only, 2 repeats")
+    ap.add_argument("--max-ranks", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--families", default=None, help="comma list of " + ",".join(FAMILIES))
+    ap.add_argument("--strong-n", type=int, default=None, help="N for strong scaling (default 10^6, quick 2*10^5)")
+    ap.add_argument("--weak-n", type=int, default=None, help="N per rank for weak scaling (default 5*10^5)")
+    ap.add_argument("--bytes-n", default=None, help="N list for the bytes check at P = 2 (default 1e4,1e5,1e6)")
+    ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--mpiexec", default=None, help="launcher command (default: the venv's mpiexec)")
+    ap.add_argument("--dask", action="store_true", help="also run the Dask backend (LocalCluster, P workers)")
+    ap.add_argument("--no-plots", action="store_true")
+    a = ap.parse_args(argv)
+    launcher = a.mpiexec or _mpiexec()
+    if launcher is None:
+        ap.error("no mpiexec found; pass --mpiexec")
+    fams = (a.families or ("chain,binary" if a.quick else ",".join(FAMILIES))).split(",")
+    for f in fams:
+        if f not in FAMILIES:
+            ap.error(f"unknown family {f!r}; choose from {', '.join(FAMILIES)}")
+    n_strong = a.strong_n or (200_000 if a.quick else 1_000_000)
+    n_weak = a.weak_n or (100_000 if a.quick else 500_000)
+    repeat = a.repeat or (2 if a.quick else 5)
+    bytes_n = [int(float(x)) for x in (a.bytes_n or ("1e4,1e5,1e6")).split(",")]
+    ranks = list(range(1, max(1, a.max_ranks) + 1))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    backends = ["mpi"] + (["dask"] if a.dask else [])
+
+    rows = []
+
+    def record(mode, fam, backend, P, n, d):
+        row = {"mode": mode, "family": fam, "backend": backend, "ranks": P, "parts": d["parts"], "n": n,
+               "seconds_per_eval": d["seconds_per_eval"], "ns_per_body": d["ns_per_body"],
+               "bytes_per_eval": d["bytes_per_eval"], "gather_bytes_per_eval": d.get("gather_bytes_per_eval", 0),
+               "max_rss_bytes": d["max_rss_bytes"], "residual": d["residual"], "residual_kind": d["residual_kind"],
+               "setup_seconds": d["setup_seconds"], "wall_seconds": round(d["wall"], 2)}
+        rows.append(row)
+        print(f"{mode:6s} {fam:7s} {backend:4s} P={P:<3d} N={n:<9d} {d['seconds_per_eval'] * 1e3:9.2f} ms "
+              f"bytes={d['bytes_per_eval']:<6d} rss={d['max_rss_bytes'] / 2**20:7.0f} MiB "
+              f"residual={d['residual'] if d['residual'] is None else format(d['residual'], '.1e')}", flush=True)
+
+    for backend in backends:
+        for fam in fams:
+            for P in ranks:
+                n = n_strong
+                record("strong", fam, backend, P, n, run_point(launcher, P, FAMILIES[fam](n=n), repeat, backend))
+            for P in ranks:
+                n = n_weak * P
+                record("weak", fam, backend, P, n, run_point(launcher, P, FAMILIES[fam](n=n), repeat, backend))
+    brows = []
+    if max(ranks) >= 2:
+        for fam in fams[:2]:
+            for n in bytes_n:
+                d = run_point(launcher, 2, FAMILIES[fam](n=n), 1, "mpi", residual="rnea" if n > 2e6 else "auto")
+                brows.append({"family": fam, "n": n, "ranks": 2, "bytes_per_eval": d["bytes_per_eval"],
+                              "boundary_payload_bytes": d.get("boundary_payload_bytes"),
+                              "gather_bytes_per_eval": d.get("gather_bytes_per_eval"),
+                              "seconds_per_eval": d["seconds_per_eval"], "residual": d["residual"]})
+                print(f"bytes  {fam:7s} P=2 N={n:<9d} boundary bytes/eval = {d['bytes_per_eval']} "
+                      f"(qdd gather {d.get('gather_bytes_per_eval')} B, not part of the engine's exchange)", flush=True)
+
+    # derived columns
+    for r in rows:
+        base = [x for x in rows if x["mode"] == r["mode"] and x["family"] == r["family"]
+                and x["backend"] == r["backend"] and x["ranks"] == 1]
+        t1 = base[0]["seconds_per_eval"] if base else float("nan")
+        if r["mode"] == "strong":
+            r["speedup"] = t1 / r["seconds_per_eval"]
+            r["efficiency"] = r["speedup"] / r["ranks"]
+        else:
+            r["speedup"] = t1 * r["ranks"] / r["seconds_per_eval"]     # scaled speedup
+            r["efficiency"] = t1 / r["seconds_per_eval"]
+    _write_csv(out / "scaling.csv", rows)
+    if brows:
+        _write_csv(out / "bytes.csv", brows)
+    indep = {}
+    for fam in {b["family"] for b in brows}:
+        vals = {b["bytes_per_eval"] for b in brows if b["family"] == fam}
+        indep[fam] = len(vals) == 1
+    summary = {"ranks": ranks, "families": fams, "strong_n": n_strong, "weak_n_per_rank": n_weak, "repeat": repeat,
+               "bytes_independent_of_n": indep,
+               "strong_speedup_at_max_ranks": {f"{r['family']}/{r['backend']}": round(r["speedup"], 3)
+                                               for r in rows if r["mode"] == "strong" and r["ranks"] == max(ranks)},
+               "weak_efficiency_at_max_ranks": {f"{r['family']}/{r['backend']}": round(r["efficiency"], 3)
+                                                for r in rows if r["mode"] == "weak" and r["ranks"] == max(ranks)}}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2))
+    if not a.no_plots:
+        _plots(out, rows, brows, ranks)
+    return 0
+
+
+def _write_csv(path, rows):
+    keys = list(rows[0].keys())
+    for r in rows:
+        for k in r:
+            if k not in keys:
+                keys.append(k)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _plots(out, rows, brows, ranks):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for mode, ylabel, fname in (("strong", "speedup T(1)/T(P)", "strong.png"),
+                                ("weak", "efficiency T(1)/T(P)", "weak.png")):
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        keys = sorted({(r["family"], r["backend"]) for r in rows if r["mode"] == mode})
+        for fam, be in keys:
+            pts = sorted((r["ranks"], r["speedup"] if mode == "strong" else r["efficiency"]) for r in rows
+                         if r["mode"] == mode and r["family"] == fam and r["backend"] == be)
+            ax.plot([p for p, _ in pts], [s for _, s in pts], "o-", label=f"{fam} ({be})")
+        if mode == "strong":
+            ax.plot(ranks, ranks, "k--", lw=0.8, label="ideal")
+        else:
+            ax.axhline(1.0, color="k", ls="--", lw=0.8)
+        ns = sorted({r["n"] for r in rows if r["mode"] == mode})
+        ax.set_xlabel("MPI ranks (= parts)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{mode} scaling (N = {ns[0]}" + (")" if mode == "strong" else " x P)")
+                     if mode == "strong" else f"weak scaling (N = {ns[0]} per rank)")
+        ax.set_xticks(ranks)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=120)
+        plt.close(fig)
+    if brows:
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for fam in sorted({b["family"] for b in brows}):
+            pts = sorted((b["n"], b["bytes_per_eval"]) for b in brows if b["family"] == fam)
+            ax.plot([n for n, _ in pts], [b for _, b in pts], "o-", label=fam)
+        ax.set_xscale("log")
+        ax.set_xlabel("bodies N")
+        ax.set_ylabel("boundary bytes per evaluation (P = 2)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("communication is independent of N")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "bytes.png", dpi=120)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""`partree bench` (partree.parallel.bench): serial in-process, MPI under `mpiexec -n 2`, Dask."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from partree.parallel.bench import add_bench_parser, main, max_rss_bytes
+
+MPIEXEC = next((str(p) for p in (Path(sys.executable).parent / "mpiexec", Path("/work/venv/bin/mpiexec"))
+                if p.exists()), None)
+KEYS = ("seconds_per_eval", "residual", "bytes_per_eval", "max_rss_bytes", "backend", "parts", "ranks", "n")
+
+
+def _json(out):
+    lines = [s for s in out.splitlines() if s.startswith("{")]
+    assert len(lines) == 1, out
+    d = json.loads(lines[0])
+    for k in KEYS:
+        assert k in d, k
+    return d
+
+
+def test_serial_json_and_text(capsys):
+    assert main(["--model", "autotree:nb=3000,bf=1.5", "--parts", "4", "--repeat", "2", "--json"]) == 0
+    d = _json(capsys.readouterr().out)
+    assert d["backend"] == "serial" and d["parts"] == 4 and d["ranks"] == 1 and d["n"] == 3000
+    assert d["residual_kind"] == "aba" and d["residual"] < 1e-10
+    assert d["seconds_per_eval"] > 0 and d["bytes_per_eval"] == 0 and d["boundary_payload_bytes"] > 0
+    assert d["max_rss_bytes"] >= 10 * 2**20
+    assert main(["--model", "autotree:nb=500,bf=1", "--parts", "2", "--repeat", "1", "--residual", "rnea",
+                 "--compare-aba"]) == 0
+    out = capsys.readouterr().out
+    assert "per evaluation" in out and "RNEA" in out and "max RSS" in out and "speedup" in out
+
+
+def test_bad_arguments(capsys):
+    assert main(["--model", "autotree:nb=10,bf=1", "--parts", "11"]) == 2
+    assert "parts=11" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--model", "autotree:nb=10", "--backend", "gpu"])
+
+
+def test_parser_hook():
+    import argparse
+
+    p = argparse.ArgumentParser(prog="partree")
+    sub = p.add_subparsers(dest="command")
+    add_bench_parser(sub)
+    a = p.parse_args(["bench", "--model", "autotree:nb=10", "--backend", "mpi", "--parts", "3", "--json"])
+    assert a.command == "bench" and a.backend == "mpi" and a.parts == 3 and a.json and callable(a.func)
+    assert max_rss_bytes() > 0
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_mpi_two_ranks():
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "partree.parallel.bench", "--model",
+                        "autotree:nb=4000,bf=2", "--repeat", "2", "--json"],
+                       capture_output=True, text=True, timeout=180, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = _json(p.stdout)                       # only rank 0 prints
+    assert d["backend"] == "mpi" and d["ranks"] == 2 and d["parts"] == 2
+    assert d["residual"] < 1e-10
+    assert 0 < d["bytes_per_eval"] < 10_000
+    assert len(d["rss_bytes_per_rank"]) == 2 and d["max_rss_bytes"] == max(d["rss_bytes_per_rank"])
+
+
+def test_dask_local_cluster(capsys):
+    pytest.importorskip("distributed")
+    assert main(["--model", "autotree:nb=2000,bf=1.3", "--backend", "dask", "--workers", "2", "--parts", "3",
+                 "--repeat", "2", "--json"]) == 0
+    d = _json(capsys.readouterr().out)
+    assert d["backend"] == "dask" and d["ranks"] == 2 and d["parts"] == 3
+    assert d["residual"] < 1e-10 and 0 < d["bytes_per_eval"] < 20_000
+    assert len(d["rss_bytes_per_rank"]) == 3            # client + 2 workers
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_scaling_script_small(tmp_path):
+    """scripts/scaling.py end to end on a tiny model: CSVs, plots, and N-independent bytes."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, str(root / "scripts" / "scaling.py"), "--out", str(tmp_path), "--quick",
+                        "--families", "chain", "--max-ranks", "2", "--strong-n", "2000", "--weak-n", "1000",
+                        "--repeat", "1", "--bytes-n", "1000,4000", "--mpiexec", MPIEXEC],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    for f in ("scaling.csv", "bytes.csv", "strong.png", "weak.png", "bytes.png", "summary.json"):
+        assert (tmp_path / f).stat().st_size > 0, f
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["bytes_independent_of_n"] == {"chain": True}
