@@ -119,30 +119,7 @@ def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx
                         Dinv[iv + d, e] = T[d, e]
             if p < 0:
                 continue
-            # Ia = IA - U Dinv U^T ; pa = pA + Ia c + U Dinv u
-            for k in range(6):
-                for l in range(6):
-                    Ia[k, l] = IA[i, k, l]
-            for d in range(nv):
-                for k in range(6):
-                    w = 0.0
-                    for e in range(nv):
-                        w += Dinv[iv + d, e] * U[iv + e, k]
-                    tmp[k] = w
-                for k in range(6):
-                    for l in range(6):
-                        Ia[k, l] -= U[iv + d, k] * tmp[l]
-            for k in range(6):
-                s = pA[i, k]
-                for l in range(6):
-                    s += Ia[k, l] * c[i, l]
-                pa[k] = s
-            for d in range(nv):
-                w = 0.0
-                for e in range(nv):
-                    w += Dinv[iv + d, e] * u[iv + e]
-                for k in range(6):
-                    pa[k] += U[iv + d, k] * w
+            articulated_project(IA[i], pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
         congruence_add(E[i], r[i], Ia, IA[p], T)
         xform_force_T_add(E[i], r[i], pa, pA[p])
     # pass 3: accelerations, outward
@@ -179,6 +156,36 @@ def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx
             for k in range(6):
                 a[i, k] += S[iv + d, k] * qdd[iv + d]
     return -1
+
+
+@njit(cache=True, inline="always")
+def articulated_project(IA_i, pA_i, c_i, U, Dinv, u, iv, nv, Ia, pa, tmp):
+    """What a body with a multi-DOF joint passes to its parent (before the transform):
+    Ia = IA - U Dinv U^T and pa = pA + Ia c + U Dinv u (the 1-DOF case is written out inline
+    in the kernels)."""
+    for k in range(6):
+        for l in range(6):
+            Ia[k, l] = IA_i[k, l]
+    for d in range(nv):
+        for k in range(6):
+            w = 0.0
+            for e in range(nv):
+                w += Dinv[iv + d, e] * U[iv + e, k]
+            tmp[k] = w
+        for k in range(6):
+            for l in range(6):
+                Ia[k, l] -= U[iv + d, k] * tmp[l]
+    for k in range(6):
+        s = pA_i[k]
+        for l in range(6):
+            s += Ia[k, l] * c_i[l]
+        pa[k] = s
+    for d in range(nv):
+        w = 0.0
+        for e in range(nv):
+            w += Dinv[iv + d, e] * u[iv + e]
+        for k in range(6):
+            pa[k] += U[iv + d, k] * w
 
 
 @njit(cache=True)

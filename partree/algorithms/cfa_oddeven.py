@@ -61,6 +61,7 @@ from numba import njit
 from ..joints import FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, joint_kinematics
 from ._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                        xform_force_T_add, xform_motion)
+from .aba import articulated_project
 
 #: error kinds returned by the kernels next to the offending body
 ERR_NONE, ERR_UNIVERSAL, ERR_MASSLESS, ERR_SINGULAR_INERTIA, ERR_SINGULAR_IA, ERR_SINGULAR_A, ERR_GRAM = range(7)
@@ -531,29 +532,7 @@ def _aba_backward(j, pj, iv, nv, E, r, c, p, IA, S, FT, U, Dinv, u, Ia, pa, T, D
                 Dinv[iv + d, e] = Ia[d, e]
     if pj < 0:
         return True
-    for k in range(6):
-        for l in range(6):
-            Ia[k, l] = IA[j, k, l]
-    for d in range(nv):
-        for k in range(6):
-            w = 0.0
-            for e in range(nv):
-                w += Dinv[iv + d, e] * U[iv + e, k]
-            tmp[k] = w
-        for k in range(6):
-            for l in range(6):
-                Ia[k, l] -= U[iv + d, k] * tmp[l]
-    for k in range(6):
-        s = p[j, k]
-        for l in range(6):
-            s += Ia[k, l] * c[j, l]
-        pa[k] = s
-    for d in range(nv):
-        w = 0.0
-        for e in range(nv):
-            w += Dinv[iv + d, e] * u[iv + e]
-        for k in range(6):
-            pa[k] += U[iv + d, k] * w
+    articulated_project(IA[j], p[j], c[j], U, Dinv, u, iv, nv, Ia, pa, tmp)
     congruence_add(E[j], r[j], Ia, IA[pj], T)
     xform_force_T_add(E[j], r[j], pa, p[pj])
     return True

@@ -34,7 +34,7 @@ from numba import njit
 
 from ..algorithms._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
-from ..algorithms.aba import _spd_inverse
+from ..algorithms.aba import _spd_inverse, articulated_project
 from ..joints import joint_kinematics
 
 
@@ -207,29 +207,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                 for d in range(nv):
                     for e in range(nv):
                         Dinv[iv + d, e] = T[d, e]
-            for k in range(6):
-                for l in range(6):
-                    Ia[k, l] = IA[i, k, l]
-            for d in range(nv):
-                for k in range(6):
-                    w = 0.0
-                    for e in range(nv):
-                        w += Dinv[iv + d, e] * U[iv + e, k]
-                    tmp[k] = w
-                for k in range(6):
-                    for l in range(6):
-                        Ia[k, l] -= U[iv + d, k] * tmp[l]
-            for k in range(6):
-                s = pA[i, k]
-                for l in range(6):
-                    s += Ia[k, l] * c[i, l]
-                pa[k] = s
-            for d in range(nv):
-                w = 0.0
-                for e in range(nv):
-                    w += Dinv[iv + d, e] * u[iv + e]
-                for k in range(6):
-                    pa[k] += U[iv + d, k] * w
+            articulated_project(IA[i], pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
         if p >= 0:
             congruence_add(E[i], r[i], Ia, IA[p], T)
             xform_force_T_add(E[i], r[i], pa, pA[p])
