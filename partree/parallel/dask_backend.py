@@ -106,7 +106,9 @@ class DaskEngine:
             self.workers[k] = workers[int(owner[k])]
         for k in which:
             pk = build_part(self.model, self.partition, k, early_kinematics=True)
-            self.futures[k] = self.client.scatter(pk, workers=[self.workers[k]], direct=False)
+            # hash=False: two engines on one client built from the same model would otherwise share
+            # content-hashed keys, and releasing one engine's futures could drop the other's parts
+            self.futures[k] = self.client.scatter(pk, workers=[self.workers[k]], direct=False, hash=False)
             del pk
 
     def _recover(self):

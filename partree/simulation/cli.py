@@ -86,12 +86,20 @@ def cmd_simulate(a):
     if a.checkpoint_every is not None and a.out is None and a.checkpoint is None:
         print("partree simulate: error: --checkpoint-every needs --out or --checkpoint", file=sys.stderr)
         return 2
-    print(f"{model!r}")
+    # under mpiexec every rank runs this command; rank 0 talks, the others only compute
+    root = True
+    if str(a.backend).lower() == "mpi":
+        from mpi4py import MPI
+        root = MPI.COMM_WORLD.Get_rank() == 0
+    if root:
+        print(f"{model!r}")
     res = simulate(model, a.t_end, a.dt, integrator=a.integrator, rtol=a.rtol, atol=a.atol,
                    damping=a.damping, stiffness=a.stiffness, save_every=a.save_every, record=a.record,
                    wrench_joints=a.wrench_joints, out=a.out, checkpoint=a.checkpoint,
                    checkpoint_every=a.checkpoint_every, resume=a.resume, keep_checkpoint=a.keep_checkpoint,
-                   progress=not a.no_progress, verbose=True, backend=a.backend, parts=a.parts, **kw)
+                   progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, **kw)
+    if not root:
+        return 0                 # the result lives on rank 0; a failure anywhere aborts the whole job
     if a.out is None:
         print("(no --out given: results not written)")
     return 0 if res is not None else 1

@@ -108,7 +108,7 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
              record="joints", wrench_joints=None, out=None, checkpoint=None, checkpoint_every=None,
              checkpoint_seconds=None, resume=False, keep_checkpoint=False, progress=True, backend="serial",
              parts=None, dynamics=None, space=None, h0=None, h_max=None, max_steps=10**9, verbose=None,
-             _step_hook=None):
+             _step_hook=None, comm=None, client=None):
     """Simulate a tree from t = 0 to ``t_end``.
 
     model            a partree Model, or anything ``partree.resolve_model`` takes
@@ -129,7 +129,12 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
     resume           True: continue from the checkpoint (it must exist and match); 'auto': if one exists
     keep_checkpoint  keep the checkpoint after a successful run (it is deleted otherwise)
     progress         tqdm progress bar (simulated time, steps/s, ETA) and a printed summary
-    backend, parts   'serial' | 'mpi' | 'dask' dynamics engine and its number of parts
+    backend, parts   'serial' | 'mpi' | 'dask' dynamics engine and its number of parts; 'mpi' and 'dask'
+                     run distributed (``partree.simulation.distributed``): the state stays in pieces,
+                     one per part, on the ranks / workers.  'mpi' is collective: call it on every rank
+                     of ``comm`` (default COMM_WORLD); the result is returned on rank 0 (None elsewhere)
+    comm, client     MPI communicator (backend 'mpi') / dask.distributed Client (backend 'dask'; default:
+                     a local cluster, closed at the end)
     dynamics         a custom dynamics function f(t, q, v) -> qdd (or a ``Dynamics``) instead of the
                      one built from the inputs
     space            a ``StateSpace`` (state layout and global-norm hooks)
@@ -137,6 +142,18 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
 
     Returns a ``SimulationResult``.
     """
+    bk = str(backend).lower()
+    if bk in ("mpi", "dask") and dynamics is None and space is None:
+        from . import distributed as D
+        if checkpoint is not None or checkpoint_every or checkpoint_seconds or resume:
+            raise PartreeInputError(f"checkpoints are not supported by backend {bk!r} yet; use backend 'serial'")
+        kw = dict(integrator=integrator, rtol=rtol, atol=atol, q0=q0, qd0=qd0, torques=torques, damping=damping,
+                  stiffness=stiffness, q_ref=q_ref, f_ext=f_ext, prescribed=prescribed, save_every=save_every,
+                  record=record, wrench_joints=wrench_joints, out=out, progress=progress, parts=parts, h0=h0,
+                  h_max=h_max, max_steps=max_steps, verbose=verbose, _step_hook=_step_hook)
+        if bk == "mpi":
+            return D.simulate_mpi(model, t_end, dt, comm=comm, **kw)
+        return D.simulate_dask(model, t_end, dt, client=client, **kw)
     t_wall0 = time.perf_counter()
     if not isinstance(model, Model):
         from ..specs import resolve_model
