@@ -79,9 +79,43 @@ def _kill(client, addr):
     client.run(os._exit, 1, workers=[addr], on_error="ignore")
 
 
-def test_worker_killed_mid_evaluation_recovers():
-    """A real LocalCluster; one worker process is killed (os._exit) between the velocity and the
-    reduce rounds: the evaluation restarts on the surviving / restarted workers and is correct."""
+@pytest.mark.parametrize("actors", [True, False])
+def test_resident_state_and_both_paths(client, actors):
+    """The state scattered once (``scatter_state``) gives the same qdd as arrays sent with every
+    evaluation, through the parts' actors and through plain task graphs; qdd left on the workers
+    (``gather=False``) gathers to the same values; external forces travel with the state."""
+    from partree.parallel.dask_backend import DaskEngine, DaskResult
+
+    m = random_tree(180, seed=21, floating_base=True, joint_types=MIXED)
+    eng = DaskEngine(m, client=client, parts=5, actors=actors)
+    try:
+        for s in range(2):
+            q, qd, tau = _state(m, 30 + s)
+            F = np.random.default_rng(s).normal(size=(m.n, 6)) if s else None
+            ref = partree.aba(m, q, qd, tau, f_ext=F)
+            st = eng.scatter_state(q, qd, tau, F)
+            x1 = eng.forward_dynamics_state(st)
+            r = eng.forward_dynamics_state(st, gather=False)
+            assert isinstance(r, DaskResult)
+            x2 = r.gather()
+            x3 = eng.forward_dynamics(q, qd, tau, F)
+            assert np.abs(x1 - ref).max() < 1e-10 * np.abs(ref).max()
+            assert np.array_equal(x1, x2) and np.array_equal(x1, x3)
+            assert eng.last_info["boundary_bytes"] > 0 and eng.last_info["state_bytes"] > 0
+            st.release()
+        q, qd, tau = _state(m, 40)
+        q[7] = np.nan
+        with pytest.raises(partree.PartreeInputError, match="q"):
+            eng.forward_dynamics(q, qd, tau)
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize("actors", [True, False])
+def test_worker_killed_mid_evaluation_recovers(actors):
+    """A real LocalCluster; one worker process is killed (os._exit) during an evaluation (after
+    its first round / once the graph is submitted): the evaluation restarts on the surviving /
+    restarted workers and is correct, with the state sent along or resident on the workers."""
     from partree.parallel.dask_backend import DaskEngine
 
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
@@ -90,13 +124,13 @@ def test_worker_killed_mid_evaluation_recovers():
         m = random_tree(300, seed=5, floating_base=True, joint_types=MIXED)
         q, qd, tau = _state(m, 1)
         ref = partree.aba(m, q, qd, tau)
-        eng = DaskEngine(m, client=c, parts=4, timeout=60)
+        eng = DaskEngine(m, client=c, parts=4, timeout=60, actors=actors)
         assert np.abs(eng.forward_dynamics(q, qd, tau) - ref).max() < 1e-10 * np.abs(ref).max()
         victim = eng.workers[0]
         fired = []
 
         def hook(name):
-            if name == "velocity" and not fired:
+            if not fired:
                 fired.append(name)
                 _kill(c, victim)
 
@@ -110,6 +144,16 @@ def test_worker_killed_mid_evaluation_recovers():
         x2 = eng.forward_dynamics(q2, qd2, tau2)
         ref2 = partree.aba(m, q2, qd2, tau2)
         assert np.abs(x2 - ref2).max() < 1e-10 * np.abs(ref2).max()
+        # a resident state survives the loss of a worker too (its slices are sent again)
+        c.wait_for_workers(2, timeout=30)
+        st = eng.scatter_state(q2, qd2, tau2)
+        fired.clear()
+        victim = eng.workers[1]
+        eng._after_round = hook
+        x3 = eng.forward_dynamics_state(st)
+        assert fired and eng.restarts >= 2
+        assert np.abs(x3 - ref2).max() < 1e-10 * np.abs(ref2).max()
+        eng._after_round = None
     finally:
         c.close()
         cluster.close()

@@ -118,13 +118,27 @@ def _bench_dask(a, model, q, qd, tau):
         t0 = time.perf_counter()
         eng = DaskEngine(model, client=client, parts=a.parts)
         setup = time.perf_counter() - t0
-        qdd = eng.forward_dynamics(q, qd, tau)
-        times = []
+        # two ways of feeding the engine, timed interleaved: the state resident on the workers
+        # (scattered once, as in a distributed simulation; qdd stays there as futures) and the
+        # state sent from the client with every evaluation (qdd gathered back)
+        state = eng.scatter_state(q, qd, tau)
+        eng.forward_dynamics(q, qd, tau)
+        eng.forward_dynamics_state(state, gather=False)
+        times, times_client = [], []
         for _ in range(a.repeat):
             t = time.perf_counter()
-            qdd = eng.forward_dynamics(q, qd, tau)
+            futs = eng.forward_dynamics_state(state, gather=False)
             times.append(time.perf_counter() - t)
-        info = eng.last_info
+            info = dict(eng.last_info)
+            t = time.perf_counter()
+            qdd = eng.forward_dynamics(q, qd, tau)
+            times_client.append(time.perf_counter() - t)
+            info_client = dict(eng.last_info)
+        qdd_resident = futs.gather()
+        if not np.array_equal(qdd_resident, qdd):
+            raise RuntimeError("Dask: the resident-state evaluation differs from the client-state one")
+        state.release()
+        del futs, state
         rss = client.run(max_rss_bytes)
         workers = len(client.scheduler_info()["workers"])
         eng.close()
@@ -133,7 +147,8 @@ def _bench_dask(a, model, q, qd, tau):
         if cluster is not None:
             cluster.close()
     return qdd, {"ranks": workers, "parts": eng.partition.nparts, "times": times, "setup_seconds": setup,
-                 "bytes_per_eval": info["boundary_bytes"], "gather_bytes_per_eval": info["state_bytes"],
+                 "times_client_state": times_client, "bytes_per_eval": info["boundary_bytes"],
+                 "gather_bytes_per_eval": info_client["state_bytes"],
                  "rss_bytes_per_rank": [max_rss_bytes()] + [int(v) for _, v in sorted(rss.items())],
                  "rss_labels": ["client"] + sorted(rss), "imbalance": eng.partition.imbalance,
                  "restarts": eng.restarts}
@@ -228,9 +243,13 @@ def cmd_bench(a):
     for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "imbalance", "restarts", "rss_labels"):
         if key in r:
             out[key] = r[key]
+    if "times_client_state" in r:
+        out["seconds_per_eval_client_state"] = _best(r["times_client_state"])
     if aba_t is not None:
         out["aba_seconds"] = aba_t
         out["speedup_vs_aba"] = aba_t / best
+        if "times_client_state" in r:
+            out["speedup_vs_aba_client_state"] = aba_t / out["seconds_per_eval_client_state"]
     if a.json:
         print(json.dumps(out), flush=True)
         return 0
@@ -239,6 +258,9 @@ def cmd_bench(a):
           f"{'rank(s)' if backend != 'dask' else 'worker(s)'}; setup {out['setup_seconds']:.2f} s")
     print(f"time       {best * 1e3:.3f} ms per evaluation (best of {a.repeat}; mean {out['seconds_mean'] * 1e3:.3f} ms)"
           f" = {out['ns_per_body']:.0f} ns per body")
+    if "seconds_per_eval_client_state" in out:
+        print(f"           (state resident on the workers, qdd left there as futures; with q, qd, tau sent and"
+              f" qdd gathered every evaluation: {out['seconds_per_eval_client_state'] * 1e3:.3f} ms)")
     if aba_t is not None:
         print(f"serial ABA {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
     print(f"traffic    {out['bytes_per_eval']} B boundary data per evaluation"

@@ -1,12 +1,16 @@
 """Dask backend (distributed): parts scattered to the workers once and kept there as futures.
 
 The client process partitions the model and builds every part (``PartKernel``), then scatters
-each part to one worker (largest first onto the least loaded worker).  One evaluation submits
-three small tasks per part, each pinned to the worker holding the part (the part's workspace is
-updated in place there, so only boundary data and the part's own slices of q, qd, tau travel);
-the root solve runs in the client between the rounds.
+each part to one worker (largest first onto the least loaded worker).  One evaluation is one task
+graph submitted at once: per part a velocity, a reduce and a solve task pinned to the worker
+holding the part (the part's workspace is updated in place there), and the two root steps
+(velocity composition, root solve) as tasks on the worker of the root part.  Only boundary data
+(O(P) small matrices) moves between workers, and the client waits once per evaluation.  The
+state can stay on the workers too (``scatter_state`` / ``forward_dynamics_state``, as a
+distributed simulation keeps it); otherwise each part's slices of q, qd, tau travel with its
+tasks and qdd is gathered back.
 
-Failures.  A round never waits blindly: it polls its futures and the scheduler's worker list.
+Failures.  The client never waits blindly: it polls the futures and the scheduler's worker list.
 When a worker holding parts leaves (crash, kill, nanny restart) or a task/part is lost, the
 evaluation is restarted from scratch after rebuilding the lost parts from the client's model
 and scattering them onto the workers still alive (``retries`` times, default 2); when no worker
@@ -23,6 +27,9 @@ from ..algorithms import _checks
 from . import root as R
 from .mpi import assign_parts
 from .serial import PATH_WEIGHT, build_part, gravity_a0, make_partition
+
+
+REJOIN_WAIT = 10.0   # seconds to wait for a worker to (re)join when none is left before giving up
 
 
 class DaskEngineError(RuntimeError):
@@ -46,6 +53,39 @@ def _solve(pk, a_in, g):
     return pk.solve(a_in, g).copy()
 
 
+# graph tasks: the root's steps run on a worker, between the parts' steps
+def _t_compose(tree, *vel):
+    return R.compose_velocities(tree, vel)
+
+
+def _t_reduce(pk, v_in, k, tau, f_ext):
+    return tuple(x.copy() for x in pk.reduce(v_in[k], tau, f_ext))
+
+
+def _t_root(tree, a0, *red):
+    return R.solve(tree, red, a0)
+
+
+def _t_solve(pk, sol, k):
+    a_in, g = sol
+    return pk.solve(a_in[k], g[k]).copy()
+
+
+# up to this many parts, each part's task repeats the root's O(P) step instead of waiting for a
+# root task (the result is the same arithmetic, so every part sees identical values)
+FUSE_ROOT_MAX_PARTS = 32
+
+
+def _t_reduce_fused(pk, k, tree, tau, f_ext, *vel):
+    v_in = R.compose_velocities(tree, vel)
+    return tuple(x.copy() for x in pk.reduce(v_in[k], tau, f_ext))
+
+
+def _t_solve_fused(pk, k, tree, a0, *red):
+    a_in, g = R.solve(tree, red, a0)
+    return pk.solve(a_in[k], g[k]).copy()
+
+
 class DaskEngine:
     """Forward dynamics over a dask.distributed cluster.
 
@@ -56,7 +96,7 @@ class DaskEngine:
     """
 
     def __init__(self, model, client=None, parts=None, path_weight=PATH_WEIGHT, retries=2, timeout=600.0,
-                 poll=0.25):
+                 poll=0.25, actors=True):
         from distributed import Client, LocalCluster
 
         # everything that can be checked without the cluster is checked first
@@ -92,6 +132,15 @@ class DaskEngine:
             self.sel.append((pk.qix, pk.vix, pk.bix))
         self.futures = [None] * pt.nparts
         self.workers = [None] * pt.nparts
+        self.use_actors = bool(actors)
+        self.actors = [None] * pt.nparts
+        self._actor_futs = [None] * pt.nparts
+        self._states = []              # DaskStates of this engine (to re-place after a lost worker)
+        # boundary data of one evaluation (what the tasks pass between workers): per part its
+        # velocity maps (18 H), incoming velocity (6), boundary relation (M, m0, Kt, Psi, Lam,
+        # beta: 42 + 72 H + 36 H^2 + 6 H), a_in (6) and handle wrenches (6 H) doubles
+        nh = np.asarray(self.tree.nh, dtype=np.int64)
+        self._boundary_bytes = int(8 * np.sum(18 * nh + 6 + 42 + 72 * nh + 36 * nh * nh + 6 * nh + 6 + 6 * nh))
         self._place(workers, list(range(pt.nparts)))
 
     # ------------------------------------------------------------------ placement
@@ -110,13 +159,25 @@ class DaskEngine:
             # content-hashed keys, and releasing one engine's futures could drop the other's parts
             self.futures[k] = self.client.scatter(pk, workers=[self.workers[k]], direct=False, hash=False)
             del pk
+        if self.use_actors:
+            for k in which:
+                # the actor wraps the part object already in the worker's memory (no copy)
+                self._actor_futs[k] = self.client.submit(_PartActor, self.futures[k], workers=[self.workers[k]],
+                                                         allow_other_workers=False, actor=True, pure=False)
+            for k in which:
+                self.actors[k] = self._actor_futs[k].result(timeout=self.timeout)
 
     def _recover(self):
         workers = self._live_workers()
+        t_end = time.monotonic() + REJOIN_WAIT
+        while not workers and time.monotonic() < t_end:     # a nanny may be restarting its worker
+            time.sleep(0.2)
+            workers = self._live_workers()
         if not workers:
             raise DaskEngineError("all Dask workers were lost; cannot continue the evaluation")
         lost = [k for k in range(len(self.futures))
-                if self.workers[k] not in workers or self.futures[k].status != "finished"]
+                if self.workers[k] not in workers or self.futures[k].status != "finished"
+                or (self.use_actors and self._actor_futs[k].status != "finished")]
         if not lost:
             return
         # spread everything again over the workers alive (balanced), rebuilding the lost parts
@@ -126,13 +187,15 @@ class DaskEngine:
             if k not in lost:
                 lost.append(k)
         self._place(workers, sorted(lost))
+        for st in self._states:
+            st._place(sorted(lost))
 
     # ------------------------------------------------------------------ rounds
     def _submit(self, fn, k, *args):
         return self.client.submit(fn, self.futures[k], *args, workers=[self.workers[k]],
                                   allow_other_workers=False, pure=False)
 
-    def _collect(self, futs, deadline, name):
+    def _collect(self, futs, deadline, name, fetch=True):
         from distributed import wait
         from distributed.client import FutureCancelledError
 
@@ -156,6 +219,15 @@ class DaskEngine:
                 raise _WorkerLost(f"worker(s) {sorted(needed - alive)} left during the {name} round")
             if time.monotonic() > deadline:
                 raise DaskEngineError(f"the {name} round did not finish within {self.timeout:.0f} s")
+        if not fetch:
+            if any(f.status != "finished" for f in futs):
+                bad = next(f for f in futs if f.status != "finished")
+                if bad.status == "error":
+                    bad.result()                     # re-raises the kernel's exception
+                raise _WorkerLost(f"a task of the {name} round ended as {bad.status!r}")
+            if self._after_round is not None:
+                self._after_round(name)
+            return None
         try:
             out = self.client.gather(futs)
         except (FutureCancelledError,) + _cancel_errors() as e:
@@ -184,31 +256,160 @@ class DaskEngine:
                 self._recover()
 
     def _fd(self, q, qd, tau, F, deadline):
-        P = len(self.futures)
-        if any(f.status != "finished" for f in self.futures):
-            raise _WorkerLost("a part was lost before the evaluation")
         sel = self.sel
-        vel = self._collect([self._submit(_velocity, k, q[sel[k][0]], qd[sel[k][1]]) for k in range(P)],
-                            deadline, "velocity")
-        v_in = R.compose_velocities(self.tree, vel)
-        red = self._collect([self._submit(_reduce, k, v_in[k], tau[sel[k][1]],
-                                          None if F is None else F[sel[k][2]]) for k in range(P)],
-                            deadline, "reduce")
-        a_in, g = R.solve(self.tree, red, self.a0)
-        parts_qdd = self._collect([self._submit(_solve, k, a_in[k], g[k]) for k in range(P)], deadline, "solve")
+        P = len(self.futures)
+        args = [(q[sel[k][0]], qd[sel[k][1]], tau[sel[k][1]], None if F is None else F[sel[k][2]]) for k in range(P)]
+        parts_qdd = self._rounds(args, deadline, gather=True)
         qdd = np.empty(self.model.nv)
         for k in range(P):
             qdd[sel[k][1]] = parts_qdd[k]
-        # bytes that crossed client <-> workers: boundary data (O(P)) and the state slices / qdd (O(N))
-        bnd = sum(sum(x.nbytes for x in t) for t in vel) + v_in.nbytes + sum(sum(x.nbytes for x in t) for t in red) \
-            + a_in.nbytes + sum(x.nbytes for x in g)
         st = q.nbytes + qd.nbytes + tau.nbytes + qdd.nbytes + (0 if F is None else F.nbytes)
-        self.last_info = {"boundary_bytes": int(bnd), "state_bytes": int(st), "nparts": P,
-                          "workers": len(set(self.workers))}
+        self.last_info["state_bytes"] = int(st)
         return qdd
+
+    def _rounds(self, args, deadline, gather):
+        """One evaluation as one task graph.  args[k] = (q, qd, tau, f_ext) of part k: arrays
+        (sent with the tasks) or futures already on the part's worker.
+
+        The whole graph is submitted at once: per part a velocity, a reduce and a solve task
+        pinned to the part's worker, and the two root tasks (velocity composition, root solve)
+        on the worker holding the root part.  Boundary data moves worker to worker; the client
+        only waits for the end.  Returns the parts' qdd (gathered), or their futures (left on
+        the workers) when ``gather`` is False."""
+        P = len(self.futures)
+        if any(f.status != "finished" for f in self.futures):
+            raise _WorkerLost("a part was lost before the evaluation")
+        if self.use_actors:
+            return self._rounds_actors(args, deadline, gather)
+        w0 = self.workers[0]
+        sub = self.client.submit
+        vel = [self._submit(_velocity, k, args[k][0], args[k][1]) for k in range(P)]
+        if P <= FUSE_ROOT_MAX_PARTS:
+            # few parts: every part's task does the O(P) root step itself (3 dependent stages
+            # instead of 5: Dask's latency per stage is milliseconds)
+            red = [self._submit(_t_reduce_fused, k, k, self.tree, args[k][2], args[k][3], *vel) for k in range(P)]
+            futs = [self._submit(_t_solve_fused, k, k, self.tree, self.a0, *red) for k in range(P)]
+        else:
+            v_in = sub(_t_compose, self.tree, *vel, workers=[w0], allow_other_workers=False, pure=False)
+            red = [self._submit(_t_reduce, k, v_in, k, args[k][2], args[k][3]) for k in range(P)]
+            sol = sub(_t_root, self.tree, self.a0, *red, workers=[w0], allow_other_workers=False, pure=False)
+            futs = [self._submit(_t_solve, k, sol, k) for k in range(P)]
+        if self._after_round is not None:
+            self._after_round("submitted")
+        out = self._collect(futs, deadline, "evaluation", fetch=gather)
+        if not gather:
+            out = futs
+        self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
+                          "workers": len(set(self.workers))}
+        return out
+
+    def _rounds_actors(self, args, deadline, gather):
+        """The three rounds through the parts' actors: the client calls each part's actor directly
+        (no scheduler round trip per task), composes the velocities and solves the root between
+        the rounds.  args[k]: arrays (sent with the call) or a state key (``DaskState``)."""
+        P = len(self.futures)
+        call = self._actor_call
+        key = [a if isinstance(a, int) else None for a in args]
+        vel = self._actor_collect([call(k, "velocity", key[k]) if key[k] is not None
+                                   else call(k, "velocity", None, *args[k][:2]) for k in range(P)], deadline, "velocity")
+        v_in = R.compose_velocities(self.tree, vel)
+        red = self._actor_collect([call(k, "reduce", v_in[k], key[k]) if key[k] is not None
+                                   else call(k, "reduce", v_in[k], None, *args[k][2:]) for k in range(P)],
+                                  deadline, "reduce")
+        a_in, g = R.solve(self.tree, red, self.a0)
+        keep = None if gather else self._next_key()
+        out = self._actor_collect([call(k, "solve", a_in[k], g[k], keep) for k in range(P)], deadline, "solve")
+        self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
+                          "workers": len(set(self.workers))}
+        return out if gather else DaskResult(self, keep)
+
+    def _actor_call(self, k, method, *args):
+        try:
+            return getattr(self.actors[k], method)(*args)
+        except RuntimeError as e:            # "Worker holding Actor was lost"
+            if "lost" not in str(e):
+                raise
+            raise _WorkerLost(f"part {k}: {e}") from None
+
+    def _next_key(self):
+        self._key = getattr(self, "_key", 0) + 1
+        return self._key
+
+    def _actor_collect(self, futs, deadline, name):
+        needed = set(self.workers)
+        t_check = time.monotonic() + self.poll
+        while not all(f.done() for f in futs):
+            time.sleep(0.0002)
+            now = time.monotonic()
+            if now > t_check:
+                t_check = now + self.poll
+                alive = set(self._live_workers())
+                if not needed <= alive:
+                    raise _WorkerLost(f"worker(s) {sorted(needed - alive)} left during the {name} round")
+                if now > deadline:
+                    raise DaskEngineError(f"the {name} round did not finish within {self.timeout:.0f} s")
+        out = []
+        for f in futs:
+            try:
+                out.append(f.result())
+            except (OSError,) + _cancel_errors() as e:
+                raise _WorkerLost(f"{name} round: {type(e).__name__}: {e}") from None
+        if self._after_round is not None:
+            self._after_round(name)
+        return out
+
+    # ------------------------------------------------------------------ resident state
+    def scatter_state(self, q, qd, tau, f_ext=None):
+        """Put a state on the workers, each part's slices next to the part: returns a
+        :class:`DaskState` for :meth:`forward_dynamics_state`.  The arrays are checked here, once;
+        the client keeps references to them (not copies) to rebuild slices lost with a worker."""
+        model = self.model
+        q, qd = _checks.state(model, q, qd)
+        tau = _checks.vector(model, tau, model.nv, "tau", "nv")
+        F, has_f = _checks.external_forces(model, f_ext)
+        return DaskState(self, q, qd, tau, F if has_f else None)
+
+    def forward_dynamics_state(self, state, gather=True):
+        """Forward dynamics of a state already on the workers (:meth:`scatter_state`): only
+        boundary data crosses the network.  Returns qdd (gathered to the client), or with
+        ``gather=False`` a :class:`DaskResult` whose qdd stays on the workers (see
+        :class:`DaskResult`)."""
+        if state.engine is not self:
+            raise ValueError("this DaskState belongs to another engine")
+        attempt = 0
+        while True:
+            deadline = time.monotonic() + self.timeout
+            try:
+                if state._lost():
+                    raise _WorkerLost("a state slice was lost before the evaluation")
+                out = self._rounds(state._args(), deadline, gather)
+                break
+            except _WorkerLost as e:
+                attempt += 1
+                if attempt > self.retries:
+                    raise DaskEngineError(f"Dask workers lost {attempt} times during one evaluation "
+                                          f"(last: {e}); giving up") from None
+                self.restarts += 1
+                self._recover()
+        if not gather:
+            return out if isinstance(out, DaskResult) else DaskResult(self, futures=out)
+        return self._assemble(out)
+
+    def _assemble(self, parts_qdd):
+        qdd = np.empty(self.model.nv)
+        for k, x in enumerate(parts_qdd):
+            qdd[self.sel[k][1]] = x
+        return qdd
+
+    def _wait(self, futs, deadline, name):
+        """Like ``_collect`` but leaves the results on the workers."""
+        self._collect(futs, deadline, name, fetch=False)
 
     def close(self):
         self.futures = []
+        self.actors = []
+        self._actor_futs = []
+        self._states = []
         if self._own is not None:
             client, cluster = self._own
             client.close()
@@ -220,6 +421,114 @@ class DaskEngine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _PartActor:
+    """A Dask actor around one part already in a worker's memory: the client calls its methods
+    directly (no scheduler round trip), and it can keep states and results next to the part."""
+
+    def __init__(self, pk):
+        self.pk = pk
+        self.states = {}
+        self.results = {}
+
+    def put_state(self, key, q, qd, tau, F):
+        self.states[key] = (q, qd, tau, F)
+
+    def drop_state(self, key):
+        self.states.pop(key, None)
+
+    def velocity(self, key, q=None, qd=None):
+        if key is not None:
+            q, qd = self.states[key][:2]
+        return _velocity(self.pk, q, qd)
+
+    def reduce(self, v_in, key, tau=None, F=None):
+        if key is not None:
+            tau, F = self.states[key][2:]
+        return _reduce(self.pk, v_in, tau, F)
+
+    def solve(self, a_in, g, keep):
+        x = self.pk.solve(a_in, g).copy()
+        if keep is None:
+            return x
+        self.results = {keep: x}           # only the latest kept result stays
+        return None
+
+    def result(self, key):
+        return self.results[key]
+
+
+class DaskState:
+    """A state scattered over the workers of a :class:`DaskEngine`: every part's slices of q, qd,
+    tau (and f_ext) on the worker holding the part (in the part's actor, or as futures).
+    ``release()`` frees them."""
+
+    def __init__(self, engine, q, qd, tau, F):
+        self.engine = engine
+        self._arrays = (q, qd, tau, F)
+        P = len(engine.futures)
+        self.key = engine._next_key()
+        self.futures = [None] * P
+        self._at = [None] * P
+        engine._states.append(self)
+        self._place(range(P))
+
+    def _args(self):
+        return [self.key] * len(self.futures) if self.engine.use_actors else self.futures
+
+    def _lost(self):
+        return not self.engine.use_actors and any(f.status != "finished" for fs in self.futures
+                                                  for f in fs if f is not None)
+
+    def _place(self, which):
+        """(Re)send the slices of the parts ``which`` (after placement changes or lost workers)."""
+        eng = self.engine
+        q, qd, tau, F = self._arrays
+        calls = []
+        for k in which:
+            qs, vs, bs = eng.sel[k]
+            w = eng.workers[k]
+            xs = [np.ascontiguousarray(q[qs]), np.ascontiguousarray(qd[vs]), np.ascontiguousarray(tau[vs]),
+                  None if F is None else np.ascontiguousarray(F[bs])]
+            if eng.use_actors:
+                calls.append(eng._actor_call(k, "put_state", self.key, *xs))
+            else:
+                got = eng.client.scatter(xs[:3] + xs[3:] * (F is not None), workers=[w], direct=False, hash=False)
+                self.futures[k] = tuple(got) + ((None,) if F is None else ())
+            self._at[k] = w
+        for c in calls:
+            c.result()
+
+    def release(self):
+        eng = self.engine
+        if self in eng._states:
+            eng._states.remove(self)
+            if eng.use_actors:
+                for a in eng.actors:
+                    try:
+                        a.drop_state(self.key).result()
+                    except Exception:
+                        pass
+        self.futures = [None] * len(self.futures)
+
+    @property
+    def nbytes(self):
+        return int(sum(x.nbytes for x in self._arrays if x is not None))
+
+
+class DaskResult:
+    """qdd of a ``forward_dynamics_state(..., gather=False)`` left on the workers (valid until the
+    next such evaluation of the engine); ``gather()`` fetches it."""
+
+    def __init__(self, engine, key=None, futures=None):
+        self.engine, self.key, self.futures = engine, key, futures
+
+    def gather(self):
+        eng = self.engine
+        if self.futures is not None:
+            return eng._assemble(eng.client.gather(self.futures))
+        return eng._assemble([f.result() for f in [a.result(self.key) for a in eng.actors]])
 
 
 def _has_n_workers(client):
