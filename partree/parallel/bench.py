@@ -157,7 +157,8 @@ def _bench_dask(a, model, q, qd, tau):
 def _bench_mpi(a, model, q, qd, tau, comm):
     from .mpi import MPIEngine
 
-    eng = MPIEngine(model, comm=comm, parts=a.parts, gather=True)
+    # rank 0 passes its model; the others pass the spec, which they never build (distribute='root')
+    eng = MPIEngine(model if comm.rank == 0 else a.model, comm=comm, parts=a.parts, gather=True)
     setup = comm.allreduce(eng.setup_time, op=_mpi_max())
     qdd = eng.forward_dynamics(q, qd, tau)
     times = []
@@ -203,13 +204,23 @@ def cmd_bench(a):
         raise ValueError("--repeat must be >= 1")
     guard = _Abort(comm) if comm is not None else _Null()
     with guard:
-        t0 = time.perf_counter()
-        model = resolve_model(a.model)
-        t_build = time.perf_counter() - t0
         from . import check_arguments
 
-        q, qd, tau = _state(model, a.seed)
-        check_arguments(model, q, qd, tau, a.parts, None, backend)
+        t0 = time.perf_counter()
+        model = None
+        if rank == 0:
+            model = resolve_model(a.model)
+            q, qd, tau = _state(model, a.seed)
+            check_arguments(model, q, qd, tau, a.parts, None, backend)
+        t_build = time.perf_counter() - t0
+        if comm is not None and comm.size > 1:
+            # only rank 0 builds the model; the engine sends every rank its parts, and the
+            # benchmark's state vectors are broadcast (they are full vectors on every rank)
+            nq, nv = comm.bcast((model.nq, model.nv) if rank == 0 else None, root=0)
+            if rank != 0:
+                q, qd, tau = np.empty(nq), np.empty(nv), np.empty(nv)
+            for x in (q, qd, tau):
+                comm.Bcast(x, root=0)
         if backend == "serial":
             qdd, r = _bench_serial(a, model, q, qd, tau)
         elif backend == "dask":

@@ -1,11 +1,13 @@
 """MPI backend (mpi4py): parts spread over the ranks of a communicator, rank 0 is the root.
 
-Setup (once per engine): every rank builds the model itself (a Model, a zero-argument callable
-returning one, or a spec string for ``partree.specs.resolve_model``), computes the same
-deterministic partition, slices out its own parts (``PartKernel``) and drops the model and the
-partition; rank 0 keeps only the O(P) parts tree (plus, to gather qdd, the v-indices of all
-parts).  So in steady state a rank holds only its parts' data; the full model exists on each
-rank only while it is being built and sliced (peak memory = one model per rank).
+Setup (once per engine), ``distribute='root'`` (the default): rank 0 builds the model (a Model,
+a zero-argument callable returning one, or a spec string for ``partree.specs.resolve_model``),
+partitions it, builds every part (``PartKernel``) and sends each rank its parts; the other ranks
+never build or hold the model, so their memory is their parts' data alone (pass a loader or a
+spec string rather than a Model built on every rank to get that benefit).  ``distribute='each'``:
+every rank builds the model, computes the same deterministic partition and slices out its own
+parts (faster set-up, one model per rank at peak).  Afterwards rank 0 keeps only the O(P) parts
+tree (plus, to gather qdd, the v-indices of all parts).
 
 One evaluation = four messages, all O(P) small matrices, independent of N:
   Gatherv  velocity maps (T_h, vrel_h per handle)         parts -> root
@@ -95,28 +97,60 @@ class MPIEngine:
     ``path_weight``: see ``partition``.  ``gather``: collect qdd on rank 0.
     """
 
-    def __init__(self, model_or_loader, comm=None, parts=None, path_weight=PATH_WEIGHT, gather=True):
+    def __init__(self, model_or_loader, comm=None, parts=None, path_weight=PATH_WEIGHT, gather=True,
+                 distribute="root"):
         if comm is None:
             from mpi4py import MPI
 
             comm = MPI.COMM_WORLD
+        if distribute not in ("root", "each"):
+            raise ValueError(f"distribute must be 'root' or 'each', not {distribute!r}")
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.gather = gather
         with _Abort(comm):
             t0 = time.perf_counter()
-            model = _resolve(model_or_loader)
-            pt = make_partition(model, self.size if parts is None else parts, path_weight)
-            P = pt.nparts
-            costs = pt.costs if pt.costs is not None else pt.weights
-            self.owner = assign_parts(costs, self.size)
+            # 'root': rank 0 builds the model and every part and sends each rank its parts, so the
+            # whole model only ever exists on rank 0; 'each': every rank builds it and slices
+            by_root = distribute == "root" and self.size > 1
+            model = pt = None
+            if self.rank == 0 or not by_root:
+                model = _resolve(model_or_loader)
+                pt = make_partition(model, self.size if parts is None else parts, path_weight)
+            if by_root:
+                meta = None
+                if self.rank == 0:
+                    meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
+                            "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
+                            "nh": R.PartsTree.from_partition(pt).nh}
+                meta = comm.bcast(meta, root=0)
+            else:
+                meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
+                        "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
+                        "nh": None}
+            P = int(meta["nparts"])
+            self.owner = assign_parts(meta["costs"], self.size)
             self.local_ids = np.flatnonzero(self.owner == self.rank)
-            self.parts = [build_part(model, pt, int(k), early_kinematics=self.size > 1) for k in self.local_ids]
-            self.n, self.nq, self.nv = model.n, model.nq, model.nv
-            self.a0 = gravity_a0(model.gravity)
-            tree = R.PartsTree.from_partition(pt)
-            nh = tree.nh
+            early = self.size > 1
+            if by_root:
+                if self.rank == 0:
+                    for k in range(P):
+                        r = int(self.owner[k])
+                        if r != 0:
+                            comm.send(build_part(model, pt, k, early_kinematics=early), dest=r, tag=k)
+                    self.parts = [build_part(model, pt, int(k), early_kinematics=early) for k in self.local_ids]
+                else:
+                    self.parts = [comm.recv(source=0, tag=int(k)) for k in self.local_ids]
+            else:
+                self.parts = [build_part(model, pt, int(k), early_kinematics=early) for k in self.local_ids]
+            self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
+            self.a0 = gravity_a0(meta["gravity"])
+            nh = meta["nh"]
+            tree = None
+            if self.rank == 0 or not by_root:
+                tree = R.PartsTree.from_partition(pt)
+                nh = tree.nh
             # fixed message layouts (doubles per part)
             self._vel_len = 18 * nh
             self._red_len = 42 + 36 * nh + 36 * nh * nh + 6 * nh

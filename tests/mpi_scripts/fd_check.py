@@ -50,6 +50,18 @@ for s in range(3):
         if not err < 1e-9:
             print(f"MISMATCH reuse {s}: {err}", flush=True)
             comm.Abort(4)
+# external body wrenches, with both set-ups (parts sent by rank 0 / sliced on every rank)
+F = np.random.default_rng(7).normal(size=(m.n, 6))
+ref = partree.aba(m, q, qd, tau, f_ext=F)
+for dist in ("root", "each"):
+    eng = MPIEngine(m, comm=comm, parts=size + 2, distribute=dist)
+    qdd = eng.forward_dynamics(q, qd, tau, F)
+    if comm.rank == 0:
+        err = float(np.abs(qdd - ref).max() / np.abs(ref).max())
+        worst = max(worst, err)
+        if not err < 1e-10:
+            print(f"MISMATCH f_ext distribute={dist}: {err}", flush=True)
+            comm.Abort(5)
 if comm.rank == 0:
     print(f"OK {worst:.3e} {max(nbytes)}", flush=True)
 sys.exit(0)

@@ -1,7 +1,9 @@
 """Run under mpiexec; the last rank fails, the job must abort with the message, never hang.
 
 argv[1] = 'nan'    : a NaN in the last rank's part of q (after one good evaluation)
-argv[1] = 'loader' : the model loader raises on the last rank only
+argv[1] = 'loader' : the model loader raises on the last rank only (every rank builds the model)
+argv[1] = 'rootloader' : the loader raises on rank 0, which builds the model for all (the
+                     default set-up); the other ranks wait for their parts and must not hang
 """
 import sys
 
@@ -17,12 +19,12 @@ mode = sys.argv[1] if len(sys.argv) > 1 else "nan"
 
 
 def loader():
-    if mode == "loader" and comm.rank == last:
+    if (mode == "loader" and comm.rank == last) or mode == "rootloader":
         raise RuntimeError("loader failed on purpose")
     return partree.specs.resolve_model("autotree:nb=200,bf=1")
 
 
-eng = MPIEngine(loader, comm=comm, parts=comm.Get_size())
+eng = MPIEngine(loader, comm=comm, parts=comm.Get_size(), distribute="each" if mode == "loader" else "root")
 q = np.zeros(200)
 qd = np.zeros(200)
 tau = np.zeros(200)
