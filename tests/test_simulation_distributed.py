@@ -1,5 +1,7 @@
 """Distributed simulation (partree.simulation.distributed): MPI ranks / Dask workers hold only
-their parts' state; trajectories must equal the serial driver's to 1e-10."""
+their parts' state; trajectories must equal the serial driver's to 1e-10.  Checkpoints: a
+resumed run (same backend and parts) equals the uninterrupted one bit for bit; mismatched
+checkpoints are refused on every rank / by the client."""
 import os
 import shutil
 import subprocess
@@ -11,7 +13,7 @@ import pytest
 
 from partree.model import PartreeInputError
 from partree.models.generators import random_tree
-from partree.simulation import simulate
+from partree.simulation import CheckpointError, load_results, simulate
 
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
 
@@ -66,8 +68,8 @@ def test_unsupported_inputs_raise():
     m = _model("plain")
     with pytest.raises(PartreeInputError, match="needs the whole state"):
         simulate(m, 0.01, 1e-3, backend="mpi", parts=2, torques=lambda t, q, qd: np.zeros(m.nv), progress=False)
-    with pytest.raises(PartreeInputError, match="checkpoints"):
-        simulate(m, 0.01, 1e-3, backend="mpi", parts=2, checkpoint_every=5, out="x.h5", progress=False)
+    with pytest.raises(PartreeInputError, match="checkpoint path"):
+        simulate(m, 0.01, 1e-3, backend="mpi", parts=2, checkpoint_every=5, progress=False)
     with pytest.raises(PartreeInputError, match="scipy"):
         simulate(m, 0.01, 1e-3, backend="mpi", parts=2, integrator="scipy", progress=False)
 
@@ -110,3 +112,141 @@ def test_dask_simulation_matches_serial(dask_client, mode, tmp_path):
             assert np.abs(x - y).max() < 1e-10, (integ, name)
         assert a.summary["steps"] == b.summary["steps"] and a.summary["f_evals"] == b.summary["f_evals"]
         assert a.summary["nparts"] == 3 and out.exists()
+
+
+# ==================================================================== checkpoints and resume
+
+def _env():
+    return dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+
+
+def _need_mpiexec():
+    pytest.importorskip("mpi4py")
+    mpiexec = _mpiexec()
+    if mpiexec is None:
+        pytest.skip("no mpiexec")
+    return mpiexec
+
+
+def test_mpi_checkpoint_kill_then_resume(tmp_path):
+    """Every rank killed mid-run (os._exit); a new job resumes bit for bit (RK4); DOPRI5 with
+    wall-clock checkpoints; mismatched checkpoints raise the same CheckpointError on every rank."""
+    mpiexec = _need_mpiexec()
+    script = str(SCRIPTS / "sim_resume.py")
+    p = subprocess.run([mpiexec, "-n", "2", sys.executable, script, "kill", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, env=_env())
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert (tmp_path / "rk4.h5.ckpt").exists() and not (tmp_path / "rk4.h5").exists()
+    p = subprocess.run([mpiexec, "-n", "2", sys.executable, script, "resume", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, env=_env())
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "OK" in p.stdout.splitlines(), p.stdout + p.stderr
+
+
+def _cli(args, timeout=120, mpi=None):
+    cmd = [sys.executable, "-m", "partree", "simulate", *args, "--no-progress"]
+    if mpi:
+        cmd = [mpi, "-n", "2", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+def test_mpi_cli_checkpoint_resume_and_refusal(tmp_path):
+    """mpiexec -n 2 partree simulate ... --backend mpi --checkpoint-every / --resume; a resume with
+    other options exits with the refusal on stderr (once, from rank 0), no hang."""
+    mpiexec = _need_mpiexec()
+    out, ref = tmp_path / "r.h5", tmp_path / "ref.h5"
+    base = ["chain:n=12", "--state", "random", "--t-end", "0.05", "--backend", "mpi", "--checkpoint-every", "20"]
+    p = _cli(base + ["--out", str(ref), "--keep-checkpoint"], mpi=mpiexec)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("integrator  rk4") == 1            # rank 0 talks
+    os.replace(str(ref) + ".ckpt", str(out) + ".ckpt")
+    for k in (1, 2):
+        os.replace(f"{ref}.ckpt.seg{k:06d}.npz", f"{out}.ckpt.seg{k:06d}.npz")
+    p = _cli(base + ["--out", str(out), "--resume"], mpi=mpiexec)      # resumes at t = 0.04
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "resumed     from t = 0.04" in p.stdout, p.stdout
+    a, b = load_results(out), load_results(ref)
+    for name in ("t", "q", "qd", "energy"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert not os.path.exists(str(out) + ".ckpt")
+    _cli(base + ["--out", str(out), "--keep-checkpoint"], mpi=mpiexec)
+    p = _cli(base + ["--out", str(out), "--resume", "--dt", "2e-3"], timeout=60, mpi=mpiexec)
+    assert p.returncode != 0
+    assert p.stderr.count("different options: dt was 0.001, now 0.002") == 1, p.stderr
+
+
+def _interrupt_after(k_stop):
+    class Stop(Exception):
+        pass
+
+    def hook(k, t, q, v):
+        if k == k_stop:
+            raise Stop
+    return Stop, hook
+
+
+def test_dask_checkpoint_resume(dask_client, tmp_path):
+    """Interrupted Dask runs resume bit for bit (RK4, DOPRI5 with its FSAL derivative and step
+    size); mismatched checkpoints are refused before any work; a Dask checkpoint resumes on the
+    serial backend too (same format)."""
+    m = _model("floating")
+    kw = _inputs(m)
+    kw.update(backend="dask", client=dask_client, parts=3)
+    for integ, extra, k_stop, every, t_from in [("rk4", dict(t_end=0.008, dt=1e-3, save_every=2), 7, 3, 0.006),
+                                                ("dopri5", dict(t_end=0.2, dt=0.05), 3, 2, None)]:
+        ref = simulate(m, integrator=integ, **extra, **kw)
+        ck = tmp_path / f"{integ}.ckpt"
+        Stop, hook = _interrupt_after(k_stop)
+        with pytest.raises(Stop):
+            simulate(m, integrator=integ, checkpoint=ck, checkpoint_every=every, _step_hook=hook, **extra, **kw)
+        assert ck.exists()
+        res = simulate(m, integrator=integ, checkpoint=ck, checkpoint_every=every, resume="auto",
+                       keep_checkpoint=True, **extra, **kw)
+        assert res.summary["resumed_from"] > 0
+        if t_from is not None:
+            assert abs(res.summary["resumed_from"] - t_from) < 1e-12
+        for name in ("t", "q", "qd", "energy"):
+            assert np.array_equal(getattr(res, name), getattr(ref, name)), (integ, name)
+        assert res.summary["steps"] == ref.summary["steps"] and res.summary["f_evals"] == ref.summary["f_evals"]
+    # the dopri5 checkpoint: other options / model refused with a clear message
+    with pytest.raises(CheckpointError, match="different options: rtol was 1e-08, now 1e-06"):
+        simulate(m, integrator="dopri5", checkpoint=ck, resume=True, **dict(extra, **kw, rtol=1e-6))
+    with pytest.raises(CheckpointError, match="different model"):
+        simulate(_model("plain"), integrator="dopri5", checkpoint=ck, resume=True, **extra,
+                 **dict(kw, q0=None, qd0=None, torques=None))
+    # same format as the serial driver: the serial backend resumes it
+    kws = {k: v for k, v in kw.items() if k not in ("backend", "client", "parts")}
+    res = simulate(m, integrator="dopri5", checkpoint=ck, resume=True, **extra, **kws)
+    assert np.abs(res.q - ref.q).max() < 1e-10 and res.summary["resumed_from"] > 0
+
+
+def test_dask_cli_checkpoint_resume(tmp_path):
+    """partree simulate ... --backend dask --checkpoint-every N [--resume] (its own LocalCluster)."""
+    pytest.importorskip("distributed")
+    out, ref = tmp_path / "d.h5", tmp_path / "ref.h5"
+    base = ["chain:n=8", "--state", "random", "--t-end", "0.01", "--backend", "dask", "--parts", "2",
+            "--checkpoint-every", "4"]
+    p = _cli(base + ["--out", str(ref), "--keep-checkpoint"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    os.replace(str(ref) + ".ckpt", str(out) + ".ckpt")
+    for k in (1, 2):
+        os.replace(f"{ref}.ckpt.seg{k:06d}.npz", f"{out}.ckpt.seg{k:06d}.npz")
+    p = _cli(base + ["--out", str(out), "--resume"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "resumed     from t = 0.008" in p.stdout, p.stdout
+    a, b = load_results(out), load_results(ref)
+    for name in ("t", "q", "qd", "energy"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_bench_simulation_script_smoke(tmp_path):
+    """scripts/bench_simulation.py: a tiny serial case, table + CSV + markdown."""
+    script = Path(__file__).parent.parent / "scripts" / "bench_simulation.py"
+    csv_path = tmp_path / "b.csv"
+    p = subprocess.run([sys.executable, str(script), "--sizes", "100", "--backends", "serial", "--steps", "3",
+                        "--repeat", "1", "--csv", str(csv_path), "--markdown"],
+                       capture_output=True, text=True, timeout=120, env=_env())
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "steps_per_s" in p.stdout and "| chain | 1e2 |" in p.stdout, p.stdout
+    lines = csv_path.read_text().splitlines()
+    assert lines[0].startswith("backend,model,N") and len(lines) == 3

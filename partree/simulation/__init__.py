@@ -10,8 +10,9 @@ from .checkpoint import CheckpointError, Checkpointer, model_fingerprint
 from .dynamics import Dynamics
 from .integrators import DOP853, RK4, DormandPrince5, EmbeddedRK, StateSpace, SymplecticEuler, make_integrator
 from .results import SimulationResult, load_results
+from .distributed import simulate_dask, simulate_mpi
 from .simulate import simulate
 
-__all__ = ["simulate", "load_results", "SimulationResult", "Dynamics", "StateSpace", "RK4", "SymplecticEuler",
+__all__ = ["simulate", "simulate_mpi", "simulate_dask", "load_results", "SimulationResult", "Dynamics", "StateSpace", "RK4", "SymplecticEuler",
            "DormandPrince5", "DOP853", "EmbeddedRK", "make_integrator", "Checkpointer", "CheckpointError",
            "model_fingerprint"]

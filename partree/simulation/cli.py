@@ -57,8 +57,10 @@ def add_simulate_parser(subparsers):
     s.add_argument("--seed", type=int, default=0, help="seed of --state random")
     s.add_argument("--checkpoint", default=None, help="checkpoint path (default OUT.ckpt)")
     s.add_argument("--checkpoint-every", default=None,
-                   help="checkpoint every N steps, or every T seconds of wall time written as e.g. 30s")
-    s.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+                   help="checkpoint every N steps, or every T seconds of wall time written as e.g. 30s "
+                        "(all backends; under mpiexec rank 0 writes)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint (same model and options; backend and parts may differ)")
     s.add_argument("--keep-checkpoint", action="store_true", help="keep the checkpoint after the run")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--floating-base", action="store_true", help="URDF: attach the root link by a free joint")
@@ -69,6 +71,7 @@ def add_simulate_parser(subparsers):
 def cmd_simulate(a):
     import numpy as np
 
+    from ..model import PartreeInputError
     from .simulate import simulate
     if a.model is None:
         model, kw = _default_model_and_inputs()
@@ -93,11 +96,16 @@ def cmd_simulate(a):
         root = MPI.COMM_WORLD.Get_rank() == 0
     if root:
         print(f"{model!r}")
-    res = simulate(model, a.t_end, a.dt, integrator=a.integrator, rtol=a.rtol, atol=a.atol,
-                   damping=a.damping, stiffness=a.stiffness, save_every=a.save_every, record=a.record,
-                   wrench_joints=a.wrench_joints, out=a.out, checkpoint=a.checkpoint,
-                   checkpoint_every=a.checkpoint_every, resume=a.resume, keep_checkpoint=a.keep_checkpoint,
-                   progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, **kw)
+    try:
+        res = simulate(model, a.t_end, a.dt, integrator=a.integrator, rtol=a.rtol, atol=a.atol,
+                       damping=a.damping, stiffness=a.stiffness, save_every=a.save_every, record=a.record,
+                       wrench_joints=a.wrench_joints, out=a.out, checkpoint=a.checkpoint,
+                       checkpoint_every=a.checkpoint_every, resume=a.resume, keep_checkpoint=a.keep_checkpoint,
+                       progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, **kw)
+    except PartreeInputError:
+        if not root:             # raised on every rank (e.g. a refused checkpoint): rank 0 reports it
+            return 2
+        raise
     if not root:
         return 0                 # the result lives on rank 0; a failure anywhere aborts the whole job
     if a.out is None:

@@ -28,7 +28,19 @@ gone): the run ends with ``DaskEngineError``.
 Inputs supported in distributed runs: constant torques, per-joint torque callables of t,
 torque tables, damping, stiffness, constant external forces.  Torque / force callables of the
 full state (q, qd) and prescribed motion need the whole state and raise ``PartreeInputError``;
-so do checkpoints, custom dynamics functions and the 'scipy' integrator.
+so do custom dynamics functions and the 'scipy' integrator.
+
+Checkpoints.  The serial driver's format and semantics (``checkpoint.Checkpointer``: atomic
+writes, the state in global order, the integrator's state (step size, FSAL derivative),
+the recorded rows in segments, model and options fingerprints), written and read by the root
+only (rank 0 / the Dask client).  At a checkpoint the state (and the FSAL derivative) is
+gathered to the root, which writes; on resume the root loads and validates, every rank learns
+the outcome (MPI: a bcast, so a refused checkpoint raises the same ``CheckpointError`` on every
+rank, never a hang) and gets its slice back (MPI: Scatterv; Dask: scattered to the parts'
+workers).  Wall-clock triggers ('30s') are decided on rank 0 and broadcast.  The options that
+must match are the serial driver's, so a checkpoint of one backend resumes on another (with
+the same backend and part count the resumed trajectory is bit-identical to an uninterrupted
+one: the checkpoint holds the exact bits of everything the loop carries from tick to tick).
 """
 from __future__ import annotations
 
@@ -39,6 +51,7 @@ import time
 import numpy as np
 
 from ..model import Model, PartreeInputError
+from .checkpoint import CheckpointError, Checkpointer, model_fingerprint
 from .dynamics import Dynamics, _Table, _is_table
 from .integrators import StateSpace, make_integrator
 
@@ -163,8 +176,7 @@ def _resolve_model(model):
     return resolve_model(model)
 
 
-def _check_common(t_end, dt, save_every, record, integrator, checkpoint, checkpoint_every, checkpoint_seconds,
-                  resume, dynamics, space):
+def _check_common(t_end, dt, save_every, record, integrator, dynamics=None, space=None):
     from .simulate import RECORD
 
     record = str(record).lower()
@@ -180,8 +192,6 @@ def _check_common(t_end, dt, save_every, record, integrator, checkpoint, checkpo
     if iname.startswith("scipy"):
         raise PartreeInputError("integrator 'scipy' needs the whole state in one process; the distributed "
                                 "backends run 'rk4', 'dopri5', 'dop853' or 'symplectic-euler'")
-    if checkpoint is not None or checkpoint_every or checkpoint_seconds or resume:
-        raise PartreeInputError("checkpoints are not supported by the distributed backends yet")
     if dynamics is not None or space is not None:
         raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
                                 "backends (they build their own local ones)")
@@ -227,8 +237,14 @@ class _Recorder:
         if self.wids is not None:
             r["joint_wrench"].append(self.dyn.joint_wrenches(t, q, v, qdd)[self.wids])
 
-    def stacked(self):
-        return {k: np.array(lst, dtype=float) for k, lst in self.rows.items()}
+    def stacked(self, start=0):
+        return {k: np.array(lst[start:], dtype=float) for k, lst in self.rows.items()}
+
+    def load(self, rows):
+        """Rows recorded before a checkpoint (from its segments)."""
+        for k in self.rows:
+            if k in rows:
+                self.rows[k] = list(rows[k])
 
 
 def _wrench_ids(model, record, wrench_joints):
@@ -248,14 +264,145 @@ def _initial_state(model, q0, qd0):
     return q, v
 
 
-def _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, bar, step_hook=None):
-    """The serial driver's tick loop (same tick times, same save points)."""
+# ==================================================================== checkpoints
+
+
+def _checkpoint_config(checkpoint, checkpoint_every, checkpoint_seconds, resume, out):
+    """(path, every_steps, every_secs) as the serial driver reads them, or None (no checkpoints)."""
+    from .simulate import _parse_every
+
+    ck_steps, ck_secs = _parse_every(checkpoint_every)
+    if checkpoint_seconds is not None:
+        ck_secs = float(checkpoint_seconds)
+    if checkpoint is None and not ck_steps and not ck_secs and not resume:
+        return None
+    path = checkpoint if checkpoint is not None else (os.fspath(out) + ".ckpt" if out is not None else None)
+    if path is None:
+        raise PartreeInputError("checkpointing needs a checkpoint path (checkpoint=...) or an output file (out=...)")
+    return os.fspath(path), ck_steps, ck_secs
+
+
+class _Checkpoints:
+    """Checkpoints of a distributed run, in the serial driver's format.  Only the root (rank 0 /
+    the Dask client) touches the files.  The driver sets ``gather_q`` / ``gather_v`` (local
+    vectors -> full ones on the root; collective under MPI), ``integ`` and ``rec``; ``agree(x)``
+    returns the root's x on every rank (MPI: a bcast; Dask: the identity)."""
+
+    def __init__(self, config, root, agree, t_wall0, backend):
+        self.path, self.every_steps, self.every_secs = config
+        self.periodic = bool(self.every_steps or self.every_secs)
+        self.root = root
+        self.ckpt = Checkpointer(self.path) if root else None
+        self.agree = agree
+        self.t_wall0 = t_wall0
+        self.backend = backend
+        self.wall_before = 0.0
+        self.n_flushed = 0
+        self.last_steps = 0
+        self.last_wall = time.perf_counter()
+        self.model_fp = self.options_fp = self.fp_opts = None
+        self.gather_q = self.gather_v = self.integ = self.rec = None
+
+    def fingerprints(self, model, options):
+        """Root only: the fingerprints a checkpoint must match."""
+        from .simulate import options_fingerprint
+
+        self.fp_opts, self.options_fp = options_fingerprint(options)
+        self.model_fp = model_fingerprint(model)
+
+    def load_root(self, resume):
+        """Root only: (meta, state, rows) to resume from, or None for a fresh run (which removes
+        an old checkpoint).  Raises ``CheckpointError`` for a corrupt or mismatched one."""
+        ck = self.ckpt
+        if resume and (resume != "auto" or ck.exists()):
+            meta, st, rows = ck.load(self.model_fp, self.options_fp, self.fp_opts)
+            n = len(rows.get("t", ()))
+            if n != int(meta.get("rows", n)):
+                raise CheckpointError(f"checkpoint {ck.path!r}: segments hold {n} rows, expected {meta['rows']}")
+            if "q" not in st or "v" not in st or "tick" not in meta:
+                raise CheckpointError(f"checkpoint {ck.path!r} holds no state")
+            return meta, st, rows
+        if not resume and ck.exists():
+            ck.remove()                  # a fresh run replaces an old checkpoint
+        return None
+
+    @staticmethod
+    def summary(loaded):
+        """What every rank needs to know of a loaded checkpoint (small, picklable)."""
+        if loaded is None:
+            return None
+        meta, st, _ = loaded
+        return {"tick": int(meta["tick"]), "t": float(meta["t"]), "integrator": dict(meta.get("integrator", {})),
+                "wall_time": float(meta.get("wall_time", 0.0)), "fsal": "fsal" in st}
+
+    def resumed(self, info, rows):
+        """Bookkeeping after a resume (rows: on the root)."""
+        self.wall_before = info["wall_time"]
+        if self.root:
+            self.rec.load(rows)
+            self.n_flushed = len(self.rec.rows["t"])
+        steps = int(info["integrator"].get("accepted", 0)) if getattr(self.integ, "adaptive", False) \
+            else info["tick"]
+        self.last_steps = steps
+        self.last_wall = time.perf_counter()
+
+    def due(self, steps):
+        """Same rule as the serial driver; the same answer on every rank."""
+        if self.every_steps and steps - self.last_steps >= self.every_steps:
+            return True
+        if self.every_secs:
+            late = (time.perf_counter() - self.last_wall >= self.every_secs) if self.root else None
+            return bool(self.agree(late))
+        return False
+
+    def write(self, k, t, steps, q, v):
+        """Collective: gather the state (and the FSAL derivative) to the root, which writes."""
+        now = time.perf_counter()
+        idict = self.integ.state_dict()
+        fsal = idict.pop("fsal", None)
+        qg, vg = self.gather_q(q), self.gather_v(v)
+        fg = None if fsal is None else self.gather_v(fsal)
+        if self.root:
+            st = {"q": qg, "v": vg}
+            if fg is not None:
+                st["fsal"] = fg
+            rows = self.rec.rows
+            meta = {"tick": k, "t": t, "rows": len(rows["t"]), "model_fingerprint": self.model_fp,
+                    "options_fingerprint": self.options_fp, "options": self.fp_opts, "integrator": idict,
+                    "wall_time": self.wall_before + now - self.t_wall0, "rng": None, "backend": self.backend}
+            nrows = len(rows["t"])
+            self.ckpt.save(st, meta, self.rec.stacked(self.n_flushed) if nrows > self.n_flushed else None)
+            self.n_flushed = nrows
+        self.last_steps = steps
+        self.last_wall = now
+
+    def finish(self, keep):
+        if self.root and not keep:
+            self.ckpt.remove()
+
+
+def _raise_everywhere(comm, err, root):
+    """MPI: every rank learns whether the root failed (one bcast) and raises the same error."""
+    what = comm.bcast(None if err is None else (type(err).__name__, str(err)), root=0)
+    if what is None:
+        return
+    if root:
+        raise err
+    name, text = what
+    cls = {"CheckpointError": CheckpointError, "PartreeInputError": PartreeInputError}.get(name)
+    raise (cls(text) if cls is not None else RuntimeError(f"rank 0: {name}: {text}"))
+
+
+def _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, bar, step_hook=None, k0=0, ck=None):
+    """The serial driver's tick loop (same tick times, same save points, same checkpoint points)."""
     def t_of(k):
         return min(k * tick, t_end)
 
     last_bar = time.perf_counter()
     loop_t0 = time.perf_counter()
-    for k in range(1, n_ticks + 1):
+    steps_start = int(getattr(integ, "accepted", 0)) if adaptive else k0
+    periodic = ck is not None and ck.periodic
+    for k in range(k0 + 1, n_ticks + 1):
         t0, t1 = t_of(k - 1), t_of(k)
         if adaptive:
             q, v = integ.advance(t0, q, v, t1)
@@ -265,22 +412,26 @@ def _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, b
             on_save(t1, q, v)
         if step_hook is not None:
             step_hook(k, t1, q, v)
+        if periodic and k < n_ticks:
+            steps = int(integ.accepted) if adaptive else k
+            if ck.due(steps):
+                ck.write(k, t1, steps, q, v)
         if bar is not None:
             now = time.perf_counter()
             if now - last_bar > 0.25 or k == n_ticks:
-                ns = int(getattr(integ, "accepted", 0)) if adaptive else k
+                ns = (int(getattr(integ, "accepted", 0)) if adaptive else k) - steps_start
                 bar.set_postfix_str(f"{ns / max(now - loop_t0, 1e-9):.3g} steps/s", refresh=False)
                 bar.update(t1 - bar.n)
                 last_bar = now
     return q, v
 
 
-def _make_bar(progress, t_end, name, iname):
+def _make_bar(progress, t_end, name, iname, initial=0.0):
     if not progress:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=t_end, initial=0.0, unit="s", unit_scale=False, dynamic_ncols=True,
+    return tqdm(total=t_end, initial=initial, unit="s", unit_scale=False, dynamic_ncols=True,
                 desc=f"simulate {name} [{iname}]",
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| t={n:.4g}/{total:.4g} s [{elapsed}<{remaining}{postfix}]")
 
@@ -288,7 +439,6 @@ def _make_bar(progress, t_end, name, iname):
 def _finish(model, dyn, rec, integ, adaptive, n_ticks, iname, options, t_end, wall, backend, wnames, out, verbose,
             extra):
     """Result object, summary, file, as the serial driver does."""
-    from .checkpoint import model_fingerprint
     from .results import SimulationResult, format_summary
 
     series = rec.stacked()
@@ -431,11 +581,13 @@ class MPILocalDynamics:
 
 
 class _MPIGather:
-    """Gathers local vectors to rank 0 (save points only) and places them in global order."""
+    """Gathers local vectors to rank 0 (save points and checkpoints only) and places them in
+    global order; scatters full vectors from rank 0 (resume)."""
 
     def __init__(self, comm, layout):
         self.comm = comm
         self.rank = comm.Get_rank()
+        self.lnq, self.lnv = int(layout.nq), int(layout.nv)
         sel = comm.gather((layout.qsel, layout.vsel), root=0)      # once, at setup
         if self.rank == 0:
             self.qidx = np.concatenate([s[0] for s in sel])
@@ -468,15 +620,40 @@ class _MPIGather:
         out[self.vidx] = b
         return out
 
+    def _scatterv(self, full, idx, counts, n_local):
+        send = None
+        if self.rank == 0:
+            send = [np.ascontiguousarray(np.asarray(full, dtype=np.float64)[idx]),
+                    (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int).tolist())]
+        out = np.empty(n_local)
+        self.comm.Scatterv(send, out, root=0)
+        return out
+
+    def scatter_q(self, full):
+        """Rank 0's full q -> this rank's slice (collective)."""
+        if self.rank == 0:
+            return self._scatterv(full, self.qidx, self.qcounts, self.lnq)
+        return self._scatterv(None, None, None, self.lnq)
+
+    def scatter_v(self, full):
+        if self.rank == 0:
+            return self._scatterv(full, self.vidx, self.vcounts, self.lnv)
+        return self._scatterv(None, None, None, self.lnv)
+
 
 def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None, qd0=None, torques=None,
                  damping=None, stiffness=None, q_ref=None, f_ext=None, prescribed=None, save_every=1,
                  record="joints", wrench_joints=None, out=None, progress=True, parts=None, comm=None, h0=None,
-                 h_max=None, max_steps=10**9, verbose=None, path_weight=None, _step_hook=None):
+                 h_max=None, max_steps=10**9, verbose=None, path_weight=None, checkpoint=None,
+                 checkpoint_every=None, checkpoint_seconds=None, resume=False, keep_checkpoint=False,
+                 _step_hook=None, _probe=None):
     """``simulate`` over MPI: collective, call it on every rank of ``comm`` (default COMM_WORLD)
     with the same arguments.  ``parts``: number of parts (default: the number of ranks) or a
     Partition.  Returns the ``SimulationResult`` on rank 0 and None on the other ranks (rank 0
-    writes ``out``).  ``_step_hook(k, t, q_loc, v_loc)`` sees each rank's local state."""
+    writes ``out`` and the checkpoints; ``checkpoint``, ``checkpoint_every``, ``checkpoint_seconds``,
+    ``resume``, ``keep_checkpoint`` as in ``simulate``; a refused checkpoint raises the same
+    ``CheckpointError`` on every rank).  ``_step_hook(k, t, q_loc, v_loc)`` sees each rank's
+    local state."""
     from ..parallel.mpi import MPIEngine, _Abort
     from ..parallel.serial import PATH_WEIGHT
 
@@ -485,10 +662,11 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
 
         comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
+    root = rank == 0
     t_wall0 = time.perf_counter()
     with _Abort(comm):
-        t_end, dt, save_every, record, iname = _check_common(t_end, dt, save_every, record, integrator, None,
-                                                             None, None, False, None, None)
+        t_end, dt, save_every, record, iname = _check_common(t_end, dt, save_every, record, integrator)
+        ckcfg = _checkpoint_config(checkpoint, checkpoint_every, checkpoint_seconds, resume, out)
         if verbose is None:
             verbose = bool(progress)
         model = _resolve_model(model)
@@ -496,6 +674,22 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
                        prescribed=prescribed, backend="serial")
         q_full, v_full = _initial_state(model, q0, qd0)
         wids = _wrench_ids(model, record, wrench_joints)
+        wnames = [model.joint_names[int(i)] for i in wids] if wids is not None else []
+        options = _options(model, t_end, dt, iname, rtol, atol, save_every, record, wnames, "mpi", parts, h0, h_max,
+                           q_full, v_full, dyn) if root else None
+    # checkpoint to resume from: rank 0 loads and validates, every rank learns the outcome
+    ck = loaded = info = None
+    if ckcfg is not None:
+        ck = _Checkpoints(ckcfg, root, lambda x: comm.bcast(x, root=0), t_wall0, "mpi")
+        err = None
+        if root:
+            try:
+                ck.fingerprints(model, options)
+                loaded = ck.load_root(resume)
+            except Exception as e:      # noqa: BLE001 -- re-raised on every rank
+                err = e
+        _raise_everywhere(comm, err, root)
+        info = comm.bcast(_Checkpoints.summary(loaded) if root else None, root=0)
     eng = MPIEngine(model, comm=comm, parts=parts, path_weight=PATH_WEIGHT if path_weight is None else path_weight,
                     gather=False)
     with _Abort(comm):
@@ -511,11 +705,21 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
         n_ticks = max(1, int(math.ceil(t_end / tick - 1e-9)))
         save_mod = 1 if adaptive else save_every
         gather = _MPIGather(comm, L)
-        root = rank == 0
-        wnames = [model.joint_names[int(i)] for i in wids] if wids is not None else []
-        options = _options(model, t_end, dt, iname, rtol, atol, save_every, record, wnames, "mpi", parts, h0, h_max,
-                           q_full, v_full, dyn) if root else None
         rec = _Recorder(model, dyn, record, wids) if root else None
+        k0 = 0
+        if ck is not None:
+            ck.gather_q, ck.gather_v, ck.integ, ck.rec = gather.q, gather.v, integ, rec
+            if info is not None:                 # resume: every rank gets its slice
+                st = loaded[1] if root else {}
+                q = gather.scatter_q(st.get("q"))
+                v = gather.scatter_v(st.get("v"))
+                istate = dict(info["integrator"])
+                if info["fsal"]:
+                    istate["fsal"] = gather.scatter_v(st.get("fsal"))
+                integ.load_state_dict(istate)
+                ck.resumed(info, loaded[2] if root else None)
+                k0 = info["tick"]
+            loaded = None
         if not root:
             model = dyn = q_full = v_full = None          # only rank 0 keeps the whole model
         else:
@@ -531,19 +735,28 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
             if root:
                 rec.add(t, qg, vg, qdd, tau)
 
-        on_save(0.0, q, v)
-        bar = _make_bar(progress and root, t_end, options["model"] if root else "", iname)
+        if k0 == 0:
+            on_save(0.0, q, v)
+        if _probe is not None:
+            _probe(integ)              # benchmarks: the integrator (and its dynamics function integ.f)
+        bar = _make_bar(progress and root, t_end, options["model"] if root else "", iname,
+                        min(k0 * tick, t_end))
         try:
-            q, v = _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, bar, _step_hook)
+            q, v = _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, bar, _step_hook,
+                              k0, ck)
         finally:
             if bar is not None:
                 bar.close()
-        wall = time.perf_counter() - t_wall0
+        wall = (ck.wall_before if ck is not None else 0.0) + time.perf_counter() - t_wall0
         if not root:
             return None
-        extra = {"ranks": comm.Get_size(), "nparts": int(eng.nparts)}
-        return _finish(model, dyn, rec, integ, adaptive, n_ticks, iname, options, t_end, wall, "mpi", wnames, out,
-                       verbose, extra)
+        extra = {"ranks": comm.Get_size(), "nparts": int(eng.nparts),
+                 "resumed_from": None if info is None else info["t"]}
+        res = _finish(model, dyn, rec, integ, adaptive, n_ticks, iname, options, t_end, wall, "mpi", wnames, out,
+                      verbose, extra)
+        if ck is not None:
+            ck.finish(keep_checkpoint)
+        return res
 
 
 # ==================================================================== Dask
@@ -894,18 +1107,21 @@ class DaskLocalDynamics:
 def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None, qd0=None, torques=None,
                   damping=None, stiffness=None, q_ref=None, f_ext=None, prescribed=None, save_every=1,
                   record="joints", wrench_joints=None, out=None, progress=True, parts=None, client=None, h0=None,
-                  h_max=None, max_steps=10**9, verbose=None, path_weight=None, _step_hook=None):
+                  h_max=None, max_steps=10**9, verbose=None, path_weight=None, checkpoint=None,
+                  checkpoint_every=None, checkpoint_seconds=None, resume=False, keep_checkpoint=False,
+                  _step_hook=None, _probe=None):
     """``simulate`` over Dask: the parts and their slices of the state live on the workers as
     futures for the whole run; the client runs the root solve, the step-size control and the
-    recording (state fetched at save points only).  ``client``: a ``distributed.Client`` (None: a
-    LocalCluster with 2 single-threaded workers, closed at the end).  ``_step_hook(k, t, q, v)``
-    gets ``DaskVector`` s."""
+    recording (state fetched at save points and checkpoints only; the client writes the
+    checkpoints, and a resume scatters the loaded state to the parts' workers).  ``client``: a
+    ``distributed.Client`` (None: a LocalCluster with 2 single-threaded workers, closed at the
+    end).  ``_step_hook(k, t, q, v)`` gets ``DaskVector`` s."""
     from ..parallel.dask_backend import DaskEngine
     from ..parallel.serial import PATH_WEIGHT, build_part
 
     t_wall0 = time.perf_counter()
-    t_end, dt, save_every, record, iname = _check_common(t_end, dt, save_every, record, integrator, None, None,
-                                                         None, False, None, None)
+    t_end, dt, save_every, record, iname = _check_common(t_end, dt, save_every, record, integrator)
+    ckcfg = _checkpoint_config(checkpoint, checkpoint_every, checkpoint_seconds, resume, out)
     if verbose is None:
         verbose = bool(progress)
     model = _resolve_model(model)
@@ -916,6 +1132,17 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
     wnames = [model.joint_names[int(i)] for i in wids] if wids is not None else []
     kw = _integrator_kw(rtol, atol, h0, h_max, max_steps)
     _dask_integrator(iname, None, None, **kw)           # bad integrator names fail before the cluster starts
+    options = _options(model, t_end, dt, iname, rtol, atol, save_every, record, wnames, "dask", parts, h0, h_max,
+                       q_full, v_full, dyn)
+    # checkpoint to resume from: loaded and validated before the cluster starts
+    ck = loaded = info = None
+    if ckcfg is not None:
+        ck = _Checkpoints(ckcfg, True, lambda x: x, t_wall0, "dask")
+        ck.fingerprints(model, options)
+        loaded = ck.load_root(resume)
+        info = _Checkpoints.summary(loaded)
+        if loaded is not None:
+            q_full, v_full = loaded[1]["q"], loaded[1]["v"]
     eng = DaskEngine(model, client=client, parts=parts,
                      path_weight=PATH_WEIGHT if path_weight is None else path_weight)
     try:
@@ -941,8 +1168,6 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
         tick = dt * save_every if adaptive else dt
         n_ticks = max(1, int(math.ceil(t_end / tick - 1e-9)))
         save_mod = 1 if adaptive else save_every
-        options = _options(model, t_end, dt, iname, rtol, atol, save_every, record, wnames, "dask", parts, h0, h_max,
-                           q_full, v_full, dyn)
         options["parts"] = P
         rec = _Recorder(model, dyn, record, wids)
         del q_full, v_full
@@ -955,6 +1180,20 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
 
         qsel = [L.qsel for L in layouts]
         vsel = [L.vsel for L in layouts]
+        k0 = 0
+        if ck is not None:
+            ck.gather_q = lambda x: full(x, qsel)
+            ck.gather_v = lambda x: full(x, vsel)
+            ck.integ, ck.rec = integ, rec
+            if info is not None:
+                istate = dict(info["integrator"])
+                if info["fsal"]:
+                    fs = loaded[1]["fsal"]
+                    istate["fsal"] = DaskVector(ctx, [sc(k, fs[vsel[k]].copy()) for k in range(P)])
+                integ.load_state_dict(istate)
+                ck.resumed(info, loaded[2])
+                k0 = info["tick"]
+            loaded = None
 
         def on_save(t, q, v):
             qdd = tau = None
@@ -963,16 +1202,23 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
                 tau = full(f.tau(t, q, v), vsel)
             rec.add(t, full(q, qsel), full(v, vsel), qdd, tau)
 
-        on_save(0.0, q, v)
-        bar = _make_bar(progress, t_end, model.name, iname)
+        if k0 == 0:
+            on_save(0.0, q, v)
+        if _probe is not None:
+            _probe(integ)              # benchmarks: the integrator (and its dynamics function integ.f)
+        bar = _make_bar(progress, t_end, model.name, iname, min(k0 * tick, t_end))
         try:
-            q, v = _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, bar, _step_hook)
+            q, v = _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, bar, _step_hook,
+                              k0, ck)
         finally:
             if bar is not None:
                 bar.close()
-        wall = time.perf_counter() - t_wall0
-        extra = {"nparts": P, "workers": len(set(ctx.workers))}
-        return _finish(model, dyn, rec, integ, adaptive, n_ticks, iname, options, t_end, wall, "dask", wnames, out,
-                       verbose, extra)
+        wall = (ck.wall_before if ck is not None else 0.0) + time.perf_counter() - t_wall0
+        extra = {"nparts": P, "workers": len(set(ctx.workers)), "resumed_from": None if info is None else info["t"]}
+        res = _finish(model, dyn, rec, integ, adaptive, n_ticks, iname, options, t_end, wall, "dask", wnames, out,
+                      verbose, extra)
+        if ck is not None:
+            ck.finish(keep_checkpoint)
+        return res
     finally:
         eng.close()

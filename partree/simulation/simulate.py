@@ -91,6 +91,19 @@ class _PlainDynamics:
         return f"{getattr(self.f, '__module__', '')}.{getattr(self.f, '__qualname__', type(self.f).__name__)}"
 
 
+# options that must match on resume (t_end may grow; backend/parts may change)
+FP_KEYS = ("dt", "integrator", "rtol", "atol", "save_every", "record", "wrench_joints", "h0", "h_max",
+           "q0", "qd0", "inputs")
+
+
+def options_fingerprint(options):
+    """(the options that must match on resume, their SHA-256): shared by all backends, so a
+    checkpoint written by one backend resumes on another."""
+    import hashlib
+    fp_opts = {k: options[k] for k in FP_KEYS}
+    return fp_opts, hashlib.sha256(json.dumps(fp_opts, sort_keys=True).encode()).hexdigest()
+
+
 def _parse_every(x):
     """checkpoint_every: int steps, or 'Ns' / float seconds given as a string like '30s'."""
     if x is None:
@@ -108,7 +121,7 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
              record="joints", wrench_joints=None, out=None, checkpoint=None, checkpoint_every=None,
              checkpoint_seconds=None, resume=False, keep_checkpoint=False, progress=True, backend="serial",
              parts=None, dynamics=None, space=None, h0=None, h_max=None, max_steps=10**9, verbose=None,
-             _step_hook=None, comm=None, client=None):
+             _step_hook=None, comm=None, client=None, _probe=None):
     """Simulate a tree from t = 0 to ``t_end``.
 
     model            a partree Model, or anything ``partree.resolve_model`` takes
@@ -132,7 +145,9 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
     backend, parts   'serial' | 'mpi' | 'dask' dynamics engine and its number of parts; 'mpi' and 'dask'
                      run distributed (``partree.simulation.distributed``): the state stays in pieces,
                      one per part, on the ranks / workers.  'mpi' is collective: call it on every rank
-                     of ``comm`` (default COMM_WORLD); the result is returned on rank 0 (None elsewhere)
+                     of ``comm`` (default COMM_WORLD); the result is returned on rank 0 (None elsewhere).
+                     Checkpoints work the same on every backend (same file format; rank 0 / the Dask
+                     client writes them; a checkpoint may be resumed on another backend or part count)
     comm, client     MPI communicator (backend 'mpi') / dask.distributed Client (backend 'dask'; default:
                      a local cluster, closed at the end)
     dynamics         a custom dynamics function f(t, q, v) -> qdd (or a ``Dynamics``) instead of the
@@ -145,12 +160,12 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
     bk = str(backend).lower()
     if bk in ("mpi", "dask") and dynamics is None and space is None:
         from . import distributed as D
-        if checkpoint is not None or checkpoint_every or checkpoint_seconds or resume:
-            raise PartreeInputError(f"checkpoints are not supported by backend {bk!r} yet; use backend 'serial'")
-        kw = dict(integrator=integrator, rtol=rtol, atol=atol, q0=q0, qd0=qd0, torques=torques, damping=damping,
-                  stiffness=stiffness, q_ref=q_ref, f_ext=f_ext, prescribed=prescribed, save_every=save_every,
-                  record=record, wrench_joints=wrench_joints, out=out, progress=progress, parts=parts, h0=h0,
-                  h_max=h_max, max_steps=max_steps, verbose=verbose, _step_hook=_step_hook)
+        kw = dict(checkpoint=checkpoint, checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds,
+                  resume=resume, keep_checkpoint=keep_checkpoint, integrator=integrator, rtol=rtol, atol=atol,
+                  q0=q0, qd0=qd0, torques=torques, damping=damping, stiffness=stiffness, q_ref=q_ref, f_ext=f_ext,
+                  prescribed=prescribed, save_every=save_every, record=record, wrench_joints=wrench_joints, out=out,
+                  progress=progress, parts=parts, h0=h0, h_max=h_max, max_steps=max_steps, verbose=verbose,
+                  _step_hook=_step_hook, _probe=_probe)
         if bk == "mpi":
             return D.simulate_mpi(model, t_end, dt, comm=comm, **kw)
         return D.simulate_dask(model, t_end, dt, client=client, **kw)
@@ -215,12 +230,7 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
                "save_every": save_every, "record": record, "wrench_joints": wnames, "backend": str(backend),
                "parts": parts, "h0": h0, "h_max": h_max, "q0": _hash_array(q), "qd0": _hash_array(v),
                "inputs": dyn.fingerprint()[:16]}
-    # options that must match on resume (t_end may grow; backend/parts may change)
-    fp_keys = ("dt", "integrator", "rtol", "atol", "save_every", "record", "wrench_joints", "h0", "h_max",
-               "q0", "qd0", "inputs")
-    fp_opts = {k: options[k] for k in fp_keys}
-    import hashlib
-    options_fp = hashlib.sha256(json.dumps(fp_opts, sort_keys=True).encode()).hexdigest()
+    fp_opts, options_fp = options_fingerprint(options)
     model_fp = model_fingerprint(model)
 
     ck_steps, ck_secs = _parse_every(checkpoint_every)
@@ -315,6 +325,8 @@ def simulate(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None,
     last_bar = time.perf_counter()
     loop_t0 = time.perf_counter()
     steps_start = steps_at() if adaptive else k0
+    if _probe is not None:
+        _probe(integ)              # benchmarks: the integrator (and its dynamics function integ.f)
     try:
         for k in range(k0 + 1, n_ticks + 1):
             t0, t1 = t_of(k - 1), t_of(k)
