@@ -16,14 +16,18 @@ boundary data, never the state.  The state is gathered to rank 0 only at save po
 keeps the model: it computes the energy, the optional joint wrenches, and writes the file).
 
 Dask.  The parts are scattered to the workers (``partree.parallel.dask_backend.DaskEngine``)
-and every part's slice of (q, v) stays there as a future across steps (``DaskVector``: one
-future per part, pinned to the part's worker).  The integrators' arithmetic is the serial one,
-fused into one task per part and stage (``_dask_integrator``: stage state, final combination,
-error partial sums), chained on the workers without waiting.  Each dynamics evaluation is the
-engine's three per-part tasks (velocity, reduce with the part's joint forces, solve) with the
-root solve in the client; the client only ever receives boundary data, the partial sums of the
-error norm, and the state at save points.  Lost workers are not recovered (the state on them is
-gone): the run ends with ``DaskEngineError``.
+and each part gets a Dask actor on its worker (``_SimActor``: the part object already there,
+its joint forces, its ``StateSpace``) that keeps the part's slices of every vector of the run
+(state, stage states, slopes) in its memory across steps, under keys; the client holds only the
+keys (``DaskVector``).  The client calls the actors directly (no scheduler in between): one
+evaluation of the dynamics (``DaskLocalDynamics``) is two round trips (velocity maps; boundary
+relations, the part's joint forces computed there) with the root steps in the client.  The
+integrators' per-part arithmetic (stage states, final combinations, the back-substitution that
+gives qdd) is queued on the client and runs in the actors at the start of the next call
+(``_DaskContext``), so it costs no round trip of its own; the adaptive error norm is one more
+call returning per-part partial sums, added in part order.  The client only ever receives
+boundary data, the partial sums, and the state at save points and checkpoints.  Lost workers are
+not recovered (the state on them is gone): the run ends with ``DaskEngineError``.
 
 Inputs supported in distributed runs: constant torques, per-joint torque callables of t,
 torque tables, damping, stiffness, constant external forces.  Torque / force callables of the
@@ -36,7 +40,7 @@ the recorded rows in segments, model and options fingerprints), written and read
 only (rank 0 / the Dask client).  At a checkpoint the state (and the FSAL derivative) is
 gathered to the root, which writes; on resume the root loads and validates, every rank learns
 the outcome (MPI: a bcast, so a refused checkpoint raises the same ``CheckpointError`` on every
-rank, never a hang) and gets its slice back (MPI: Scatterv; Dask: scattered to the parts'
+rank, never a hang) and gets its slice back (MPI: Scatterv; Dask: sent to the parts'
 workers).  Wall-clock triggers ('30s') are decided on rank 0 and broadcast.  The options that
 must match are the serial driver's, so a checkpoint of one backend resumes on another (with
 the same backend and part count the resumed trajectory is bit-identical to an uninterrupted
@@ -760,91 +764,30 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
 
 
 # ==================================================================== Dask
-# per-part tasks (module level: they travel to the workers by reference)
+# the per-part arithmetic (the serial integrators' operations on one part's slices)
 
-def _t_add(a, b):
-    return a + b
-
-
-def _t_scale(s, a):
-    return s * a
-
-
-def _t_retract(sp, q, dq):
-    return sp.retract(q, dq)
-
-
-def _t_dexpinv(sp, th, v):
-    return sp.dexpinv(th, v)
-
-
-def _t_qmag(sp, q):
-    return sp.q_magnitude(q)
-
-
-def _t_scales(sp, atol, rtol, q, v, q1, v1):
-    return _scales_np(sp, atol, rtol, q, v, q1, v1)
-
-
-def _t_item(x, i):
-    return x[i]
-
-
-def _t_sumsq(*ev):
-    ss, cnt = _sumsq_np(*ev)
-    return np.array([ss, float(cnt)])
-
-
-def _t_solve(pk, a_in, g):
-    return pk.solve(a_in, g).copy()
-
-
-def _g(x, i):
-    return x if i is None else x[i]
-
-
-def _t_vel(pk, qx, qi, vx, vi, _after=None):
-    TE, Tr, vrel = pk.velocity(_g(qx, qi), _g(vx, vi))
-    return TE.copy(), Tr.copy(), vrel.copy()
-
-
-def _t_red(pk, inputs, t, qx, qi, vx, vi, v_in):
-    tau = inputs.tau(t, _g(qx, qi), _g(vx, vi))
-    return tuple(x.copy() for x in pk.reduce(v_in, tau, inputs.f_ext))
-
-
-def _t_tau2(inputs, t, qx, qi, vx, vi):
-    return inputs.tau(t, _g(qx, qi), _g(vx, vi))
-
-
-# fused Runge-Kutta pieces: the serial integrators' arithmetic on one part, in one task
-def _t_rk4_stage(sp, qx, qi, vx, vi, a, prev, h, full):
+def _rk4_stage(sp, q, v, a, prev, h, full):
     """RK4 stages 2..4 on one part: (q_i, v_i, K_i) from the previous slope a and K_{i-1}
-    (prev[2]; None for stage 2, which uses v).  ``full``: 1 for stage 4 (step h), else 0.5."""
-    q, v = _g(qx, qi), _g(vx, vi)
+    (prev; None for stage 2, which uses v).  ``full``: 1 for stage 4 (step h), else 0.5."""
     c = full * h
     vs = v + c * a
-    th = c * (v if prev is None else prev[2])
+    th = c * (v if prev is None else prev)
     return sp.retract(q, th), vs, sp.dexpinv(th, vs)
 
 
-def _t_rk4_final(sp, qx, qi, vx, vi, a1, a2, a3, a4, s2, s3, s4, h):
-    q, v = _g(qx, qi), _g(vx, vi)
+def _rk4_final(sp, q, v, a1, a2, a3, a4, K2, K3, K4, h):
     h6 = h / 6.0
-    q1 = sp.retract(q, h6 * (v + 2.0 * s2[2] + 2.0 * s3[2] + s4[2]))
+    q1 = sp.retract(q, h6 * (v + 2.0 * K2 + 2.0 * K3 + K4))
     v1 = v + h6 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
     return q1, v1
 
 
-def _t_erk_stage(sp, qx, qi, vx, vi, h, coefs, nk, *K):
-    """Embedded RK stage: th = h (a @ Kq), v_i = v + h (a @ Kv), q_i = q + th, Kq_i = dexpinv.
-    K: nk Kq entries (each (x, item)) then nk Kv entries, flattened."""
-    q, v = _g(qx, qi), _g(vx, vi)
-    Kq = np.stack([_g(K[2 * j], K[2 * j + 1]) for j in range(nk)])
-    Kv = np.stack([_g(K[2 * (nk + j)], K[2 * (nk + j) + 1]) for j in range(nk)])
-    th = h * (coefs @ Kq)
-    vs = v + h * (coefs @ Kv)
-    return sp.retract(q, th), vs, sp.dexpinv(th, vs)
+def _erk_stage(sp, q, v, h, coefs, Kq, Kv, with_k=True):
+    """Embedded RK stage: th = h (a @ Kq), v_i = v + h (a @ Kv), q_i = q + th, Kq_i = dexpinv
+    (Kq, Kv: lists of the stages' arrays that the nonzero coefficients pick)."""
+    th = h * (coefs @ np.stack(Kq))
+    vs = v + h * (coefs @ np.stack(Kv))
+    return sp.retract(q, th), vs, (sp.dexpinv(th, vs) if with_k else None)
 
 
 def _scales_np(sp, atol, rtol, q, v, q1, v1):
@@ -863,12 +806,9 @@ def _sumsq_np(*ev):
     return ss, cnt
 
 
-def _t_erk_error(sp, kind, qx, qi, vx, vi, q1v1, h, atol, rtol, coefs, coefs2, nk, *K):
+def _erk_error(sp, kind, q, v, q1, v1, h, atol, rtol, coefs, coefs2, Kq, Kv):
     """Partial sums of the error norm(s) on one part: [ss, cnt] (dopri5) or [ss5, cnt, ss3, cnt]."""
-    q, v = _g(qx, qi), _g(vx, vi)
-    q1, v1 = q1v1[0], q1v1[1]
-    Kq = np.stack([_g(K[2 * j], K[2 * j + 1]) for j in range(nk)])
-    Kv = np.stack([_g(K[2 * (nk + j)], K[2 * (nk + j) + 1]) for j in range(nk)])
+    Kq, Kv = np.stack(Kq), np.stack(Kv)
     sq, sv = _scales_np(sp, atol, rtol, q, v, q1, v1)
     if kind == "dopri5":
         ss, cnt = _sumsq_np(h * (coefs @ Kq), sq, h * (coefs @ Kv), sv)
@@ -878,180 +818,281 @@ def _t_erk_error(sp, kind, qx, qi, vx, vi, q1v1, h, atol, rtol, coefs, coefs2, n
     return np.array([s5, float(c5), s3, float(c3)])
 
 
+def _init_norms(sp, atol, rtol, q, v, a0):
+    """Partial sums of the two norms of the starting-step heuristic: [ss0, cnt0, ss1, cnt1]."""
+    sq, sv = _scales_np(sp, atol, rtol, q, v, q, v)
+    s0, c0 = _sumsq_np(sp.q_magnitude(q), sq, v, sv)
+    s1, c1 = _sumsq_np(v, sq, a0, sv)
+    return np.array([s0, float(c0), s1, float(c1)])
+
+
+class _SimActor:
+    """One part of a Dask simulation, as a Dask actor on the part's worker: the part (the object
+    the engine scattered there, not a copy), its joint forces (``LocalInputs``), its
+    ``StateSpace`` and its named local vectors (key -> array: state, stage states, slopes) that
+    persist across steps.  Every call first runs the operations the client queued since the
+    previous call (stage arithmetic, back-substitutions, puts, drops: see ``_DaskContext``), in
+    order, then its own work; so the integrator's arithmetic rides on the next round trip."""
+
+    def __init__(self, pk, inputs, space):
+        self.pk, self.inputs, self.sp = pk, inputs, space
+        self.x = {}
+
+    # ---------------------------------------------------------------- queued operations
+    def _run(self, ops):
+        for name, args in ops:
+            getattr(self, "_op_" + name)(*args)
+
+    def _op_put(self, key, arr):
+        self.x[key] = arr
+
+    def _op_drop(self, keys):
+        for key in keys:
+            self.x.pop(key, None)
+
+    def _op_solve(self, key, a_in, g):
+        self.x[key] = self.pk.solve(a_in, g).copy()
+
+    def _op_tau(self, key, t, q, v):
+        self.x[key] = self.inputs.tau(t, self.x[q], self.x[v])
+
+    def _op_rk4_stage(self, out, q, v, a, prev, h, full):
+        res = _rk4_stage(self.sp, self.x[q], self.x[v], self.x[a], None if prev is None else self.x[prev], h, full)
+        for key, arr in zip(out, res):
+            self.x[key] = arr
+
+    def _op_rk4_final(self, out, q, v, a1, a2, a3, a4, K2, K3, K4, h):
+        x = self.x
+        x[out[0]], x[out[1]] = _rk4_final(self.sp, x[q], x[v], x[a1], x[a2], x[a3], x[a4], x[K2], x[K3], x[K4], h)
+
+    def _op_erk_stage(self, out, q, v, h, coefs, Kq, Kv):
+        x = self.x
+        res = _erk_stage(self.sp, x[q], x[v], h, coefs, [x[k] for k in Kq], [x[k] for k in Kv], out[2] is not None)
+        for key, arr in zip(out, res):
+            if key is not None:
+                x[key] = arr
+
+    def _op_se_step(self, out, q, v, a, h):
+        x = self.x
+        v1 = x[v] + h * x[a]
+        x[out[0]], x[out[1]] = self.sp.retract(x[q], h * v1), v1
+
+    # ---------------------------------------------------------------- calls (one round trip each)
+    def velocity(self, ops, q, v):
+        self._run(ops)
+        TE, Tr, vrel = self.pk.velocity(self.x[q], self.x[v])
+        return TE.copy(), Tr.copy(), vrel.copy()
+
+    def reduce(self, ops, t, q, v, v_in):
+        self._run(ops)
+        tau = self.inputs.tau(t, self.x[q], self.x[v])
+        return tuple(a.copy() for a in self.pk.reduce(v_in, tau, self.inputs.f_ext))
+
+    def erk_error(self, ops, kind, q, v, q1, v1, h, atol, rtol, coefs, coefs2, Kq, Kv):
+        self._run(ops)
+        x = self.x
+        return _erk_error(self.sp, kind, x[q], x[v], x[q1], x[v1], h, atol, rtol, coefs, coefs2,
+                          [x[k] for k in Kq], [x[k] for k in Kv])
+
+    def init_norms(self, ops, atol, rtol, q, v, a0):
+        self._run(ops)
+        return _init_norms(self.sp, atol, rtol, self.x[q], self.x[v], self.x[a0])
+
+    def get(self, ops, keys):
+        self._run(ops)
+        return [self.x[k] for k in keys]
+
+    def nkeys(self, ops):
+        self._run(ops)
+        return len(self.x)
+
+
 class DaskVector:
-    """A state-sized vector kept on the workers: one future per part (on the part's worker),
-    or the ``item``-th entry of the tuples those futures hold.  Arithmetic submits one task per
-    part and returns at once (nothing is fetched)."""
+    """A state-sized vector kept on the workers: every part's slice lives in the part's actor
+    under ``key`` (the client holds no data).  The vector may still be pending: the operation
+    that defines it is queued and runs on the workers at the start of the next call.  When the
+    handle is garbage collected the slices are dropped (queued too)."""
 
-    __array_ufunc__ = None          # numpy scalars * DaskVector -> DaskVector.__rmul__
-
-    def __init__(self, ctx, futures, item=None):
+    def __init__(self, ctx, key):
         self.ctx = ctx
-        self.raw = list(futures)
-        self.item = item
-        self._f = None if item is not None else self.raw
+        self.key = key
 
     @property
-    def f(self):
-        """Futures of the arrays themselves."""
-        if self._f is None:
-            self._f = self.ctx.map(_t_item, self.raw, self.item)
-        return self._f
-
-    def a(self, k):
-        """(future, item) of part k, for the fused tasks."""
-        return self.raw[k], self.item
-
-    def _map(self, fn, *args):
-        return DaskVector(self.ctx, self.ctx.map(fn, *args))
-
-    def __add__(self, other):
-        if not isinstance(other, DaskVector):
-            return NotImplemented
-        return self._map(_t_add, self.f, other.f)
-
-    def __mul__(self, s):
-        if isinstance(s, DaskVector):
-            return NotImplemented
-        return self._map(_t_scale, float(s), self.f)
-
-    __rmul__ = __mul__
+    def raw(self):
+        """Per-part handles (part, key); not Dask futures (there is nothing to wait for)."""
+        return [(k, self.key) for k in range(self.ctx.nparts)]
 
     def fetch(self):
-        return [_g(x, self.item) for x in self.ctx.client.gather(self.raw)]
+        """The parts' slices (one round trip)."""
+        return self.ctx.fetch([self])[0]
+
+    def __del__(self):
+        try:
+            self.ctx._dead.append(self.key)
+        except Exception:      # noqa: BLE001 -- interpreter shutdown
+            pass
+
+
+def _k(x):
+    return x.key if isinstance(x, DaskVector) else x
 
 
 class _DaskContext:
-    """Submits per-part tasks pinned to the parts' workers."""
+    """The parts' actors (``_SimActor``, one per part, on the part's worker) and the queue of
+    operations not yet sent.  Queued operations (stage arithmetic, back-substitutions, puts,
+    drops) go out with the next call to each actor, ahead of its own work, so one evaluation of
+    the dynamics is two round trips (velocity, reduce) and the stage arithmetic none."""
 
-    def __init__(self, client, workers):
-        self.client = client
-        self.workers = workers
+    def __init__(self, eng, actors):
+        self.eng = eng
+        self.actors = actors
+        self.nparts = len(actors)
+        self._pending = [[] for _ in actors]
+        self._dead = []
+        self._next = 0
+        self.calls = 0                      # round trips (for tests / reports)
 
-    def submit(self, k, fn, *args):
-        return self.client.submit(fn, *args, workers=[self.workers[k]], allow_other_workers=False, pure=False)
+    def new(self):
+        self._next += 1
+        return DaskVector(self, self._next)
 
-    def map(self, fn, *args):
-        """One task per part; an argument that is a list is taken element by element."""
-        P = len(self.workers)
-        return [self.submit(k, fn, *[a[k] if isinstance(a, list) else a for a in args]) for k in range(P)]
+    def queue(self, name, *args):
+        """The same operation on every part (arguments: DaskVectors -> keys, tuples of them)."""
+        args = tuple(tuple(_k(a) for a in x) if isinstance(x, (tuple, list)) else _k(x) for x in args)
+        op = (name, args)
+        for p in self._pending:
+            p.append(op)
 
+    def queue_each(self, name, per_part):
+        """One operation per part with its own arguments (per_part[k]: a tuple)."""
+        for p, args in zip(self._pending, per_part):
+            p.append((name, args))
 
-class DaskSpace:
-    """The ``StateSpace`` hooks on ``DaskVector`` s (per-part StateSpaces live on the workers);
-    the norm's partial sums come to the client and are added in part order."""
+    def op(self, name, nout, *args):
+        """Queue an operation writing ``nout`` new vectors; returns their handles."""
+        out = [self.new() for _ in range(nout)]
+        self.queue(name, tuple(out), *args)
+        return out
 
-    def __init__(self, ctx, spaces):
-        self.ctx = ctx
-        self.spaces = spaces                 # futures of per-part StateSpace objects
+    def put(self, slices):
+        """A new vector from the parts' slices (sent with the next call)."""
+        out = self.new()
+        self.queue_each("put", [(out.key, np.ascontiguousarray(s)) for s in slices])
+        return out
 
-    def _v(self, futs, item=None):
-        return DaskVector(self.ctx, futs, item)
+    def call(self, method, per_part, name=None):
+        """One round trip: ``method`` of every part's actor with its queued operations first;
+        per_part[k]: part k's arguments (a tuple), or one tuple for every part."""
+        from ..parallel.dask_backend import DaskEngineError, _WorkerLost
 
-    def retract(self, q, dq):
-        return self._v(self.ctx.map(_t_retract, self.spaces, q.f, dq.f))
+        P = self.nparts
+        ops, self._pending = self._pending, [[] for _ in range(P)]
+        if self._dead:
+            drop = ("drop", (self._dead,))
+            self._dead = []
+            for o in ops:
+                o.append(drop)
+        if isinstance(per_part, tuple):
+            per_part = [per_part] * P
+        name = name or method
+        self.calls += 1
+        try:
+            futs = [self._send(k, method, ops[k], *[_k(a) for a in per_part[k]]) for k in range(P)]
+            return self.eng._actor_collect(futs, time.monotonic() + self.eng.timeout, name)
+        except _WorkerLost as e:
+            raise DaskEngineError(f"Dask worker lost during a distributed simulation ({e}); the state on it is "
+                                  f"gone (restart the run)") from None
 
-    def dexpinv(self, theta, v):
-        return self._v(self.ctx.map(_t_dexpinv, self.spaces, theta.f, v.f))
+    def _send(self, k, method, *args):
+        from ..parallel.dask_backend import _WorkerLost
 
-    def q_magnitude(self, q):
-        return self._v(self.ctx.map(_t_qmag, self.spaces, q.f))
+        try:
+            return getattr(self.actors[k], method)(*args)
+        except RuntimeError as e:            # "Worker holding Actor was lost"
+            if "lost" not in str(e):
+                raise
+            raise _WorkerLost(f"part {k}: {e}") from None
 
-    def scales(self, atol, rtol, q, v, q1, v1):
-        both = self.ctx.map(_t_scales, self.spaces, float(atol), float(rtol), q.f, v.f, q1.f, v1.f)
-        return self._v(both, 0), self._v(both, 1)
+    def fetch(self, vecs):
+        """The parts' slices of some vectors, in one round trip: a list (per vector) of lists (per part)."""
+        got = self.call("get", ([v.key for v in vecs],), "fetch")
+        return [[got[k][i] for k in range(self.nparts)] for i in range(len(vecs))]
 
-    def partial_sums(self, futs):
-        """Gather per-part partial sums and add them in part order (same bits every time)."""
-        parts = self.ctx.client.gather(futs)
+    def partial_sums(self, method, *args):
+        """Per-part partial sums, added in part order (same bits every time)."""
+        parts = self.call(method, args)
         s = parts[0].copy()
         for p in parts[1:]:
             s = s + p
         return s
 
-    def rms_norm(self, *pairs):
-        P = len(self.spaces)
-        futs = [self.ctx.submit(k, _t_sumsq, *[x.f[k] for pr in pairs for x in pr]) for k in range(P)]
-        ss, cnt = self.partial_sums(futs)
-        return math.sqrt(ss / max(cnt, 1.0))
 
-
-def _dask_integrator(iname, f, space, **kw):
-    """The integrators of ``integrators.py`` with their stages fused into one task per part."""
+def _dask_integrator(iname, f, ctx, **kw):
+    """The integrators of ``integrators.py`` with their per-part stage arithmetic queued on the
+    parts' actors (it runs at the start of the next call there: no round trip of its own)."""
     from . import integrators as I
-
-    def flatK(Kq, Kv, idx, k):
-        out = []
-        for K in (Kq, Kv):
-            for j in idx:
-                out.extend(K[j].a(k))
-        return out
 
     class DaskRK4(I.RK4):
         def step(self, t, q, v, h):
-            sp, ctx = self.space, self.space.ctx
-            P = len(sp.spaces)
             h = float(h)
             a1 = self._f(t, q, v)
-            s2 = [ctx.submit(k, _t_rk4_stage, sp.spaces[k], *q.a(k), *v.a(k), a1.f[k], None, h, 0.5) for k in range(P)]
-            a2 = self._f(t + 0.5 * h, DaskVector(ctx, s2, 0), DaskVector(ctx, s2, 1))
-            s3 = [ctx.submit(k, _t_rk4_stage, sp.spaces[k], *q.a(k), *v.a(k), a2.f[k], s2[k], h, 0.5) for k in range(P)]
-            a3 = self._f(t + 0.5 * h, DaskVector(ctx, s3, 0), DaskVector(ctx, s3, 1))
-            s4 = [ctx.submit(k, _t_rk4_stage, sp.spaces[k], *q.a(k), *v.a(k), a3.f[k], s3[k], h, 1.0) for k in range(P)]
-            a4 = self._f(t + h, DaskVector(ctx, s4, 0), DaskVector(ctx, s4, 1))
-            fin = [ctx.submit(k, _t_rk4_final, sp.spaces[k], *q.a(k), *v.a(k), a1.f[k], a2.f[k], a3.f[k], a4.f[k],
-                              s2[k], s3[k], s4[k], h) for k in range(P)]
-            return DaskVector(ctx, fin, 0), DaskVector(ctx, fin, 1)
+            q2, v2, K2 = ctx.op("rk4_stage", 3, q, v, a1, None, h, 0.5)
+            a2 = self._f(t + 0.5 * h, q2, v2)
+            q3, v3, K3 = ctx.op("rk4_stage", 3, q, v, a2, K2, h, 0.5)
+            a3 = self._f(t + 0.5 * h, q3, v3)
+            q4, v4, K4 = ctx.op("rk4_stage", 3, q, v, a3, K3, h, 1.0)
+            a4 = self._f(t + h, q4, v4)
+            q1, v1 = ctx.op("rk4_final", 2, q, v, a1, a2, a3, a4, K2, K3, K4, h)
+            return q1, v1
+
+    class DaskSymplecticEuler(I.SymplecticEuler):
+        def step(self, t, q, v, h):
+            a = self._f(t, q, v)
+            return tuple(ctx.op("se_step", 2, q, v, a, float(h)))
 
     class _Fused:
+        def _stage(self, q, v, h, coefs, Kq, Kv, with_k=True):
+            out = (ctx.new(), ctx.new(), ctx.new() if with_k else None)
+            ctx.queue("erk_stage", out, q, v, float(h), coefs, tuple(Kq), tuple(Kv))
+            return out
+
         def _stages(self, t, q, v, h, a0):
-            sp, ctx = self.space, self.space.ctx
-            P = len(sp.spaces)
             s = len(self.c)
             Kq, Kv = [None] * s, [None] * s
             Kq[0], Kv[0] = v, a0
             for i in range(1, s):
                 ai = self.A[i, :i]
                 nz = np.flatnonzero(ai)
-                st = [ctx.submit(k, _t_erk_stage, sp.spaces[k], *q.a(k), *v.a(k), float(h), ai[nz], nz.size,
-                                 *flatK(Kq, Kv, nz, k)) for k in range(P)]
-                Kv[i] = self._f(t + self.c[i] * h, DaskVector(ctx, st, 0), DaskVector(ctx, st, 1))
-                Kq[i] = DaskVector(ctx, st, 2)
+                qi, vi, Kq[i] = self._stage(q, v, h, ai[nz], [Kq[j] for j in nz], [Kv[j] for j in nz])
+                Kv[i] = self._f(t + self.c[i] * h, qi, vi)
             return Kq, Kv
 
         def attempt(self, t, q, v, h, a0):
-            sp, ctx = self.space, self.space.ctx
-            P = len(sp.spaces)
             Kq, Kv = self._stages(t, q, v, h, a0)
             nz = np.flatnonzero(self.b)
-            # the same arithmetic as a stage (th = h b.Kq, v1 = v + h b.Kv, q1 = q + th)
-            fin = [ctx.submit(k, _t_erk_stage, sp.spaces[k], *q.a(k), *v.a(k), float(h), self.b[nz], nz.size,
-                              *flatK(Kq, Kv, nz, k)) for k in range(P)]
-            err = self._fused_error(h, Kq, Kv, q, v, fin)
-            return DaskVector(ctx, fin, 0), DaskVector(ctx, fin, 1), err, Kv
+            q1, v1, _ = self._stage(q, v, h, self.b[nz], [Kq[j] for j in nz], [Kv[j] for j in nz], False)
+            err = self._fused_error(float(h), Kq, Kv, q, v, q1, v1)
+            return q1, v1, err, Kv
 
-        def _scales(self, q, v, q1, v1):
-            return self.space.scales(self.atol, self.rtol, q, v, q1, v1)
+        def initial_step(self, t, q, v, a0, t_span):
+            s0, c0, s1, c1 = ctx.partial_sums("init_norms", self.atol, self.rtol, q, v, a0)
+            d0 = math.sqrt(s0 / max(c0, 1.0))
+            d1 = math.sqrt(s1 / max(c1, 1.0))
+            h = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+            return min(h, abs(t_span), self.h_max)
 
     class DaskDOPRI5(_Fused, I.DormandPrince5):
-        def _fused_error(self, h, Kq, Kv, q, v, fin):
-            sp, ctx = self.space, self.space.ctx
+        def _fused_error(self, h, Kq, Kv, q, v, q1, v1):
             nz = np.flatnonzero(self.e)
-            futs = [ctx.submit(k, _t_erk_error, sp.spaces[k], "dopri5", *q.a(k), *v.a(k), fin[k], float(h),
-                               self.atol, self.rtol, self.e[nz], None, nz.size, *flatK(Kq, Kv, nz, k))
-                    for k in range(len(sp.spaces))]
-            ss, cnt = sp.partial_sums(futs)
+            ss, cnt = ctx.partial_sums("erk_error", "dopri5", q, v, q1, v1, h, self.atol, self.rtol, self.e[nz],
+                                       None, tuple(_k(Kq[j]) for j in nz), tuple(_k(Kv[j]) for j in nz))
             return math.sqrt(ss / max(cnt, 1.0))
 
     class DaskDOP853(_Fused, I.DOP853):
-        def _fused_error(self, h, Kq, Kv, q, v, fin):
-            sp, ctx = self.space, self.space.ctx
+        def _fused_error(self, h, Kq, Kv, q, v, q1, v1):
             e5, e3 = I.T.DOP853_E5, I.T.DOP853_E3
-            allk = np.arange(len(self.c))
-            futs = [ctx.submit(k, _t_erk_error, sp.spaces[k], "dop853", *q.a(k), *v.a(k), fin[k], float(h),
-                               self.atol, self.rtol, e5, e3, allk.size, *flatK(Kq, Kv, allk, k))
-                    for k in range(len(sp.spaces))]
-            s5, c5, s3, c3 = sp.partial_sums(futs)
+            s5, c5, s3, c3 = ctx.partial_sums("erk_error", "dop853", q, v, q1, v1, h, self.atol, self.rtol, e5, e3,
+                                              tuple(_k(x) for x in Kq), tuple(_k(x) for x in Kv))
             n5 = math.sqrt(s5 / max(c5, 1.0))
             n3 = math.sqrt(s3 / max(c3, 1.0))
             if n5 == 0.0 and n3 == 0.0:
@@ -1059,49 +1100,38 @@ def _dask_integrator(iname, f, space, **kw):
             return abs(h) * n5 * n5 / math.sqrt(n5 * n5 + 0.01 * n3 * n3)
 
     proto = make_integrator(iname, lambda t, q, v: None, None, **kw)     # name checks and aliases
-    cls = {"rk4": DaskRK4, "symplectic-euler": I.SymplecticEuler, "dopri5": DaskDOPRI5,
+    cls = {"rk4": DaskRK4, "symplectic-euler": DaskSymplecticEuler, "dopri5": DaskDOPRI5,
            "dop853": DaskDOP853}[proto.name]
-    return cls(f, space, **kw) if cls.adaptive else cls(f, space)
+    return cls(f, ctx, **kw) if cls.adaptive else cls(f, ctx)
 
 
 class DaskLocalDynamics:
-    """f(t, q, v) -> qdd on ``DaskVector`` s: the engine's three per-part tasks with the root
-    solve in the client (the part's joint forces are computed inside its reduce task); only
-    boundary data comes back, qdd stays on the workers."""
+    """f(t, q, v) -> qdd on ``DaskVector`` s: two round trips to the parts' actors (velocity
+    maps; boundary relation, with the part's joint forces computed there) and the root solve in
+    the client; the back-substitution is queued (it runs at the start of the next call), so qdd
+    stays on the workers.  Only boundary data crosses the network."""
 
-    def __init__(self, engine, ctx, inputs):
-        self.eng, self.ctx, self.inputs = engine, ctx, inputs
-        self._after = [None] * len(ctx.workers)       # the last solve of each part (workspace order)
-
-    def _collect(self, futs, name):
-        from ..parallel.dask_backend import DaskEngineError, _WorkerLost
-
-        try:
-            return self.eng._collect(futs, time.monotonic() + self.eng.timeout, name)
-        except _WorkerLost as e:
-            raise DaskEngineError(f"Dask worker lost during a distributed simulation ({e}); the state on it is "
-                                  f"gone (restart the run)") from None
-
-    def __call__(self, t, q, v):
+    def __init__(self, engine, ctx):
         from ..parallel import root as R
 
-        eng, ctx = self.eng, self.ctx
-        P = len(ctx.workers)
+        self.eng, self.ctx, self.R = engine, ctx, R
+
+    def __call__(self, t, q, v):
+        eng, ctx, R = self.eng, self.ctx, self.R
         t = float(t)
-        vel = self._collect([ctx.submit(k, _t_vel, eng.futures[k], *q.a(k), *v.a(k), self._after[k])
-                             for k in range(P)], "velocity")
+        vel = ctx.call("velocity", (q, v))
         v_in = R.compose_velocities(eng.tree, vel)
-        red = self._collect([ctx.submit(k, _t_red, eng.futures[k], self.inputs[k], t, *q.a(k), *v.a(k), v_in[k])
-                             for k in range(P)], "reduce")
+        red = ctx.call("reduce", [(t, q, v, v_in[k]) for k in range(ctx.nparts)])
         a_in, g = R.solve(eng.tree, red, eng.a0)
-        qdd = [ctx.submit(k, _t_solve, eng.futures[k], a_in[k], g[k]) for k in range(P)]
-        self._after = qdd
-        return DaskVector(ctx, qdd)
+        qdd = ctx.new()
+        ctx.queue_each("solve", [(qdd.key, a_in[k], g[k]) for k in range(ctx.nparts)])
+        return qdd
 
     def tau(self, t, q, v):
         """The joint forces at (t, q, v) (a DaskVector; for recording)."""
-        return DaskVector(self.ctx, [self.ctx.submit(k, _t_tau2, self.inputs[k], float(t), *q.a(k), *v.a(k))
-                                     for k in range(len(self.ctx.workers))])
+        out = self.ctx.new()
+        self.ctx.queue("tau", out, float(t), q, v)
+        return out
 
 
 def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=None, qd0=None, torques=None,
@@ -1110,10 +1140,10 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
                   h_max=None, max_steps=10**9, verbose=None, path_weight=None, checkpoint=None,
                   checkpoint_every=None, checkpoint_seconds=None, resume=False, keep_checkpoint=False,
                   _step_hook=None, _probe=None):
-    """``simulate`` over Dask: the parts and their slices of the state live on the workers as
-    futures for the whole run; the client runs the root solve, the step-size control and the
+    """``simulate`` over Dask: the parts and their slices of the state live in per-part actors on
+    the workers for the whole run; the client runs the root solve, the step-size control and the
     recording (state fetched at save points and checkpoints only; the client writes the
-    checkpoints, and a resume scatters the loaded state to the parts' workers).  ``client``: a
+    checkpoints, and a resume sends the loaded state to the parts' actors).  ``client``: a
     ``distributed.Client`` (None: a LocalCluster with 2 single-threaded workers, closed at the
     end).  ``_step_hook(k, t, q, v)`` gets ``DaskVector`` s."""
     from ..parallel.dask_backend import DaskEngine
@@ -1143,27 +1173,27 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
         info = _Checkpoints.summary(loaded)
         if loaded is not None:
             q_full, v_full = loaded[1]["q"], loaded[1]["v"]
-    eng = DaskEngine(model, client=client, parts=parts,
+    eng = DaskEngine(model, client=client, parts=parts, actors=False,
                      path_weight=PATH_WEIGHT if path_weight is None else path_weight)
+    ctx = None
     try:
-        ctx = _DaskContext(eng.client, list(eng.workers))
         P = len(eng.futures)
-        layouts, inputs = [], []
+        layouts, afuts = [], []
         for k in range(P):
             L = LocalLayout([build_part(model, eng.partition, k)])
             L.parts = []                                      # drop the kernel (the worker has it)
             layouts.append(L)
-            inputs.append(LocalInputs(dyn, model, L.vsel, L.qsel, L.bodies))
-        # hash=False: runs on the same client scatter equal objects (same model, same q0); content
-        # keys would be shared with the previous run's futures, which are being released
-        sc = lambda k, x: eng.client.scatter(x, workers=[ctx.workers[k]], direct=False, hash=False)  # noqa: E731
-        spaces = [sc(k, StateSpace(layouts[k])) for k in range(P)]
-        in_f = [sc(k, inputs[k]) for k in range(P)]
-        q = DaskVector(ctx, [sc(k, q_full[layouts[k].qsel].copy()) for k in range(P)])
-        v = DaskVector(ctx, [sc(k, v_full[layouts[k].vsel].copy()) for k in range(P)])
-        f = DaskLocalDynamics(eng, ctx, in_f)
-        space = DaskSpace(ctx, spaces)
-        integ = _dask_integrator(iname, f, space, **kw)
+            # the actor wraps the part the engine scattered to its worker (no copy)
+            afuts.append(eng.client.submit(_SimActor, eng.futures[k], LocalInputs(dyn, model, L.vsel, L.qsel, L.bodies),
+                                           StateSpace(L), workers=[eng.workers[k]], allow_other_workers=False,
+                                           actor=True, pure=False))
+        ctx = _DaskContext(eng, [a.result(timeout=eng.timeout) for a in afuts])
+        qsel = [L.qsel for L in layouts]
+        vsel = [L.vsel for L in layouts]
+        q = ctx.put([q_full[s_] for s_ in qsel])
+        v = ctx.put([v_full[s_] for s_ in vsel])
+        f = DaskLocalDynamics(eng, ctx)
+        integ = _dask_integrator(iname, f, ctx, **kw)
         adaptive = bool(integ.adaptive)
         tick = dt * save_every if adaptive else dt
         n_ticks = max(1, int(math.ceil(t_end / tick - 1e-9)))
@@ -1172,53 +1202,58 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
         rec = _Recorder(model, dyn, record, wids)
         del q_full, v_full
 
-        def full(vec, sel):
-            out_ = np.empty(int(sum(s.size for s in sel)))
-            for s, x in zip(sel, vec.fetch()):
-                out_[s] = x
+        def full(pieces, sel):
+            out_ = np.empty(int(sum(s_.size for s_ in sel)))
+            for s_, x in zip(sel, pieces):
+                out_[s_] = x
             return out_
 
-        qsel = [L.qsel for L in layouts]
-        vsel = [L.vsel for L in layouts]
         k0 = 0
         if ck is not None:
-            ck.gather_q = lambda x: full(x, qsel)
-            ck.gather_v = lambda x: full(x, vsel)
+            ck.gather_q = lambda x: full(x.fetch(), qsel)
+            ck.gather_v = lambda x: full(x.fetch(), vsel)
             ck.integ, ck.rec = integ, rec
             if info is not None:
                 istate = dict(info["integrator"])
                 if info["fsal"]:
                     fs = loaded[1]["fsal"]
-                    istate["fsal"] = DaskVector(ctx, [sc(k, fs[vsel[k]].copy()) for k in range(P)])
+                    istate["fsal"] = ctx.put([fs[s_] for s_ in vsel])
                 integ.load_state_dict(istate)
                 ck.resumed(info, loaded[2])
                 k0 = info["tick"]
             loaded = None
 
-        def on_save(t, q, v):
-            qdd = tau = None
+        def on_save(t, q, v):              # one round trip (two more for qdd: an evaluation)
+            vecs = [q, v]
             if rec.needs_qdd:
-                qdd = full(f(t, q, v), vsel)
-                tau = full(f.tau(t, q, v), vsel)
-            rec.add(t, full(q, qsel), full(v, vsel), qdd, tau)
+                vecs += [f(t, q, v), f.tau(t, q, v)]
+            got = ctx.fetch(vecs)
+            qdd, tau = (full(got[2], vsel), full(got[3], vsel)) if rec.needs_qdd else (None, None)
+            rec.add(t, full(got[0], qsel), full(got[1], vsel), qdd, tau)
 
         if k0 == 0:
             on_save(0.0, q, v)
         if _probe is not None:
             _probe(integ)              # benchmarks: the integrator (and its dynamics function integ.f)
         bar = _make_bar(progress, t_end, model.name, iname, min(k0 * tick, t_end))
+        qv = [q, v]
+        del q, v                       # only the loop holds the state (the actors drop it once it moves on)
         try:
-            q, v = _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, q, v, on_save, bar, _step_hook,
-                              k0, ck)
+            qv = _time_loop(integ, adaptive, tick, n_ticks, t_end, save_mod, qv.pop(0), qv.pop(0), on_save, bar,
+                            _step_hook, k0, ck)
         finally:
             if bar is not None:
                 bar.close()
         wall = (ck.wall_before if ck is not None else 0.0) + time.perf_counter() - t_wall0
-        extra = {"nparts": P, "workers": len(set(ctx.workers)), "resumed_from": None if info is None else info["t"]}
+        extra = {"nparts": P, "workers": len(set(eng.workers)), "resumed_from": None if info is None else info["t"]}
         res = _finish(model, dyn, rec, integ, adaptive, n_ticks, iname, options, t_end, wall, "dask", wnames, out,
                       verbose, extra)
         if ck is not None:
             ck.finish(keep_checkpoint)
         return res
     finally:
+        # the actors (and every vector they hold) go with their futures
+        if ctx is not None:
+            ctx.actors = []
+        afuts = None
         eng.close()
