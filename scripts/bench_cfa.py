@@ -9,8 +9,11 @@ process, on Featherstone's autoTree chain (bf = 1) and binary tree (bf = 2).
 
 autoTree's default skew = 0 gives a planar mechanism (all joint axes parallel to z, gravity along
 them): out of its plane it is statically determinate, and the constraint-force system of a long
-chain becomes ill-conditioned (cond grows like a power of the length) -- at 10^6 bodies the odd-even
-reduction meets a non-positive pivot.  A method that fails prints its error in its cell.
+chain becomes ill-conditioned (cond grows like a power of the length) -- the compliance form
+('odd-even-compliance') loses digits in the wrenches and at 10^6 bodies meets a non-positive pivot;
+the scattering form ('odd-even') and 'leaf-first' do not.  A method that fails prints its error in
+its cell.  Under each row: the largest relative qdd difference to ABA, and the largest joint-wrench
+difference to RNEA run with ABA's qdd, relative to the largest wrench.
 
 Every timing is the best of ``--repeat`` calls (after one warm-up call), with the methods
 interleaved so that a noisy machine hurts them alike.  The kernels are serial (one core).
@@ -28,7 +31,7 @@ import numpy as np  # noqa: E402
 
 import partree  # noqa: E402
 from partree.model import PartreeInputError  # noqa: E402
-from partree.algorithms.cfa import cfa  # noqa: E402
+from partree.algorithms.cfa import METHODS, cfa  # noqa: E402
 from partree.models import auto_tree  # noqa: E402
 
 
@@ -48,7 +51,10 @@ def bench(nb, bf, repeat, methods, general_max, skew=0.0):
     best = {}
     failed = {}
     ref = partree.aba(m, q, qd, tau)
+    _, W_ref = partree.rnea(m, q, qd, ref, return_wrenches=True)
+    w_scale = np.abs(W_ref).max()
     err = {}
+    werr = {}
     for k, f in list(calls.items()):       # warm-up (compilation, workspaces) and accuracy
         try:
             out = f()
@@ -58,20 +64,21 @@ def bench(nb, bf, repeat, methods, general_max, skew=0.0):
             continue
         if k != "ABA":
             err[k] = float(np.abs(out.qdd - ref).max() / np.abs(ref).max())
+            werr[k] = float(np.abs(out.joint_wrench - W_ref).max() / w_scale)
+            out = None
     for _ in range(repeat):
         for k, f in calls.items():
             t = time.perf_counter()
             f()
             best[k] = min(best.get(k, np.inf), time.perf_counter() - t)
-    return m, t_build, best, err, failed
+    return m, t_build, best, err, werr, failed
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10**5, 10**6], help="numbers of bodies")
     ap.add_argument("--bf", type=float, nargs="+", default=[1, 2], help="autoTree branching factors")
-    ap.add_argument("--methods", nargs="+", default=["leaf-first", "odd-even", "general"],
-                    choices=["leaf-first", "odd-even", "general"])
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--general-max", type=int, default=2000, help="largest model for method 'general'")
     ap.add_argument("--skew", type=float, default=0.0, help="autoTree twist between successive joint axes")
@@ -84,7 +91,7 @@ def main(argv=None):
     print("-" * len(head))
     for bf in args.bf:
         for nb in args.sizes:
-            m, tb, best, err, failed = bench(nb, bf, args.repeat, args.methods, args.general_max, args.skew)
+            m, tb, best, err, werr, failed = bench(nb, bf, args.repeat, args.methods, args.general_max, args.skew)
             kind = "chain" if bf == 1 else ("binary" if bf == 2 else f"bf={bf:g}")
             cells = []
             for c in cols:
@@ -99,6 +106,8 @@ def main(argv=None):
             print(f"{'autoTree ' + kind:<14}{nb:>9}  " + "  ".join(cells), flush=True)
             print(f"{'':<25}max rel. qdd difference to ABA: "
                   + ", ".join(f"{k} {v:.1e}" for k, v in err.items()), flush=True)
+            print(f"{'':<25}max rel. wrench difference to RNEA: "
+                  + ", ".join(f"{k} {v:.1e}" for k, v in werr.items()), flush=True)
             for k, msg in failed.items():
                 print(f"{'':<25}{k} failed: {msg}", flush=True)
 

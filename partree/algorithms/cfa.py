@@ -12,24 +12,34 @@ a_j = X_j a_l + S_j qdd_j + c_j (a_{-1} = -g) and the constraints W_j^T (a_j - X
 the constraint forces solve the sparse SPD system A F_S = rhs with A = W^T P^T Phi P W (seed eqs.
 24-29, Phi = I^-1 block diagonal, P the connection matrix).
 
-Three methods, one result:
+Four methods, one result:
 
-``'general'``
-    Assembles P, H = S, W and Phi with scipy.sparse and solves A F_S = rhs by a sparse direct
-    solve, then a = Phi (P F - p) and qdd = S^+ (a_j - X_j a_l - c_j).  Small models only: a
-    teaching aid and a cross-check.
-``'odd-even'`` (default)
-    The tree is cut into chains; each chain's block-tridiagonal system is reduced by odd-even
-    (cyclic) reduction (seed eqs. 39-40; ceil(log2 L) levels of independent block operations),
-    then the chain collapses onto its parent body as an articulated inertia and bias, tips first;
-    a base-first pass back-substitutes.  No dense node system (seed eqs. 41-44) is ever formed:
-    O(N) for any tree.  See ``partree.algorithms.cfa_oddeven``.
-``'leaf-first'``
+``'leaf-first'`` (default)
     The serial fast path: eliminate the joints tip to base one at a time (block LDL^T along
     chains, leaf-first at nodes).  Written in inertia form, leaf-first elimination of the F_S
     system *is* the articulated-body algorithm (by the Woodbury identity
     W (W^T IA^-1 W)^-1 W^T = IA - IA S (S^T IA S)^-1 S^T IA), so this method runs ABA's kernel and
     then reads every joint's wrench as F_j = IA_j a_j + pA_j and F_S,j = W_j^T F_j.
+``'odd-even'``
+    The O(log N)-depth method: the tree is cut into chains, each chain is reduced by odd-even
+    (cyclic) reduction, ceil(log2 L) levels of independent operations whose number halves from
+    level to level, then collapses onto its parent body as an articulated inertia and bias, tips
+    first; a base-first pass back-substitutes.  The reduction runs in scattering (Redheffer) form:
+    a run of bodies is described by f_in = K a_in + T f_out + c, a_out = T^T a_in - Phi f_out + d
+    (K an articulated inertia, Phi a compliance) and neighbouring runs compose with
+    M = (1 + K2 Phi1)^-1, which is always well conditioned; no dense node system (seed eqs. 41-44)
+    and no body's I^-1 is ever formed.  See ``partree.algorithms.cfa_scattering``.
+``'odd-even-compliance'``
+    The seed's form of the same reduction (seed eqs. 39-40) on the compliance-form system
+    A F_S = rhs, A = W^T P^T I^-1 P W (5x5 blocks for revolute joints), kept for comparison.  Its
+    pivots inherit A's conditioning, which grows like a power of the chain length on a planar chain
+    loaded out of its plane: the wrenches lose digits (autoTree chain, skew 0: ~4e-3 relative at
+    2*10^4 bodies, 0.2-0.5 at 10^5) and at 10^6 bodies a pivot goes non-positive.  See
+    ``partree.algorithms.cfa_oddeven``.
+``'general'``
+    Assembles P, H = S, W and Phi with scipy.sparse and solves A F_S = rhs by a sparse direct
+    solve, then a = Phi (P F - p) and qdd = S^+ (a_j - X_j a_l - c_j).  Small models only: a
+    teaching aid and a cross-check.
 
 Constraint bases W_j (6 x (6 - nv_j), orthonormal, W_j^T S_j = 0), deterministic per joint and
 expressed in body j's frame (the joint's successor frame), columns [angular; linear]:
@@ -49,12 +59,15 @@ fixed       I6
 ``CFAResult.constraint_force`` concatenates F_S of all joints in body order
 (``CFAResult.constraint_slice(name)``), ``CFAResult.constraint_basis(name)`` returns W_j.
 
-Accuracy and cost (one core; see scripts/bench_cfa.py): 'leaf-first' is ABA plus one pass (~1.15x
-ABA) and as accurate as ABA.  'odd-even' is ~1.7-1.9x ABA on binary trees (one-body chains, inertia
-form) and ~4x ABA on long chains (5x5 blocks and cyclic reduction's extra work: its point is the
-O(log N) depth, for the parallel engine); its qdd agree with ABA to ~1e-14..1e-12 relative.  The
-compliance form can lose digits in F_S on ill-conditioned long chains (``wrenches='newton-euler'``).
-'general' is a teaching aid (scipy.sparse, ~ms per call even for 10 bodies).
+Accuracy and cost (one core, autoTree chain and binary tree at 10^5 and 10^6 bodies; see
+scripts/bench_cfa.py and the README): 'leaf-first' is ABA plus one pass (~1.15-1.2x ABA) and as
+accurate as ABA, on any tree: it is the default.  'odd-even' (scattering form) is as accurate as
+leaf-first (wrenches to ~1e-13 of the largest on the planar 10^5 and 10^6 chains) but costs ~4.5x
+ABA on long chains and ~1.9x on binary trees (one-body chains take ABA's step): its point is the
+O(log N) depth, for a parallel engine, not the serial time.  'odd-even-compliance' costs ~4x ABA on
+chains and loses digits on ill-conditioned chains (``wrenches='newton-euler'`` recomputes the
+wrenches from its qdd, which stay accurate).  'general' is a teaching aid (scipy.sparse, ~ms per
+call even for 10 bodies).
 """
 from __future__ import annotations
 
@@ -68,8 +81,10 @@ from . import _checks
 from .aba import aba_kernel
 from .cfa_oddeven import (ERR_GRAM, ERR_MASSLESS, ERR_SINGULAR_A, ERR_SINGULAR_IA, ERR_SINGULAR_INERTIA,
                           ERR_UNIVERSAL, newton_euler_wrenches, oddeven_kernel, rows_kernel, setup_kernel)
+from .cfa_scattering import scattering_kernel
 
-METHODS = ("odd-even", "leaf-first", "general")
+METHODS = ("leaf-first", "odd-even", "odd-even-compliance", "general")
+DEFAULT_METHOD = "leaf-first"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,6 +236,16 @@ class _Workspace:
         ns = topo.ns
         self.Wt = np.empty((ns, 6))
         self.rows_ready = False     # constraint rows of the q-independent joints computed
+        self._scat = None
+
+    def scattering(self):
+        """The scattering form's segment slots: Km, Tm, Pm (sharing the compliance form's A, Cup,
+        Y2), Rm, cm (sharing rr), dm and fin; the extra arrays are allocated on first use."""
+        if self._scat is None:
+            n = self.A.shape[0]
+            self._scat = (self.A, self.Cup, self.Y2, np.empty((n, 6, 6)), self.rr, np.empty((n, 6)),
+                          np.empty((n, 6)))
+        return self._scat
 
 
 def _state(model):
@@ -246,7 +271,15 @@ def _workspace(model):
 def _raise(model, j, kind, method):
     j = int(j)
     who = f"body {j} ({model.body_names[j]}, joint {model.joint_names[j]!r})"
-    if kind == ERR_MASSLESS:
+    if kind == ERR_MASSLESS and method == "odd-even":
+        msg = (f"{who} has mass {model.mass[j]!r}: its joint-space inertia S^T I S is singular, which the "
+               f"scattering form of 'odd-even' needs for every body of a chain (it builds one segment per "
+               f"body); give it a mass or weld it to its parent (a fixed joint), or use method='leaf-first'")
+    elif kind == ERR_SINGULAR_IA and method == "odd-even":
+        msg = (f"{who}: the joint-space inertia S^T I S of the body (or of its articulated subtree, for a node "
+               f"body) along its joint is singular; 'odd-even' needs it positive definite for every body of a "
+               f"chain; use method='leaf-first'")
+    elif kind == ERR_MASSLESS:
         msg = (f"{who} has mass {model.mass[j]!r}: its spatial inertia is singular, so I^-1 (the "
                f"body's compliance, which the constraint force algorithm '{method}' needs) is undefined; "
                f"give it a mass or weld it to its parent (a fixed joint), or use method='leaf-first'")
@@ -257,12 +290,16 @@ def _raise(model, j, kind, method):
     elif kind == ERR_SINGULAR_IA:
         msg = (f"{who}: the articulated inertia of its subtree is singular (massless subtree?); "
                f"forward dynamics is undefined")
+    elif kind == ERR_SINGULAR_A and method == "odd-even":
+        msg = (f"{who}: the scattering composition at this joint met a singular 1 + K Phi (not possible for "
+               f"finite positive inertias: non-finite input?); use method='leaf-first'")
     elif kind == ERR_SINGULAR_A:
         msg = (f"{who}: the reduced constraint-force system met a non-positive pivot when eliminating this "
                f"joint: it is numerically singular.  Either bodies are degenerate (near-massless), or the "
                f"constraint system is too ill-conditioned for the compliance form (e.g. a very long planar "
                f"chain loaded out of its plane, whose condition number grows like a power of its length); "
-               f"method='leaf-first' (inertia form) does not have this problem")
+               f"method='odd-even' (scattering form) and method='leaf-first' (inertia form) do not have this "
+               f"problem")
     elif kind == ERR_UNIVERSAL:
         msg = f"{who}: universal joint with parallel axes (degenerate motion subspace)"
     elif kind == ERR_GRAM:
@@ -293,10 +330,39 @@ def _setup(model, ws, topo, q, qd, tau, F_ext, has_f, need_IA):
 
 
 # ----------------------------------------------------------------------------------------------
-# odd-even
+# odd-even, scattering form
+# ----------------------------------------------------------------------------------------------
+def _cfa_scattering(model, q, qd, tau, F_ext, has_f, woodbury):
+    topo, ws = _workspace(model)
+    _setup(model, ws, topo, q, qd, tau, F_ext, has_f, topo.need_IA if woodbury else topo.need_IA_fs)
+    Km, Tm, Pm, Rm, cm, dm, fin = ws.scattering()
+    FS = np.empty(topo.ns)
+    F = np.empty((model.n, 6))
+    qdd = np.empty(model.nv)
+    levels = np.zeros(64, dtype=np.int64)
+    ws.err[0] = 0
+    bad = scattering_kernel(model.parent, model.idx_v, topo.idx_s, topo.ns_j, model.mass, model.com, model.I_com,
+                            _a0(model), tau, ws.E, ws.r, ws.c, ws.p, ws.IA, ws.S, ws.Wt, ws.FT,
+                            topo.cptr, topo.cidx, topo.corder, topo.gptr, topo.tip_node, bool(woodbury),
+                            Km, Tm, Pm, Rm, cm, dm, fin, ws.U, ws.Dinv, ws.u, FS, F, ws.a, qdd, levels, ws.err)
+    if bad >= 0:
+        _raise(model, bad, int(ws.err[0]), "odd-even")
+    return CFAResult(model, "odd-even", qdd, FS, ws.FT.copy(), F, q.copy(), topo.idx_s, topo.ns_j,
+                     _trim(levels))
+
+
+def _trim(levels):
+    lv = levels.tolist()
+    while lv and lv[-1] == 0:
+        lv.pop()
+    return lv
+
+
+# ----------------------------------------------------------------------------------------------
+# odd-even, compliance form (the seed's)
 # ----------------------------------------------------------------------------------------------
 def _cfa_oddeven(model, q, qd, tau, F_ext, has_f, woodbury):
-    _check_invertible(model, "odd-even")
+    _check_invertible(model, "odd-even-compliance")
     topo, ws = _workspace(model)
     _setup(model, ws, topo, q, qd, tau, F_ext, has_f, topo.need_IA if woodbury else topo.need_IA_fs)
     FS = np.empty(topo.ns)
@@ -309,11 +375,9 @@ def _cfa_oddeven(model, q, qd, tau, F_ext, has_f, woodbury):
                          topo.cptr, topo.cidx, topo.corder, topo.gptr, topo.tip_node, bool(woodbury),
                          ws.A, ws.Cup, ws.Y2, ws.rr, ws.U, ws.Dinv, ws.u, FS, F, ws.a, qdd, levels, ws.err)
     if bad >= 0:
-        _raise(model, bad, int(ws.err[0]), "odd-even")
-    lv = levels.tolist()
-    while lv and lv[-1] == 0:
-        lv.pop()
-    return CFAResult(model, "odd-even", qdd, FS, ws.FT.copy(), F, q.copy(), topo.idx_s, topo.ns_j, lv)
+        _raise(model, bad, int(ws.err[0]), "odd-even-compliance")
+    return CFAResult(model, "odd-even-compliance", qdd, FS, ws.FT.copy(), F, q.copy(), topo.idx_s, topo.ns_j,
+                     _trim(levels))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -496,33 +560,38 @@ def _cfa_general(model, q, qd, tau, F_ext, has_f):
 # ----------------------------------------------------------------------------------------------
 # entry point
 # ----------------------------------------------------------------------------------------------
-def cfa(model, q, qd, tau, f_ext=None, method="odd-even", data=None, one_body_chains="inertia", wrenches="cfa"):
+def cfa(model, q, qd, tau, f_ext=None, method=DEFAULT_METHOD, data=None, one_body_chains="inertia",
+        wrenches="cfa"):
     """Constraint force algorithm: joint accelerations and every joint's constraint force.
 
     Parameters
         q, qd, tau    configuration (nq,), velocity (nv,), joint forces (nv,)
         f_ext         optional external wrenches [n; f] per body in body coordinates: (n, 6) array
                       or {joint name: wrench}
-        method        'odd-even' (default; O(N), the chains' cyclic reduction), 'leaf-first' (the
-                      serial fast path: ABA's inertia form plus one pass) or 'general' (sparse
+        method        'leaf-first' (default: the serial fast path, ABA's inertia form plus one
+                      pass; accurate on any tree), 'odd-even' (O(N) work in O(log N) depth: the
+                      chains' cyclic reduction in scattering form; as accurate, ~2-4.5x slower on
+                      one core), 'odd-even-compliance' (the seed's compliance form of the same
+                      reduction; loses digits on long ill-conditioned chains) or 'general' (sparse
                       assembly of the seed's A = W^T P^T I^-1 P W; small models)
         data          workspace for 'leaf-first' (``model.create_data()``)
-        one_body_chains  'odd-even' only: 'inertia' collapses one-body chains with the
-                      equivalent articulated-body step (Woodbury; no 6x6 inverse), 'constraint'
-                      keeps the constraint-force form W (W^T IA^-1 W)^-1 W^T for them too
-                      (slower; a cross-check)
+        one_body_chains  'odd-even' and 'odd-even-compliance': 'inertia' collapses one-body
+                      chains with the equivalent articulated-body step (Woodbury; no 6x6
+                      inverse), 'constraint' runs the chain code for them too (the one-body
+                      segment, or the compliance form W (W^T IA^-1 W)^-1 W^T; a cross-check)
         wrenches      'cfa' (default): F_S as the algorithm solves them; 'newton-euler': after the
                       solve, recompute every joint wrench by the Newton-Euler inward pass from the
                       computed qdd (F_j = I_j a_j + p_j + sum_c X_c^T F_c; O(N), a few percent) and
-                      project F_S = W^T F.  For 'odd-even' and 'general' on long chains whose
-                      constraint system is ill-conditioned (a planar chain loaded out of its plane:
+                      project F_S = W^T F.  For 'odd-even-compliance' and 'general' on long chains
+                      whose constraint system is ill-conditioned (a planar chain loaded out of its plane:
                       cond(A) grows like a power of the length) the solved F_S lose digits while qdd
                       stays accurate; the Newton-Euler wrenches are then as accurate as qdd.
     Returns a ``CFAResult`` (qdd, constraint_force, joint_wrench, levels, ...).
 
     Bodies whose spatial inertia cannot be inverted (zero mass, singular rotational inertia) raise
-    ``PartreeInputError`` naming the body for 'odd-even' and 'general', which need I^-1;
-    'leaf-first' accepts them wherever ABA does.
+    ``PartreeInputError`` naming the body for 'odd-even-compliance' and 'general', which need
+    I^-1; 'odd-even' needs no I^-1 but S_j^T I_j S_j > 0 for every body of a chain of two or more
+    bodies (a massless body there raises); 'leaf-first' accepts them wherever ABA does.
     """
     if method not in METHODS:
         raise PartreeInputError(f"unknown CFA method {method!r}; choose one of {', '.join(METHODS)}")
@@ -537,6 +606,8 @@ def cfa(model, q, qd, tau, f_ext=None, method="odd-even", data=None, one_body_ch
         return _cfa_leaf_first(model, q, qd, tau, F_ext, has_f, data)
     if method == "general":
         res = _cfa_general(model, q, qd, tau, F_ext, has_f)
+    elif method == "odd-even":
+        res = _cfa_scattering(model, q, qd, tau, F_ext, has_f, one_body_chains == "inertia")
     else:
         res = _cfa_oddeven(model, q, qd, tau, F_ext, has_f, one_body_chains == "inertia")
     if wrenches == "newton-euler":
@@ -564,4 +635,4 @@ def constraint_bases(model, q):
     return Wt.copy(), topo.idx_s.copy()
 
 
-__all__ = ["cfa", "CFAResult", "constraint_bases", "METHODS"]
+__all__ = ["cfa", "CFAResult", "constraint_bases", "METHODS", "DEFAULT_METHOD"]

@@ -1,4 +1,7 @@
-"""Compiled kernels of the constraint force algorithm (CFA, seed 000).
+"""Compiled kernels of the constraint force algorithm (CFA, seed 000): setup, constraint bases,
+the Newton-Euler wrenches, and the seed's compliance-form odd-even kernel
+(``cfa(..., method='odd-even-compliance')``; the default odd-even reduction is the scattering
+form of ``partree.algorithms.cfa_scattering``).
 
 Notation (Featherstone; see ``partree.algorithms.cfa`` for the whole picture):
 body j, parent l = parent[j], X_j = X_up[j] (motion transform l -> j), S_j the motion subspace
