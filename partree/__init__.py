@@ -1,4 +1,8 @@
 """partree: dynamics of very large tree-structured multibody systems."""
+from ._threads import limit_under_mpi as _limit_under_mpi
+
+_limit_under_mpi()    # one BLAS thread per MPI rank (before NumPy starts its pool); see partree/_threads.py
+
 from . import io, joints, models, spatial, specs
 from .algorithms.aba import aba
 from .algorithms.cfa import CFAResult, cfa, constraint_bases

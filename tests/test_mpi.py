@@ -72,3 +72,34 @@ def test_single_rank_in_process_raises_instead_of_abort():
     q[0] = np.inf
     with pytest.raises(PartreeInputError, match=r"q\[0\] is inf"):
         forward_dynamics(m, q, qd, tau, backend="mpi", parts=4)
+
+
+_THREADS_PROBE = (
+    "import sys\n"
+    "if sys.argv[1] == 'numpy-first':\n"
+    "    import numpy\n"
+    "import partree\n"
+    "from threadpoolctl import threadpool_info\n"
+    "from mpi4py import MPI\n"
+    "blas = [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
+    "counts = MPI.COMM_WORLD.gather(max(blas), root=0)\n"
+    "if MPI.COMM_WORLD.rank == 0:\n"
+    "    print('THREADS', *counts, flush=True)\n")
+
+
+@pytest.mark.parametrize("order", ["partree-first", "numpy-first"])
+@pytest.mark.parametrize("user", [None, "2"])
+def test_one_blas_thread_per_rank(order, user):
+    """Under mpiexec, partree limits every rank's BLAS pool to one thread (spinning BLAS threads of
+    P ranks on P cores steal each other's cores), whether NumPy was imported before partree or
+    not; a thread count the user set is left alone."""
+    pytest.importorskip("threadpoolctl")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PARTREE_KEEP_THREADS")}
+    if user is not None:
+        env["OPENBLAS_NUM_THREADS"] = user
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-c", _THREADS_PROBE, order],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = [s.split()[1:] for s in p.stdout.splitlines() if s.startswith("THREADS")]
+    assert line == [["1", "1"] if user is None else [user, user]], p.stdout
