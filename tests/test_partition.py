@@ -114,3 +114,19 @@ def test_forest():
         partition(par, 1)
     pt = partition(par, 4)
     pt.check(par)
+
+
+def test_assign_parts_puts_the_most_handles_on_the_root_rank():
+    """Equal loads either way; the group with the most handles (the most boundary data) is rank 0,
+    whichever part happens to cost a little more."""
+    from partree.parallel.mpi import assign_parts
+
+    for costs in ([1.0, 1.01], [1.01, 1.0]):
+        owner = assign_parts(costs, 2, handles=[1, 0])
+        assert owner.tolist() == [0, 1]
+    owner = assign_parts([5.0, 4.0, 3.0, 3.0, 1.0], 2, handles=[0, 0, 2, 1, 0])
+    loads = np.bincount(owner, weights=[5.0, 4.0, 3.0, 3.0, 1.0])
+    assert sorted(loads.tolist()) == sorted(np.bincount(assign_parts([5.0, 4.0, 3.0, 3.0, 1.0], 2),
+                                                        weights=[5.0, 4.0, 3.0, 3.0, 1.0]).tolist())
+    h = np.bincount(owner, weights=[0, 0, 2, 1, 0])
+    assert h[0] == h.max()

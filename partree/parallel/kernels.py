@@ -228,6 +228,163 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
 #: still propagates); ~2x faster than strict IEEE order
 _WALK_MATH = {"reassoc", "contract", "nsz", "arcp"}
 
+#: Along a long path some columns of G~ decay geometrically (the sensitivity of the part's root to
+#: a handle wrench in a direction the joints absorb) and sink into the subnormal range, where every
+#: operation is slow: on a 4*10^4-body chain part half of the stored Y were subnormal and the walk
+#: took ~180 ns per body instead of ~70.  Entries of G~ below _TINY (next to entries of order
+#: 1e-3..1e3) change no result in double precision and are flushed to zero, as FTZ would (1e-100,
+#: so that products of two of them, in Lam and Y, stay clear of the subnormal range too).
+_TINY = 1e-100
+
+
+@njit(cache=True, fastmath=_WALK_MATH, inline="always")
+def _walk_start(TE_h, Tr_h, Gc, Lc, bt):
+    """Start of a handle path's walk: G~ = T_h^T = [[E^T, rx E^T], [0, E^T]], Lam_kk = 0, beta = 0."""
+    for a in range(3):
+        for b in range(3):
+            e = TE_h[b, a]
+            Gc[a, b] = e
+            Gc[3 + a, 3 + b] = e
+            Gc[3 + a, b] = 0.0
+    r0, r1, r2 = Tr_h[0], Tr_h[1], Tr_h[2]
+    for b in range(3):
+        e0, e1, e2 = Gc[0, b], Gc[1, b], Gc[2, b]
+        Gc[0, 3 + b] = r1 * e2 - r2 * e1
+        Gc[1, 3 + b] = r2 * e0 - r0 * e2
+        Gc[2, 3 + b] = r0 * e1 - r1 * e0
+    for k in range(6):
+        bt[k] = 0.0
+        for l in range(6):
+            Lc[k, l] = 0.0
+
+
+@njit(cache=True, fastmath=_WALK_MATH, inline="always")
+def _walk_step(iv, nv, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yo, Gc, Lc, bt, St, Ut, Y, tmp, h):
+    """One path body of the walk (see ``_sensitivities``): beta += G~^T e~ and, for nv > 0,
+    S~ and U~ (left in St, Ut), Y = S~^T G~ (kept in Yst[yo:]), Lam_kk -= Y^T Dinv Y and the
+    rank-nv update G~ -= U~ Y.  (Whole arrays and indices, no views: a view per body costs reference
+    counting.)"""
+    r0, r1, r2 = Trb[si, 0], Trb[si, 1], Trb[si, 2]
+    # e (body coordinates) = c + S Dinv (u - U^T c)
+    for k in range(6):
+        tmp[k] = c[i, k]
+    for d in range(nv):
+        s = u[iv + d]
+        for k in range(6):
+            s -= U[iv + d, k] * c[i, k]
+        h[d] = s
+    for d in range(nv):
+        s = 0.0
+        for e in range(nv):
+            s += Dinv[iv + d, e] * h[e]
+        for k in range(6):
+            tmp[k] += S[iv + d, k] * s
+    # e~ = T^-1 e ; beta += G~^T e~
+    w0 = TEb[si, 0, 0] * tmp[0] + TEb[si, 1, 0] * tmp[1] + TEb[si, 2, 0] * tmp[2]
+    w1 = TEb[si, 0, 1] * tmp[0] + TEb[si, 1, 1] * tmp[1] + TEb[si, 2, 1] * tmp[2]
+    w2 = TEb[si, 0, 2] * tmp[0] + TEb[si, 1, 2] * tmp[1] + TEb[si, 2, 2] * tmp[2]
+    x3 = TEb[si, 0, 0] * tmp[3] + TEb[si, 1, 0] * tmp[4] + TEb[si, 2, 0] * tmp[5] + r1 * w2 - r2 * w1
+    x4 = TEb[si, 0, 1] * tmp[3] + TEb[si, 1, 1] * tmp[4] + TEb[si, 2, 1] * tmp[5] + r2 * w0 - r0 * w2
+    x5 = TEb[si, 0, 2] * tmp[3] + TEb[si, 1, 2] * tmp[4] + TEb[si, 2, 2] * tmp[5] + r0 * w1 - r1 * w0
+    for l in range(6):
+        bt[l] += Gc[0, l] * w0 + Gc[1, l] * w1 + Gc[2, l] * w2 + Gc[3, l] * x3 + Gc[4, l] * x4 + \
+            Gc[5, l] * x5
+    if nv == 0:
+        return
+    # S~_d = T^-1 S_d ;  U~_d = T^T (U Dinv)_d
+    for d in range(nv):
+        sw0, sw1, sw2 = S[iv + d, 0], S[iv + d, 1], S[iv + d, 2]
+        sv0, sv1, sv2 = S[iv + d, 3], S[iv + d, 4], S[iv + d, 5]
+        w0 = TEb[si, 0, 0] * sw0 + TEb[si, 1, 0] * sw1 + TEb[si, 2, 0] * sw2
+        w1 = TEb[si, 0, 1] * sw0 + TEb[si, 1, 1] * sw1 + TEb[si, 2, 1] * sw2
+        w2 = TEb[si, 0, 2] * sw0 + TEb[si, 1, 2] * sw1 + TEb[si, 2, 2] * sw2
+        St[d, 0] = w0
+        St[d, 1] = w1
+        St[d, 2] = w2
+        St[d, 3] = TEb[si, 0, 0] * sv0 + TEb[si, 1, 0] * sv1 + TEb[si, 2, 0] * sv2 + r1 * w2 - r2 * w1
+        St[d, 4] = TEb[si, 0, 1] * sv0 + TEb[si, 1, 1] * sv1 + TEb[si, 2, 1] * sv2 + r2 * w0 - r0 * w2
+        St[d, 5] = TEb[si, 0, 2] * sv0 + TEb[si, 1, 2] * sv1 + TEb[si, 2, 2] * sv2 + r0 * w1 - r1 * w0
+        for k in range(6):
+            s = 0.0
+            for e in range(nv):
+                s += U[iv + e, k] * Dinv[iv + e, d]
+            tmp[k] = s
+        n0 = TEb[si, 0, 0] * tmp[0] + TEb[si, 1, 0] * tmp[1] + TEb[si, 2, 0] * tmp[2]
+        n1 = TEb[si, 0, 1] * tmp[0] + TEb[si, 1, 1] * tmp[1] + TEb[si, 2, 1] * tmp[2]
+        n2 = TEb[si, 0, 2] * tmp[0] + TEb[si, 1, 2] * tmp[1] + TEb[si, 2, 2] * tmp[2]
+        f0 = TEb[si, 0, 0] * tmp[3] + TEb[si, 1, 0] * tmp[4] + TEb[si, 2, 0] * tmp[5]
+        f1 = TEb[si, 0, 1] * tmp[3] + TEb[si, 1, 1] * tmp[4] + TEb[si, 2, 1] * tmp[5]
+        f2 = TEb[si, 0, 2] * tmp[3] + TEb[si, 1, 2] * tmp[4] + TEb[si, 2, 2] * tmp[5]
+        Ut[d, 0] = n0 + r1 * f2 - r2 * f1
+        Ut[d, 1] = n1 + r2 * f0 - r0 * f2
+        Ut[d, 2] = n2 + r0 * f1 - r1 * f0
+        Ut[d, 3] = f0
+        Ut[d, 4] = f1
+        Ut[d, 5] = f2
+    if nv == 1:
+        # y = S~^T G~ held in scalars (stores into the work arrays could alias its operands and
+        # force reloads); Lam_kk -= Dinv y y^T ;  G~ -= U~ y^T
+        y0 = y1 = y2 = y3 = y4 = y5 = 0.0
+        for k in range(6):
+            sk = St[0, k]
+            y0 += sk * Gc[k, 0]
+            y1 += sk * Gc[k, 1]
+            y2 += sk * Gc[k, 2]
+            y3 += sk * Gc[k, 3]
+            y4 += sk * Gc[k, 4]
+            y5 += sk * Gc[k, 5]
+        Y[0, 0] = Yst[yo, 0] = y0
+        Y[0, 1] = Yst[yo, 1] = y1
+        Y[0, 2] = Yst[yo, 2] = y2
+        Y[0, 3] = Yst[yo, 3] = y3
+        Y[0, 4] = Yst[yo, 4] = y4
+        Y[0, 5] = Yst[yo, 5] = y5
+        Di = Dinv[iv, 0]
+        for k in range(6):
+            x = Di * Y[0, k]
+            Lc[k, 0] -= x * y0
+            Lc[k, 1] -= x * y1
+            Lc[k, 2] -= x * y2
+            Lc[k, 3] -= x * y3
+            Lc[k, 4] -= x * y4
+            Lc[k, 5] -= x * y5
+        for k in range(6):
+            x = Ut[0, k]
+            for l in range(6):
+                g = Gc[k, l] - x * Y[0, l]
+                Gc[k, l] = g if abs(g) >= _TINY else 0.0
+        return
+    # Y = S~^T G~ (nv x 6), kept for the back-substitution
+    for d in range(nv):
+        for l in range(6):
+            y = St[d, 0] * Gc[0, l] + St[d, 1] * Gc[1, l] + St[d, 2] * Gc[2, l] + \
+                St[d, 3] * Gc[3, l] + St[d, 4] * Gc[4, l] + St[d, 5] * Gc[5, l]
+            Y[d, l] = y
+            Yst[yo + d, l] = y
+    if nv > 1:
+        for d in range(nv):
+            for e in range(nv):
+                De = Dinv[iv + d, e]
+                for k in range(6):
+                    x = De * Y[d, k]
+                    for l in range(6):
+                        Lc[k, l] -= x * Y[e, l]
+        for d in range(nv):
+            for k in range(6):
+                x = Ut[d, k]
+                for l in range(6):
+                    Gc[k, l] -= x * Y[d, l]
+        for k in range(6):
+            for l in range(6):
+                if abs(Gc[k, l]) < _TINY:
+                    Gc[k, l] = 0.0
+
+
+@njit(cache=True, fastmath=_WALK_MATH)
+def _walk_step_any(iv, nv, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yo, Gc, Lc, bt, St, Ut, Y, tmp, h):
+    """``_walk_step`` for any nv, as a function of its own (see ``_sensitivities``)."""
+    _walk_step(iv, nv, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yo, Gc, Lc, bt, St, Ut, Y, tmp, h)
+
 
 @njit(cache=True, fastmath=_WALK_MATH)
 def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, Yst, S, c, U, Dinv, u, G,
@@ -256,23 +413,7 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
         a1 = path_ptr[kh + 1]
         last = a1 - 1
         sh = slot[path_idx[last]]
-        # G~ = T_h^T = [[E^T, rx E^T], [0, E^T]]
-        for a in range(3):
-            for b in range(3):
-                e = TEb[sh, b, a]
-                Gc[a, b] = e
-                Gc[3 + a, 3 + b] = e
-                Gc[3 + a, b] = 0.0
-        r0, r1, r2 = Trb[sh, 0], Trb[sh, 1], Trb[sh, 2]
-        for b in range(3):
-            e0, e1, e2 = Gc[0, b], Gc[1, b], Gc[2, b]
-            Gc[0, 3 + b] = r1 * e2 - r2 * e1
-            Gc[1, 3 + b] = r2 * e0 - r0 * e2
-            Gc[2, 3 + b] = r0 * e1 - r1 * e0
-        for k in range(6):
-            bt[k] = 0.0
-            for l in range(6):
-                Lc[k, l] = 0.0
+        _walk_start(TEb[sh], Trb[sh], Gc, Lc, bt)
         for j in range(kh):
             for k in range(6):
                 for l in range(6):
@@ -287,96 +428,17 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
                 for k in range(6):
                     for l in range(6):
                         G[pos, k, l] = Gc[k, l]
-            TE_ = TEb[si]
-            r0, r1, r2 = Trb[si, 0], Trb[si, 1], Trb[si, 2]
-            # e (body coordinates) = c + S Dinv (u - U^T c)
-            for k in range(6):
-                tmp[k] = c[i, k]
-            for d in range(nv):
-                s = u[iv + d]
-                for k in range(6):
-                    s -= U[iv + d, k] * c[i, k]
-                h[d] = s
-            for d in range(nv):
-                s = 0.0
-                for e in range(nv):
-                    s += Dinv[iv + d, e] * h[e]
-                for k in range(6):
-                    tmp[k] += S[iv + d, k] * s
-            # e~ = T^-1 e ; beta += G~^T e~
-            w0 = TE_[0, 0] * tmp[0] + TE_[1, 0] * tmp[1] + TE_[2, 0] * tmp[2]
-            w1 = TE_[0, 1] * tmp[0] + TE_[1, 1] * tmp[1] + TE_[2, 1] * tmp[2]
-            w2 = TE_[0, 2] * tmp[0] + TE_[1, 2] * tmp[1] + TE_[2, 2] * tmp[2]
-            x3 = TE_[0, 0] * tmp[3] + TE_[1, 0] * tmp[4] + TE_[2, 0] * tmp[5] + r1 * w2 - r2 * w1
-            x4 = TE_[0, 1] * tmp[3] + TE_[1, 1] * tmp[4] + TE_[2, 1] * tmp[5] + r2 * w0 - r0 * w2
-            x5 = TE_[0, 2] * tmp[3] + TE_[1, 2] * tmp[4] + TE_[2, 2] * tmp[5] + r0 * w1 - r1 * w0
-            for l in range(6):
-                bt[l] += Gc[0, l] * w0 + Gc[1, l] * w1 + Gc[2, l] * w2 + Gc[3, l] * x3 + Gc[4, l] * x4 + \
-                    Gc[5, l] * x5
+            if nv == 1:
+                # the common case inlined with nv a constant (its nv-loops unrolled); the general
+                # step is a call: a second inlined copy in this loop slows the first one down
+                # (measured on a 4*10^4-body chain part: 73 ns per body, against 150 with one
+                # inlined step for any nv and 185 with two)
+                _walk_step(iv, 1, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yptr[pos], Gc, Lc, bt, St, Ut, Y, tmp, h)
+            else:
+                _walk_step_any(iv, nv, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yptr[pos], Gc, Lc, bt, St, Ut, Y,
+                               tmp, h)
             if nv == 0:
                 continue
-            # S~_d = T^-1 S_d ;  U~_d = T^T (U Dinv)_d
-            for d in range(nv):
-                sw0, sw1, sw2 = S[iv + d, 0], S[iv + d, 1], S[iv + d, 2]
-                sv0, sv1, sv2 = S[iv + d, 3], S[iv + d, 4], S[iv + d, 5]
-                w0 = TE_[0, 0] * sw0 + TE_[1, 0] * sw1 + TE_[2, 0] * sw2
-                w1 = TE_[0, 1] * sw0 + TE_[1, 1] * sw1 + TE_[2, 1] * sw2
-                w2 = TE_[0, 2] * sw0 + TE_[1, 2] * sw1 + TE_[2, 2] * sw2
-                St[d, 0] = w0
-                St[d, 1] = w1
-                St[d, 2] = w2
-                St[d, 3] = TE_[0, 0] * sv0 + TE_[1, 0] * sv1 + TE_[2, 0] * sv2 + r1 * w2 - r2 * w1
-                St[d, 4] = TE_[0, 1] * sv0 + TE_[1, 1] * sv1 + TE_[2, 1] * sv2 + r2 * w0 - r0 * w2
-                St[d, 5] = TE_[0, 2] * sv0 + TE_[1, 2] * sv1 + TE_[2, 2] * sv2 + r0 * w1 - r1 * w0
-                for k in range(6):
-                    s = 0.0
-                    for e in range(nv):
-                        s += U[iv + e, k] * Dinv[iv + e, d]
-                    tmp[k] = s
-                n0 = TE_[0, 0] * tmp[0] + TE_[1, 0] * tmp[1] + TE_[2, 0] * tmp[2]
-                n1 = TE_[0, 1] * tmp[0] + TE_[1, 1] * tmp[1] + TE_[2, 1] * tmp[2]
-                n2 = TE_[0, 2] * tmp[0] + TE_[1, 2] * tmp[1] + TE_[2, 2] * tmp[2]
-                f0 = TE_[0, 0] * tmp[3] + TE_[1, 0] * tmp[4] + TE_[2, 0] * tmp[5]
-                f1 = TE_[0, 1] * tmp[3] + TE_[1, 1] * tmp[4] + TE_[2, 1] * tmp[5]
-                f2 = TE_[0, 2] * tmp[3] + TE_[1, 2] * tmp[4] + TE_[2, 2] * tmp[5]
-                Ut[d, 0] = n0 + r1 * f2 - r2 * f1
-                Ut[d, 1] = n1 + r2 * f0 - r0 * f2
-                Ut[d, 2] = n2 + r0 * f1 - r1 * f0
-                Ut[d, 3] = f0
-                Ut[d, 4] = f1
-                Ut[d, 5] = f2
-            # Y = S~^T G~ (nv x 6), kept for the back-substitution
-            yo = yptr[pos]
-            for d in range(nv):
-                for l in range(6):
-                    y = St[d, 0] * Gc[0, l] + St[d, 1] * Gc[1, l] + St[d, 2] * Gc[2, l] + \
-                        St[d, 3] * Gc[3, l] + St[d, 4] * Gc[4, l] + St[d, 5] * Gc[5, l]
-                    Y[d, l] = y
-                    Yst[yo + d, l] = y
-            if nv == 1:
-                # Lam_kk -= Dinv y y^T ;  G~ -= U~ y^T
-                Di = Dinv[iv, 0]
-                for k in range(6):
-                    x = Di * Y[0, k]
-                    for l in range(6):
-                        Lc[k, l] -= x * Y[0, l]
-                for k in range(6):
-                    x = Ut[0, k]
-                    for l in range(6):
-                        Gc[k, l] -= x * Y[0, l]
-            else:
-                for d in range(nv):
-                    for e in range(nv):
-                        De = Dinv[iv + d, e]
-                        for k in range(6):
-                            x = De * Y[d, k]
-                            for l in range(6):
-                                Lc[k, l] -= x * Y[e, l]
-                for d in range(nv):
-                    for k in range(6):
-                        x = Ut[d, k]
-                        for l in range(6):
-                            Gc[k, l] -= x * Y[d, l]
             # cross terms Lam_{j,kh} -= (S~^T G~_j)^T Dinv Y over the earlier paths through this body
             for j in range(kh):
                 if t >= cp[j, kh]:

@@ -44,8 +44,16 @@ def _resolve(model_or_loader):
     return resolve_model(model_or_loader)
 
 
-def assign_parts(costs, nranks):
-    """Parts -> ranks: largest cost first onto the least loaded rank (deterministic)."""
+#: pause between writing the failing rank's message and MPI_Abort (see ``_Abort``)
+ABORT_GRACE_SECONDS = 0.5
+
+
+def assign_parts(costs, nranks, handles=None):
+    """Parts -> ranks: largest cost first onto the least loaded rank (deterministic).
+
+    ``handles``: number of handles of every part.  The groups are then renumbered so that rank 0
+    (the root, whose boundary data never crosses the network) holds the most handles; the loads are
+    the same, but which group lands on rank 0 no longer turns on small differences in cost."""
     costs = np.asarray(costs, dtype=float)
     owner = np.empty(costs.size, dtype=np.int64)
     load = np.zeros(nranks)
@@ -53,6 +61,13 @@ def assign_parts(costs, nranks):
         r = int(np.argmin(load))
         owner[k] = r
         load[r] += costs[k]
+    if handles is not None and nranks > 1:
+        h = np.bincount(owner, weights=np.asarray(handles, dtype=float), minlength=nranks)
+        top = int(np.argmax(h))                  # first of the largest: rank 0 when it ties
+        if top != 0:
+            swap = owner == top
+            owner[owner == 0] = top
+            owner[swap] = 0
     return owner
 
 
@@ -75,6 +90,9 @@ class _Abort:
                 traceback.print_exception(et, e, tb, file=sys.stderr)
             sys.stderr.flush()
             sys.stdout.flush()
+            # the launcher forwards our output asynchronously; MPI_Abort can end the job before it
+            # has (MPICH/Hydra, seen here about once in a dozen runs), and the message is the point
+            time.sleep(ABORT_GRACE_SECONDS)
         finally:
             self.comm.Abort(1)
         return False
@@ -128,9 +146,9 @@ class MPIEngine:
             else:
                 meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
                         "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
-                        "nh": None}
+                        "nh": R.PartsTree.from_partition(pt).nh}
             P = int(meta["nparts"])
-            self.owner = assign_parts(meta["costs"], self.size)
+            self.owner = assign_parts(meta["costs"], self.size, handles=meta["nh"])
             self.local_ids = np.flatnonzero(self.owner == self.rank)
             early = self.size > 1
             if by_root:

@@ -217,10 +217,11 @@ class PartKernel:
         return self.qdd
 
 
-#: extra relative cost of a body on a handle path (measured with the frame-0 rank-update walk:
-#: ~0.5 x a plain ABA body on a chain of 10^6, /tmp-free: scripts/bench_parallel.py --parts-profile;
-#: it was ~0.9 with the 6x6-transform walk)
-PATH_WEIGHT = 0.5
+#: extra relative cost of a body on a handle path, measured with
+#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 2``: ~0.3 x a plain ABA
+#: body since the walk inlines its 1-DOF step and flushes subnormals (it was ~0.5 before, ~0.9 with
+#: the 6x6-transform walk)
+PATH_WEIGHT = 0.3
 
 
 def make_partition(model, parts, path_weight=PATH_WEIGHT):
