@@ -61,7 +61,8 @@ chain (an inertia-weighted projection of the body equation is unstable on long c
 import numpy as np
 from numba import njit
 
-from ..joints import FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, joint_kinematics
+from ..joints import (FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, joint_kinematics,
+                      joint_kinematics_any)
 from ._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                        xform_force_T_add, xform_motion)
 from .aba import articulated_project
@@ -361,8 +362,12 @@ def setup_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, i
     u2 = np.empty(3)
     for i in range(n):
         iv = idx_v[i]
-        nv = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                              E[i], r[i], S[iv:], cJ, R, R2)
+        if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        else:
+            nv = joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                      E[i], r[i], S[iv:], cJ, R, R2)
         for k in range(6):
             vJ[k] = 0.0
         for d in range(nv):

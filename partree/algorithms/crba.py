@@ -10,7 +10,7 @@ Three forms:
 import numpy as np
 from numba import njit
 
-from ..joints import joint_kinematics
+from ..joints import REVOLUTE, joint_kinematics, joint_kinematics_any
 from ..model import PartreeInputError
 from . import _checks
 from ._spatial import congruence_add, inertia_from_compact
@@ -29,8 +29,12 @@ def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
     qd0 = np.zeros(S.shape[0] + 1)
     for i in range(n):
         iv = idx_v[i]
-        joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
-                         E[i], r[i], S[iv:], cJ, R, R2)
+        if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+            joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        else:
+            joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                                 E[i], r[i], S[iv:], cJ, R, R2)
         inertia_from_compact(mass[i], com[i], I_com[i], IC[i])
     for i in range(n - 1, -1, -1):
         p = parent[i]

@@ -35,7 +35,7 @@ from numba import njit
 from ..algorithms._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
 from ..algorithms.aba import _spd_inverse, articulated_project
-from ..joints import joint_kinematics
+from ..joints import REVOLUTE, joint_kinematics, joint_kinematics_any
 
 
 @njit(cache=True)
@@ -51,8 +51,12 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         i = kbod[ki]
         iv = idx_v[i]
         kk = kslot[i]
-        nv = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                              E[i], r[i], S[iv:], cJb[kk], R, R2)
+        if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJb[kk], R, R2)
+        else:
+            nv = joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                      E[i], r[i], S[iv:], cJb[kk], R, R2)
         for k in range(6):
             s = 0.0
             for d in range(nv):
@@ -107,8 +111,12 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         iv = idx_v[i]
         si = kslot[i]
         if si < 0:
-            nv = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                  E[i], r[i], S[iv:], cJ, R, R2)
+            if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+                nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                      E[i], r[i], S[iv:], cJ, R, R2)
+            else:
+                nv = joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                          E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
                 s = 0.0
                 for d in range(nv):
