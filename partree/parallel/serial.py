@@ -218,10 +218,10 @@ class PartKernel:
 
 
 #: extra relative cost of a body on a handle path, measured with
-#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 2``: ~0.3 x a plain ABA
-#: body since the walk inlines its 1-DOF step and flushes subnormals (it was ~0.5 before, ~0.9 with
-#: the 6x6-transform walk)
-PATH_WEIGHT = 0.3
+#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 2``: ~0.45 x a plain body
+#: (282 against 192 ns).  The walk costs ~70 ns per path body since it inlines its 1-DOF step and
+#: flushes subnormals (~150 before); the plain body got faster too (joint kinematics inlined per type)
+PATH_WEIGHT = 0.45
 
 
 def make_partition(model, parts, path_weight=PATH_WEIGHT):
