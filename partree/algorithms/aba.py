@@ -6,7 +6,7 @@ inertias IA and bias forces pA inward, accelerations outward.
 import numpy as np
 from numba import njit
 
-from ..joints import REVOLUTE, joint_kinematics, joint_kinematics_any
+from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from ..model import PartreeInputError
 from . import _checks
 from ._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
@@ -35,14 +35,18 @@ def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx
     # pass 1: velocities, velocity products, rigid-body inertias and bias forces
     for i in range(n):
         iv = idx_v[i]
-        if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+        if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
             nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
                                   E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
                 vJ[k] = S[iv, k] * qd[iv]
+        elif jtype[i] == PRISMATIC:
+            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+            for k in range(6):
+                vJ[k] = S[iv, k] * qd[iv]
         else:
-            nv = joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                      E[i], r[i], S[iv:], cJ, R, R2)
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
             for k in range(6):
                 vJ[k] = 0.0
             for d in range(nv):

@@ -62,7 +62,7 @@ import numpy as np
 from numba import njit
 
 from ..joints import (FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, joint_kinematics,
-                      joint_kinematics_any)
+                      joint_kinematics_at)
 from ._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                        xform_force_T_add, xform_motion)
 from .aba import articulated_project
@@ -362,12 +362,15 @@ def setup_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, i
     u2 = np.empty(3)
     for i in range(n):
         iv = idx_v[i]
-        if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+        if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
             nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
                                   E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == PRISMATIC:
+            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
         else:
-            nv = joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                      E[i], r[i], S[iv:], cJ, R, R2)
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ,
+                                     R, R2)
         for k in range(6):
             vJ[k] = 0.0
         for d in range(nv):

@@ -35,7 +35,7 @@ from numba import njit
 from ..algorithms._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
 from ..algorithms.aba import _spd_inverse, articulated_project
-from ..joints import REVOLUTE, joint_kinematics, joint_kinematics_any
+from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 
 
 @njit(cache=True)
@@ -51,12 +51,15 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         i = kbod[ki]
         iv = idx_v[i]
         kk = kslot[i]
-        if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+        if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
             nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
                                   E[i], r[i], S[iv:], cJb[kk], R, R2)
+        elif jtype[i] == PRISMATIC:
+            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJb[kk], R, R2)
         else:
-            nv = joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                      E[i], r[i], S[iv:], cJb[kk], R, R2)
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJb[kk],
+                                     R, R2)
         for k in range(6):
             s = 0.0
             for d in range(nv):
@@ -111,12 +114,15 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         iv = idx_v[i]
         si = kslot[i]
         if si < 0:
-            if jtype[i] == REVOLUTE:    # inlined with a constant type (see joints.joint_kinematics_any)
+            if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
                 nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
                                       E[i], r[i], S[iv:], cJ, R, R2)
+            elif jtype[i] == PRISMATIC:
+                nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                      E[i], r[i], S[iv:], cJ, R, R2)
             else:
-                nv = joint_kinematics_any(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                          E[i], r[i], S[iv:], cJ, R, R2)
+                nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ,
+                                         R, R2)
             for k in range(6):
                 s = 0.0
                 for d in range(nv):
