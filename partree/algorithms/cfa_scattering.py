@@ -744,28 +744,29 @@ def _chain_forward(b0, L, cidx, parent, idx_v, idx_s, ms, mass, com, I_com, a0, 
 
 
 @njit(cache=True, fastmath=_FM, inline="always")
+def _split_force(P, e, ain, has_out, R, fo, f):
+    """The force at a split: f = P a_in + R f_out + e (without the R term at the chain's tip)."""
+    for kk in range(6):
+        t = e[kk]
+        for ll in range(6):
+            t += P[kk, ll] * ain[ll]
+        if has_out:
+            for ll in range(6):
+                t += R[kk, ll] * fo[ll]
+        f[kk] = t
+
+
+@njit(cache=True, fastmath=_FM, inline="always")
 def _back_split(k, s, b0, L, cidx, ap0, a, fin, Km, Rm, cm, Tm, Pm, dm):
     """Back-substitution of the split at chain position k, stride s >= 2:
     f_mid = P a_in + R f_out + e (into fin), a_mid = T1^T a_in - Phi1 f_mid + d1 (into a)."""
     i2 = cidx[b0 + k]
     ain = ap0 if k == s else a[cidx[b0 + k - s - 1]]
-    P = Km[i2]
-    e = cm[i2]
     f = fin[i2]
     if k + s < L:
-        fo = fin[cidx[b0 + k + s]]
-        R = Rm[i2]
-        for kk in range(6):
-            t = e[kk]
-            for ll in range(6):
-                t += P[kk, ll] * ain[ll] + R[kk, ll] * fo[ll]
-            f[kk] = t
+        _split_force(Km[i2], cm[i2], ain, True, Rm[i2], fin[cidx[b0 + k + s]], f)
     else:
-        for kk in range(6):
-            t = e[kk]
-            for ll in range(6):
-                t += P[kk, ll] * ain[ll]
-            f[kk] = t
+        _split_force(Km[i2], cm[i2], ain, False, Rm[i2], ain, f)
     T1 = Tm[i2]
     P1 = Pm[i2]
     d1 = dm[i2]
@@ -788,23 +789,10 @@ def _level1_bodies(c0, c1, b0, L, cidx, ap0, idx_v, idx_s, ms, mass, com, I_com,
         if k % 2 == 0 and k + 1 < L:
             # the level-1 split at k + 1: f_{k+1} = P a_{k-1} + R f_{k+2} + e
             i2 = cidx[b0 + k + 1]
-            e = cm[i2]
-            f = fin[i2]
-            P = Km[i2]
             if k + 2 < L:
-                R = Rm[i2]
-                fo = fin[cidx[b0 + k + 2]]
-                for kk in range(6):
-                    t = e[kk]
-                    for ll in range(6):
-                        t += P[kk, ll] * ap[ll] + R[kk, ll] * fo[ll]
-                    f[kk] = t
+                _split_force(Km[i2], cm[i2], ap, True, Rm[i2], fin[cidx[b0 + k + 2]], fin[i2])
             else:
-                for kk in range(6):
-                    t = e[kk]
-                    for ll in range(6):
-                        t += P[kk, ll] * ap[ll]
-                    f[kk] = t
+                _split_force(Km[i2], cm[i2], ap, False, Rm[i2], ap, fin[i2])
         fo = fin[cidx[b0 + k + 1]] if k + 1 < L else fz
         # the body: qdd = D^-1 (u - U^T X a_parent - S^T f_out) (u = tau - S^T (I c + b) holds the
         # velocity-product term) ; a = X a_parent + c + S qdd
