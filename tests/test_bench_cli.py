@@ -62,7 +62,8 @@ def test_mpi_two_ranks():
                        capture_output=True, text=True, timeout=180, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     d = _json(p.stdout)                       # only rank 0 prints
-    assert d["backend"] == "mpi" and d["ranks"] == 2 and d["parts"] == 2
+    # parts balanced over the ranks: at least one per rank, more where equal parts cannot even them out
+    assert d["backend"] == "mpi" and d["ranks"] == 2 and 2 <= d["parts"] <= 6
     assert d["residual"] < 1e-10
     assert 0 < d["bytes_per_eval"] < 10_000
     assert len(d["rss_bytes_per_rank"]) == 2 and d["max_rss_bytes"] == max(d["rss_bytes_per_rank"])

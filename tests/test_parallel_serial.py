@@ -129,3 +129,65 @@ def test_one_part_engine_is_plain_aba_cost():
     pk = eng.parts[0]
     assert pk.H == 0 and pk.pbod.size == 0 and pk.G.shape[0] == 0
     assert isinstance(pk.qix, slice) and isinstance(pk.vix, slice)
+
+
+@pytest.mark.parametrize("skew", [0.0, 0.5])
+def test_long_chain_walk_stops_where_the_handle_influence_dies_out(skew):
+    """On a long chain the handle's sensitivity dies out along the path: on the planar chain
+    (skew 0) Y becomes exactly zero past the first bodies (the out-of-plane columns of G~ are
+    transmitted rigidly and meet no joint axis), on the 3-D chain G~ vanishes and the walk stops.
+    Either way only a short stretch of Y is non-zero, and the result still equals ABA."""
+    m = auto_tree(20000, skew=skew)
+    q, qd, tau = _state(m, 4)
+    ref = partree.aba(m, q, qd, tau)
+    eng = SerialEngine(m, 2)
+    x = eng.forward_dynamics(q, qd, tau)
+    assert _rel(x, ref) < 1e-10
+    top = eng.parts[0]
+    L = top.path_idx.size
+    depth = L - int(top.ylo[0])                 # path positions (from the handle) with Y not zero
+    assert L > 8000 and 0 < depth < L // 2, (L, depth)
+    assert np.all(top.Yst[:int(top.ylo[0])] == 0) or skew > 0   # (3-D: the walk stopped, rows unread)
+    if skew > 0:
+        assert np.all(top.Kt == 0)              # G~ died out: the base feels no handle wrench
+    else:
+        assert np.abs(top.Kt).max() > 0.1       # planar: the out-of-plane columns go through
+    # a second state through the same engine (the stopping point moves; stale Y must not leak)
+    q2, qd2, tau2 = _state(m, 5)
+    assert _rel(eng.forward_dynamics(q2, qd2, tau2), partree.aba(m, q2, qd2, tau2)) < 1e-10
+
+
+def test_multi_handle_parts_on_long_paths():
+    """Parts with several handles keep G~ per path position for the cross terms; with long decaying
+    paths the zero-Y skip must leave those cross terms right."""
+    m = auto_tree(4000, bf=1.002, skew=0.3)
+    q, qd, tau = _state(m, 8)
+    ref = partree.aba(m, q, qd, tau)
+    for P in (3, 6):
+        eng = SerialEngine(m, P)
+        assert max(pk.H for pk in eng.parts) >= 2
+        assert _rel(eng.forward_dynamics(q, qd, tau), ref) < 1e-10
+
+
+def test_partition_for_ranks_engine_equals_aba():
+    from partree.parallel.partition import partition_for_ranks
+
+    m = auto_tree(3000, bf=2)
+    q, qd, tau = _state(m, 9)
+    ref = partree.aba(m, q, qd, tau)
+    for R in (2, 3, 4):
+        pt = partition_for_ranks(m, R, path_weight=0.22)
+        assert _rel(forward_dynamics_serial(m, q, qd, tau, parts=pt), ref) < 1e-10
+
+
+def test_early_kinematics_only_where_a_rank_walks_a_long_path():
+    from partree.parallel.partition import partition_for_ranks
+    from partree.parallel.serial import early_kinematics_wanted
+
+    chain_m = auto_tree(5000)
+    pt = partition_for_ranks(chain_m, 2, path_weight=0.22)
+    assert early_kinematics_wanted(chain_m, pt, pt.owner)       # rank 0 walks ~45% of the chain
+    tree_m = auto_tree(5000, bf=2)
+    pt = partition_for_ranks(tree_m, 2, path_weight=0.22)
+    assert not early_kinematics_wanted(tree_m, pt, pt.owner)    # paths of ~12 bodies
+    assert not early_kinematics_wanted(tree_m, pt, np.zeros(pt.nparts, dtype=np.int64))   # one rank

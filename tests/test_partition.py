@@ -130,3 +130,39 @@ def test_assign_parts_puts_the_most_handles_on_the_root_rank():
                                                         weights=[5.0, 4.0, 3.0, 3.0, 1.0]).tolist())
     h = np.bincount(owner, weights=[0, 0, 2, 1, 0])
     assert h[0] == h.max()
+
+
+@pytest.mark.parametrize("R", [2, 3, 4, 8])
+def test_partition_for_ranks_evens_out_the_ranks(R):
+    """A binary tree with a partly filled last level: its subtrees have 2^k - 1 (+ part of a level)
+    bodies, so R equal parts cannot even out R ranks; cutting further subtrees onto the lightest
+    rank does."""
+    from partree.parallel.partition import assign_parts, partition_for_ranks
+
+    m = auto_tree(100_000, bf=2)
+    plain = partition(m, R, path_weight=0.22)
+    loads = np.bincount(assign_parts(plain.costs, R), weights=plain.costs, minlength=R)
+    pt = partition_for_ranks(m, R, path_weight=0.22)
+    pt.check(m.parent)
+    assert pt.nranks == R and pt.owner.shape == (pt.nparts,) and set(pt.owner.tolist()) == set(range(R))
+    assert R <= pt.nparts <= 3 * R
+    rl = pt.rank_loads()
+    assert np.isclose(rl.sum(), pt.costs.sum())
+    assert rl.max() / rl.mean() <= min(1.01, loads.max() / loads.mean())
+    if R == 2:
+        assert loads.max() / loads.mean() > 1.03          # what it fixes
+    # the rank with the most handles is rank 0 (its boundary data never crosses the network)
+    nh = pt._nhandles()
+    assert np.bincount(pt.owner, weights=nh, minlength=R).argmax() == 0
+    # another rank count: the largest-first assignment
+    assert pt.owner_for(R + 1).shape == (pt.nparts,) and pt.owner_for(R + 1).max() <= R
+    assert "rank_imbalance" in pt.summary()
+
+
+def test_partition_for_ranks_chain_keeps_one_part_per_rank():
+    from partree.parallel.partition import partition_for_ranks
+
+    m = auto_tree(20_000)
+    pt = partition_for_ranks(m, 2, path_weight=0.22)
+    assert pt.nparts == 2                   # cutting a chain adds a whole path: not worth it
+    assert pt.rank_loads().max() / pt.rank_loads().mean() < 1.002

@@ -298,7 +298,8 @@ def _add_arguments(s):
     s.add_argument("--backend", choices=("serial", "mpi", "dask"), default=None,
                    help="serial (default), mpi (the default under mpiexec), or dask")
     s.add_argument("--parts", type=int, default=None, metavar="P",
-                   help="number of parts (default: 1 serial, the number of ranks / workers otherwise)")
+                   help="number of parts (default: 1 serial; otherwise balanced over the ranks / workers: one "
+                        "part each, plus up to two more per rank where equal parts cannot even the ranks out)")
     s.add_argument("--repeat", type=int, default=5, metavar="R", help="timed evaluations (default 5; best is reported)")
     s.add_argument("--seed", type=int, default=0, help="random state seed (default 0)")
     s.add_argument("--residual", choices=("auto", "aba", "rnea", "none"), default="auto",

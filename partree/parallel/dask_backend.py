@@ -25,8 +25,7 @@ import numpy as np
 
 from ..algorithms import _checks
 from . import root as R
-from .mpi import assign_parts
-from .serial import PATH_WEIGHT, build_part, gravity_a0, make_partition
+from .serial import PATH_WEIGHT, build_part, early_kinematics_wanted, gravity_a0, make_partition
 
 
 REJOIN_WAIT = 10.0   # seconds to wait for a worker to (re)join when none is left before giving up
@@ -121,11 +120,11 @@ class DaskEngine:
             self.close()
             raise DaskEngineError("the Dask cluster has no workers")
         if pt is None:
-            pt = make_partition(model, len(workers), path_weight)
+            pt = make_partition(model, None, path_weight, nranks=len(workers))
         self.partition = pt
         self.tree = R.PartsTree.from_partition(pt)
         self.a0 = gravity_a0(model.gravity)
-        self._costs = pt.costs if pt.costs is not None else pt.weights
+        self._early = early_kinematics_wanted(model, pt, pt.owner_for(len(workers)))
         self.sel = []
         for k in range(pt.nparts):
             pk = build_part(model, pt, k)
@@ -150,11 +149,11 @@ class DaskEngine:
 
     def _place(self, workers, which):
         """(Re)build the parts ``which`` from the model and scatter them over ``workers``."""
-        owner = assign_parts(self._costs, len(workers))
+        owner = self.partition.owner_for(len(workers))
         for k in which:
             self.workers[k] = workers[int(owner[k])]
         for k in which:
-            pk = build_part(self.model, self.partition, k, early_kinematics=True)
+            pk = build_part(self.model, self.partition, k, early_kinematics=self._early)
             # hash=False: two engines on one client built from the same model would otherwise share
             # content-hashed keys, and releasing one engine's futures could drop the other's parts
             self.futures[k] = self.client.scatter(pk, workers=[self.workers[k]], direct=False, hash=False)
@@ -181,7 +180,7 @@ class DaskEngine:
         if not lost:
             return
         # spread everything again over the workers alive (balanced), rebuilding the lost parts
-        owner = assign_parts(self._costs, len(workers))
+        owner = self.partition.owner_for(len(workers))
         moved = [k for k in range(len(self.futures)) if k in lost or workers[int(owner[k])] != self.workers[k]]
         for k in moved:
             if k not in lost:

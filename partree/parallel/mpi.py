@@ -31,7 +31,8 @@ import numpy as np
 
 from ..model import Model, PartreeInputError
 from . import root as R
-from .serial import PATH_WEIGHT, build_part, gravity_a0, make_partition
+from .partition import assign_parts  # noqa: F401  (re-exported: it used to live here)
+from .serial import PATH_WEIGHT, build_part, early_kinematics_wanted, gravity_a0, make_partition
 
 
 def _resolve(model_or_loader):
@@ -46,29 +47,6 @@ def _resolve(model_or_loader):
 
 #: pause between writing the failing rank's message and MPI_Abort (see ``_Abort``)
 ABORT_GRACE_SECONDS = 0.5
-
-
-def assign_parts(costs, nranks, handles=None):
-    """Parts -> ranks: largest cost first onto the least loaded rank (deterministic).
-
-    ``handles``: number of handles of every part.  The groups are then renumbered so that rank 0
-    (the root, whose boundary data never crosses the network) holds the most handles; the loads are
-    the same, but which group lands on rank 0 no longer turns on small differences in cost."""
-    costs = np.asarray(costs, dtype=float)
-    owner = np.empty(costs.size, dtype=np.int64)
-    load = np.zeros(nranks)
-    for k in np.argsort(-costs, kind="stable"):
-        r = int(np.argmin(load))
-        owner[k] = r
-        load[r] += costs[k]
-    if handles is not None and nranks > 1:
-        h = np.bincount(owner, weights=np.asarray(handles, dtype=float), minlength=nranks)
-        top = int(np.argmax(h))                  # first of the largest: rank 0 when it ties
-        if top != 0:
-            swap = owner == top
-            owner[owner == 0] = top
-            owner[swap] = 0
-    return owner
 
 
 class _Abort:
@@ -135,22 +113,24 @@ class MPIEngine:
             model = pt = None
             if self.rank == 0 or not by_root:
                 model = _resolve(model_or_loader)
-                pt = make_partition(model, self.size if parts is None else parts, path_weight)
+                pt = make_partition(model, parts, path_weight, nranks=self.size)
             if by_root:
                 meta = None
                 if self.rank == 0:
                     meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
                             "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
-                            "nh": R.PartsTree.from_partition(pt).nh}
+                            "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size)}
+                    meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
                 meta = comm.bcast(meta, root=0)
             else:
                 meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
                         "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
-                        "nh": R.PartsTree.from_partition(pt).nh}
+                        "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size)}
+                meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
             P = int(meta["nparts"])
-            self.owner = assign_parts(meta["costs"], self.size, handles=meta["nh"])
+            self.owner = np.asarray(meta["owner"], dtype=np.int64)
             self.local_ids = np.flatnonzero(self.owner == self.rank)
-            early = self.size > 1
+            early = bool(meta["early"])
             if by_root:
                 if self.rank == 0:
                     for k in range(P):

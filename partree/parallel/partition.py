@@ -40,6 +40,9 @@ class Partition:
     part_parent[P]   parent part (-1 for a part whose root is a model root)
     handle[P]        body of the parent part the part hangs from (= parent[root]; -1 at the top)
     weights[P]       work of each part (sum of body weights); sizes[P]: number of bodies
+    costs[P]         work including the handle-path work (``path_weight`` > 0), else None
+    owner[P]         rank (worker) of every part when the partition was made for a number of ranks
+                     (:func:`partition_for_ranks`), else None
     """
     n: int
     nparts: int
@@ -53,6 +56,8 @@ class Partition:
     sizes: np.ndarray
     target: float = 0.0
     costs: np.ndarray = field(default=None, repr=False)   # per-part cost incl. path work (path_weight > 0)
+    owner: np.ndarray = field(default=None, repr=False)   # rank of every part (``partition_for_ranks``)
+    nranks: int = 0                                        # the number of ranks ``owner`` is for
     _w: np.ndarray = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -116,10 +121,40 @@ class Partition:
                 w[k] += w[self.part_parent[k]]
         return float(w.max())
 
+    def rank_loads(self, nranks=None):
+        """Work (``costs`` where set, else ``weights``) per rank under ``owner`` (or, without an
+        owner or for another number of ranks, under :func:`assign_parts`)."""
+        c = self.costs if self.costs is not None else self.weights
+        own = self.owner_for(nranks)
+        return np.bincount(own, weights=c, minlength=self.nranks if nranks is None else int(nranks))
+
+    def owner_for(self, nranks=None):
+        """Rank of every part: ``owner`` when it was made for ``nranks`` ranks (or nranks is
+        None), else the largest-first assignment of :func:`assign_parts`."""
+        if self.owner is not None and (nranks is None or int(nranks) == self.nranks):
+            return self.owner
+        if nranks is None:
+            raise ValueError("this partition was not made for a number of ranks; pass nranks")
+        c = self.costs if self.costs is not None else self.weights
+        return assign_parts(c, nranks, handles=self._nhandles())
+
+    def _nhandles(self):
+        h = self.handle[self.handle >= 0]
+        nh = np.zeros(self.nparts, dtype=np.int64)
+        if h.size:
+            u = np.unique(h)
+            np.add.at(nh, self.part_of[u], 1)
+        return nh
+
     def summary(self):
-        return {"nparts": self.nparts, "sizes": self.sizes.tolist(), "weights": self.weights.tolist(),
-                "imbalance": self.imbalance, "depth": self.depth, "critical_work": self.critical_work,
-                "max_weight": float(self.weights.max())}
+        out = {"nparts": self.nparts, "sizes": self.sizes.tolist(), "weights": self.weights.tolist(),
+               "imbalance": self.imbalance, "depth": self.depth, "critical_work": self.critical_work,
+               "max_weight": float(self.weights.max())}
+        if self.owner is not None:
+            loads = self.rank_loads()
+            out["owner"] = self.owner.tolist()
+            out["rank_imbalance"] = float(loads.max() / loads.mean())
+        return out
 
     def check(self, parent):
         """Assert coverage and connectedness (used by tests)."""
@@ -367,3 +402,118 @@ def partition_from_roots(model, roots, weights=None) -> Partition:
     part_of = np.empty(n, dtype=np.int64)
     k = _label(parent, cut, part_of)
     return _build(parent, w, cut, part_of, k, 0.0)
+
+
+def assign_parts(costs, nranks, handles=None):
+    """Parts -> ranks: largest cost first onto the least loaded rank (deterministic).
+
+    ``handles``: number of handles of every part.  The groups are then renumbered so that rank 0
+    (the root, whose boundary data never crosses the network) holds the most handles; the loads are
+    the same, but which group lands on rank 0 no longer turns on small differences in cost."""
+    costs = np.asarray(costs, dtype=float).reshape(-1)
+    owner = np.empty(costs.size, dtype=np.int64)
+    load = np.zeros(nranks)
+    for k in np.argsort(-costs, kind="stable"):
+        r = int(np.argmin(load))
+        owner[k] = r
+        load[r] += costs[k]
+    return _most_handles_on_rank0(owner, nranks, handles)
+
+
+def _most_handles_on_rank0(owner, nranks, handles):
+    if handles is not None and nranks > 1:
+        h = np.bincount(owner, weights=np.asarray(handles, dtype=float), minlength=nranks)
+        top = int(np.argmax(h))                  # first of the largest: rank 0 when it ties
+        if top != 0:
+            swap = owner == top
+            owner[owner == 0] = top
+            owner[swap] = 0
+    return owner
+
+
+def _body_costs(parent, pt, w, path_weight):
+    on = on_path_mask(parent, pt)
+    return w * (1.0 + path_weight * on), on
+
+
+@njit(cache=True)
+def _best_cut(parent, b, c, extra, load_hi, load_lo):
+    """Best body of part b (increasing bodies, its root first) to cut off onto the lightest rank:
+    the j >= 1 minimising max(load_hi - s_j + x_j, load_lo + s_j), where s_j is the in-part subtree
+    cost of b[j] and x_j the new path work in the donor part (``extra`` cumulated from its root to
+    b[j]'s parent).  Returns (j, that maximum); j = -1 when the part has one body."""
+    m = b.shape[0]
+    s = np.empty(m)
+    x = np.zeros(m)
+    loc = np.empty(m, dtype=np.int64)
+    loc[0] = -1
+    for j in range(1, m):
+        p = parent[b[j]]
+        lo, hi = 0, j
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if b[mid] < p:
+                lo = mid + 1
+            else:
+                hi = mid
+        loc[j] = lo
+    for j in range(m):
+        s[j] = c[b[j]]
+    for j in range(m - 1, 0, -1):
+        s[loc[j]] += s[j]
+    x[0] = extra[b[0]]
+    for j in range(1, m):
+        x[j] = x[loc[j]] + extra[b[j]]
+    best, val = -1, np.inf
+    for j in range(1, m):
+        v = max(load_hi - s[j] + x[loc[j]], load_lo + s[j])
+        if v < val:
+            best, val = j, v
+    return best, val
+
+
+def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=None, tol=2e-3) -> Partition:
+    """A partition balanced over ``nranks`` ranks rather than over its parts, with ``owner`` set.
+
+    Starts from ``partition(model, nranks)`` and the largest-first assignment, then, while the
+    heaviest rank is more than ``tol`` above the mean, cuts off the subtree (inside one of that
+    rank's parts) whose cost best evens the heaviest and the lightest rank, counting the handle-path
+    work the cut adds to the donor part, and gives it to the lightest rank as a part of its own.
+    Useful where equal parts cannot even out the ranks: a complete binary tree splits into subtrees
+    of 2^k - 1 bodies, and with a partly filled last level its two halves differ by 5%.
+    At most ``max_cuts`` (default: 2 * nranks) parts are added; a cut is kept only if it lowers the
+    heaviest rank's load."""
+    parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
+    pt = partition(model, nranks, weights, path_weight)
+    w = pt._w
+    nr = int(nranks)
+    c, on = _body_costs(parent, pt, w, path_weight)
+    pt.costs = np.bincount(pt.part_of, weights=c, minlength=pt.nparts)
+    owner = assign_parts(pt.costs, nr)
+    n = parent.shape[0]
+    for _ in range(2 * nr if max_cuts is None else int(max_cuts)):
+        loads = np.bincount(owner, weights=pt.costs, minlength=nr)
+        hi, lo = int(np.argmax(loads)), int(np.argmin(loads))
+        if loads[hi] <= loads.mean() * (1.0 + tol) or pt.nparts >= n:
+            break
+        extra = path_weight * w * (~on)
+        best = (None, -1, loads[hi])
+        for k in np.flatnonzero(owner == hi):
+            j, val = _best_cut(parent, pt.bodies(int(k)), c, extra, loads[hi], loads[lo])
+            if j >= 0 and val < best[2]:
+                best = (int(k), j, val)
+        k, j, val = best
+        if k is None or val >= loads[hi] * (1.0 - 1e-9):
+            break
+        body = int(pt.bodies(k)[j])
+        old_owner_by_root = dict(zip(pt.roots.tolist(), owner.tolist()))
+        old_owner_by_root[body] = lo
+        npt = partition_from_roots(parent, np.concatenate((pt.roots, [body])), weights=w)
+        npt._w = w
+        c, on = _body_costs(parent, npt, w, path_weight)
+        npt.costs = np.bincount(npt.part_of, weights=c, minlength=npt.nparts)
+        owner = np.array([old_owner_by_root[int(r)] for r in npt.roots], dtype=np.int64)
+        pt = npt
+    pt.owner = _most_handles_on_rank0(owner, nr, pt._nhandles())
+    pt.nranks = nr
+    return pt

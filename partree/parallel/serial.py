@@ -13,7 +13,7 @@ from ..algorithms import _checks
 from ..model import PartreeInputError
 from . import kernels as K
 from . import root as R
-from .partition import Partition, partition
+from .partition import Partition, on_path_mask, partition, partition_for_ranks
 
 
 @njit(cache=True)
@@ -151,6 +151,7 @@ class PartKernel:
         pv = model.nv_j[b][self.path_idx] if self.path_idx.size else np.zeros(0, dtype=np.int64)
         self.yptr = np.concatenate(([0], np.cumsum(pv))).astype(np.int64)
         self.Yst = np.zeros((int(self.yptr[-1]), 6))
+        self.ylo = self.path_ptr[:-1].copy()
         self._q = np.zeros(self.nq)
         self._qd = np.zeros(nv)
         self._fext = np.zeros((1, 6))
@@ -198,7 +199,7 @@ class PartKernel:
         bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
                               np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
-                              self.kslot, self.slot, self.cJb, self.vJb, self.TEb, self.Trb, self.yptr, self.Yst,
+                              self.kslot, self.slot, self.cJb, self.vJb, self.TEb, self.Trb, self.yptr, self.Yst, self.ylo,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
         if bad >= 0:
@@ -212,7 +213,7 @@ class PartKernel:
         Returns this part's qdd (a view of the workspace)."""
         K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64),
                        np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6), self.path_ptr, self.path_idx,
-                       self.yptr, self.Yst, self.E, self.r, self.S, self.c, self.U, self.Dinv, self.u, self.a,
+                       self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c, self.U, self.Dinv, self.u, self.a,
                        self.qdd)
         return self.qdd
 
@@ -221,16 +222,40 @@ class PartKernel:
 #: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 2``: ~0.45 x a plain body
 #: (282 against 192 ns).  The walk costs ~70 ns per path body since it inlines its 1-DOF step and
 #: flushes subnormals (~150 before); the plain body got faster too (joint kinematics inlined per type)
-PATH_WEIGHT = 0.45
+PATH_WEIGHT = 0.22
 
 
-def make_partition(model, parts, path_weight=PATH_WEIGHT):
-    """A Partition from a number of parts (None: 1) or a Partition (checked)."""
+def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
+    """A Partition from a number of parts or a Partition (checked).  ``parts`` None: one part, or
+    with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
+    nranks parts, more where equal parts cannot even the ranks out)."""
     if isinstance(parts, Partition):
         if parts.n != model.n:
             raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")
         return parts
-    return partition(model, 1 if parts is None else int(parts), path_weight=path_weight)
+    if parts is None and nranks is not None and int(nranks) > 1:
+        return partition_for_ranks(model, int(nranks), path_weight=path_weight)
+    return partition(model, (1 if nranks is None else int(nranks)) if parts is None else int(parts),
+                     path_weight=path_weight)
+
+
+#: a rank's velocity step (its parts' handle paths) longer than this fraction of the bodies per rank
+#: makes the other ranks wait for their v_in: they then do their joint kinematics in that step
+EARLY_KINEMATICS_FRACTION = 0.02
+
+
+def early_kinematics_wanted(model, pt, owner):
+    """Whether the parts should do all their joint kinematics in the velocity step (see
+    ``PartKernel``): worth it when some rank's velocity step, which walks its parts' handle paths,
+    is long (a chain split across ranks), so that the others would wait for their incoming
+    velocities; otherwise (short paths: trees) fusing the kinematics into pass 1 is cheaper."""
+    owner = np.asarray(owner, dtype=np.int64)
+    nranks = int(owner.max()) + 1
+    if nranks < 2:
+        return False
+    on = on_path_mask(np.ascontiguousarray(model.parent, dtype=np.int64), pt)
+    per_rank = np.bincount(owner[pt.part_of[on]], minlength=nranks)
+    return bool(per_rank.max() > EARLY_KINEMATICS_FRACTION * pt.n / nranks)
 
 
 def build_part(model, pt, k, early_kinematics=False):
