@@ -132,8 +132,8 @@ class DaskEngine:
         self.futures = [None] * pt.nparts
         self.workers = [None] * pt.nparts
         self.use_actors = bool(actors)
-        self.actors = [None] * pt.nparts
-        self._actor_futs = [None] * pt.nparts
+        self.actors = {}               # worker address -> the actor holding that worker's parts
+        self._actor_futs = {}
         self._states = []              # DaskStates of this engine (to re-place after a lost worker)
         # boundary data of one evaluation (what the tasks pass between workers): per part its
         # velocity maps (18 H), incoming velocity (6), boundary relation (M, m0, Kt, Psi, Lam,
@@ -148,7 +148,8 @@ class DaskEngine:
             else sorted(self.client.scheduler_info()["workers"])
 
     def _place(self, workers, which):
-        """(Re)build the parts ``which`` from the model and scatter them over ``workers``."""
+        """(Re)build the parts ``which`` from the model and scatter them over ``workers``.  Returns
+        the parts whose worker's actor was (re)built: a state held there must be sent again."""
         owner = self.partition.owner_for(len(workers))
         for k in which:
             self.workers[k] = workers[int(owner[k])]
@@ -158,13 +159,29 @@ class DaskEngine:
             # content-hashed keys, and releasing one engine's futures could drop the other's parts
             self.futures[k] = self.client.scatter(pk, workers=[self.workers[k]], direct=False, hash=False)
             del pk
-        if self.use_actors:
-            for k in which:
-                # the actor wraps the part object already in the worker's memory (no copy)
-                self._actor_futs[k] = self.client.submit(_PartActor, self.futures[k], workers=[self.workers[k]],
-                                                         allow_other_workers=False, actor=True, pure=False)
-            for k in which:
-                self.actors[k] = self._actor_futs[k].result(timeout=self.timeout)
+        if not self.use_actors:
+            return list(which)
+        # one actor per worker, holding all the worker's parts (objects already in its memory: no
+        # copy): one call per worker and round, not one per part (each call costs ~1 ms)
+        rebuilt = sorted({self.workers[k] for k in which})
+        for w in list(self.actors):
+            if w not in self.workers:
+                self.actors.pop(w)
+                self._actor_futs.pop(w)
+        for w in rebuilt:
+            ks = self._groups()[w]
+            self._actor_futs[w] = self.client.submit(_GroupActor, ks, *[self.futures[k] for k in ks], workers=[w],
+                                                     allow_other_workers=False, actor=True, pure=False)
+        for w in rebuilt:
+            self.actors[w] = self._actor_futs[w].result(timeout=self.timeout)
+        return [k for k in range(len(self.futures)) if self.workers[k] in rebuilt]
+
+    def _groups(self):
+        """worker address -> its parts (increasing)."""
+        g = {}
+        for k, w in enumerate(self.workers):
+            g.setdefault(w, []).append(k)
+        return g
 
     def _recover(self):
         workers = self._live_workers()
@@ -176,7 +193,8 @@ class DaskEngine:
             raise DaskEngineError("all Dask workers were lost; cannot continue the evaluation")
         lost = [k for k in range(len(self.futures))
                 if self.workers[k] not in workers or self.futures[k].status != "finished"
-                or (self.use_actors and self._actor_futs[k].status != "finished")]
+                or (self.use_actors and (self.workers[k] not in self._actor_futs
+                                         or self._actor_futs[self.workers[k]].status != "finished"))]
         if not lost:
             return
         # spread everything again over the workers alive (balanced), rebuilding the lost parts
@@ -185,9 +203,9 @@ class DaskEngine:
         for k in moved:
             if k not in lost:
                 lost.append(k)
-        self._place(workers, sorted(lost))
+        resend = self._place(workers, sorted(lost))
         for st in self._states:
-            st._place(sorted(lost))
+            st._place(sorted(set(lost) | set(resend)))
 
     # ------------------------------------------------------------------ rounds
     def _submit(self, fn, k, *args):
@@ -303,56 +321,70 @@ class DaskEngine:
         return out
 
     def _rounds_actors(self, args, deadline, gather):
-        """The three rounds through the parts' actors: the client calls each part's actor directly
-        (no scheduler round trip per task), composes the velocities and solves the root between
-        the rounds.  args[k]: arrays (sent with the call) or a state key (``DaskState``)."""
+        """The three rounds through the workers' actors: the client calls each worker's actor
+        directly (no scheduler round trip per task; one call per worker and round for all its
+        parts), composes the velocities and solves the root between the rounds.
+        args[k]: arrays (sent with the call) or a state key (``DaskState``)."""
         P = len(self.futures)
-        call = self._actor_call
-        key = [a if isinstance(a, int) else None for a in args]
-        vel = self._actor_collect([call(k, "velocity", key[k]) if key[k] is not None
-                                   else call(k, "velocity", None, *args[k][:2]) for k in range(P)], deadline, "velocity")
+        groups = self._groups()
+        key = args[0] if P and isinstance(args[0], int) else None
+
+        def per_worker(method, *extra):
+            calls = {}
+            for w, ks in groups.items():
+                x = [[e[k] for k in ks] for e in extra]
+                calls[w] = self._actor_call(w, method, ks, key, *x)
+            res = self._actor_collect(list(calls.values()), deadline, method)
+            out = [None] * P
+            for (w, ks), r in zip(groups.items(), res):
+                for k, x in zip(ks, r):
+                    out[k] = x
+            return out
+
+        nostate = [None] * P
+        vel = per_worker("velocity", nostate if key is not None else [a[:2] for a in args])
         v_in = R.compose_velocities(self.tree, vel)
-        red = self._actor_collect([call(k, "reduce", v_in[k], key[k]) if key[k] is not None
-                                   else call(k, "reduce", v_in[k], None, *args[k][2:]) for k in range(P)],
-                                  deadline, "reduce")
+        red = per_worker("reduce", v_in, nostate if key is not None else [a[2:] for a in args])
         a_in, g = R.solve(self.tree, red, self.a0)
         keep = None if gather else self._next_key()
-        out = self._actor_collect([call(k, "solve", a_in[k], g[k], keep) for k in range(P)], deadline, "solve")
+        out = per_worker("solve", a_in, g, [keep] * P)
         self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
                           "workers": len(set(self.workers))}
         return out if gather else DaskResult(self, keep)
 
-    def _actor_call(self, k, method, *args):
+    def _actor_call(self, w, method, *args):
         try:
-            return getattr(self.actors[k], method)(*args)
+            return getattr(self.actors[w], method)(*args)
         except RuntimeError as e:            # "Worker holding Actor was lost"
             if "lost" not in str(e):
                 raise
-            raise _WorkerLost(f"part {k}: {e}") from None
+            raise _WorkerLost(f"worker {w}: {e}") from None
 
     def _next_key(self):
         self._key = getattr(self, "_key", 0) + 1
         return self._key
 
     def _actor_collect(self, futs, deadline, name):
+        """The results of one round's actor calls.  Blocks on each result (no polling loop: on a
+        machine with as many cores as workers a client spinning on ``done()`` takes CPU and the
+        GIL from the messages it waits for) and checks every ``poll`` seconds that the workers
+        are alive and the deadline not passed."""
         needed = set(self.workers)
-        t_check = time.monotonic() + self.poll
-        while not all(f.done() for f in futs):
-            time.sleep(0.0002)
-            now = time.monotonic()
-            if now > t_check:
-                t_check = now + self.poll
-                alive = set(self._live_workers())
-                if not needed <= alive:
-                    raise _WorkerLost(f"worker(s) {sorted(needed - alive)} left during the {name} round")
-                if now > deadline:
-                    raise DaskEngineError(f"the {name} round did not finish within {self.timeout:.0f} s")
         out = []
         for f in futs:
-            try:
-                out.append(f.result())
-            except (OSError,) + _cancel_errors() as e:
-                raise _WorkerLost(f"{name} round: {type(e).__name__}: {e}") from None
+            while True:
+                now = time.monotonic()
+                if now > deadline:
+                    raise DaskEngineError(f"the {name} round did not finish within {self.timeout:.0f} s")
+                try:
+                    out.append(f.result(timeout=min(self.poll, max(deadline - now, 1e-3))))
+                    break
+                except TimeoutError:
+                    alive = set(self._live_workers())
+                    if not needed <= alive:
+                        raise _WorkerLost(f"worker(s) {sorted(needed - alive)} left during the {name} round") from None
+                except (OSError,) + _cancel_errors() as e:
+                    raise _WorkerLost(f"{name} round: {type(e).__name__}: {e}") from None
         if self._after_round is not None:
             self._after_round(name)
         return out
@@ -406,8 +438,8 @@ class DaskEngine:
 
     def close(self):
         self.futures = []
-        self.actors = []
-        self._actor_futs = []
+        self.actors = {}
+        self._actor_futs = {}
         self._states = []
         if self._own is not None:
             client, cluster = self._own
@@ -422,37 +454,37 @@ class DaskEngine:
         self.close()
 
 
-class _PartActor:
-    """A Dask actor around one part already in a worker's memory: the client calls its methods
-    directly (no scheduler round trip), and it can keep states and results next to the part."""
+class _GroupActor:
+    """A Dask actor around the parts one worker holds (objects already in its memory): the client
+    calls it directly (no scheduler round trip), once per round for all the worker's parts, and it
+    keeps states and results next to the parts.  Every method takes the part ids ``ks`` and a state
+    key (None: the per-part arguments come with the call) and returns one result per part."""
 
-    def __init__(self, pk):
-        self.pk = pk
+    def __init__(self, ks, *pks):
+        self.pk = dict(zip(ks, pks))
         self.states = {}
         self.results = {}
 
-    def put_state(self, key, q, qd, tau, F):
-        self.states[key] = (q, qd, tau, F)
+    def put_state(self, key, k, q, qd, tau, F):
+        self.states.setdefault(key, {})[k] = (q, qd, tau, F)
 
     def drop_state(self, key):
         self.states.pop(key, None)
 
-    def velocity(self, key, q=None, qd=None):
-        if key is not None:
-            q, qd = self.states[key][:2]
-        return _velocity(self.pk, q, qd)
+    def velocity(self, ks, key, qqd):
+        st = self.states[key] if key is not None else None
+        return [_velocity(self.pk[k], *(st[k][:2] if st is not None else x)) for k, x in zip(ks, qqd)]
 
-    def reduce(self, v_in, key, tau=None, F=None):
-        if key is not None:
-            tau, F = self.states[key][2:]
-        return _reduce(self.pk, v_in, tau, F)
+    def reduce(self, ks, key, v_in, tf):
+        st = self.states[key] if key is not None else None
+        return [_reduce(self.pk[k], v, *(st[k][2:] if st is not None else x)) for k, v, x in zip(ks, v_in, tf)]
 
-    def solve(self, a_in, g, keep):
-        x = self.pk.solve(a_in, g).copy()
-        if keep is None:
-            return x
-        self.results = {keep: x}           # only the latest kept result stays
-        return None
+    def solve(self, ks, key, a_in, g, keep):
+        out = [self.pk[k].solve(a, gk).copy() for k, a, gk in zip(ks, a_in, g)]
+        if keep[0] is None:
+            return out
+        self.results = {keep[0]: dict(zip(ks, out))}      # only the latest kept result stays
+        return [None] * len(ks)
 
     def result(self, key):
         return self.results[key]
@@ -491,7 +523,7 @@ class DaskState:
             xs = [np.ascontiguousarray(q[qs]), np.ascontiguousarray(qd[vs]), np.ascontiguousarray(tau[vs]),
                   None if F is None else np.ascontiguousarray(F[bs])]
             if eng.use_actors:
-                calls.append(eng._actor_call(k, "put_state", self.key, *xs))
+                calls.append(eng._actor_call(w, "put_state", self.key, k, *xs))
             else:
                 got = eng.client.scatter(xs[:3] + xs[3:] * (F is not None), workers=[w], direct=False, hash=False)
                 self.futures[k] = tuple(got) + ((None,) if F is None else ())
@@ -504,7 +536,7 @@ class DaskState:
         if self in eng._states:
             eng._states.remove(self)
             if eng.use_actors:
-                for a in eng.actors:
+                for a in eng.actors.values():
                     try:
                         a.drop_state(self.key).result()
                     except Exception:
@@ -527,7 +559,10 @@ class DaskResult:
         eng = self.engine
         if self.futures is not None:
             return eng._assemble(eng.client.gather(self.futures))
-        return eng._assemble([f.result() for f in [a.result(self.key) for a in eng.actors]])
+        got = {}
+        for f in [a.result(self.key) for a in eng.actors.values()]:
+            got.update(f.result())
+        return eng._assemble([got[k] for k in range(len(eng.futures))])
 
 
 def _has_n_workers(client):
