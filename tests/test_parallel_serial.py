@@ -163,10 +163,19 @@ def test_multi_handle_parts_on_long_paths():
     m = auto_tree(4000, bf=1.002, skew=0.3)
     q, qd, tau = _state(m, 8)
     ref = partree.aba(m, q, qd, tau)
-    for P in (3, 6):
-        eng = SerialEngine(m, P)
-        assert max(pk.H for pk in eng.parts) >= 2
-        assert _rel(eng.forward_dynamics(q, qd, tau), ref) < 1e-10
+    # a branching body near the base, and a cut ~1000 bodies down each of its two branches:
+    # the top part then has two handles whose paths share the way from the base to the branch
+    kids = np.bincount(m.parent[m.parent >= 0], minlength=m.n)
+    b = int(np.flatnonzero(kids >= 2)[0])
+    cuts = []
+    for c in m.children(b)[:2]:
+        i, d = int(c), 0
+        while d < 1000 and kids[i] > 0:
+            i, d = int(m.children(i)[0]), d + 1
+        cuts.append(i)
+    eng = SerialEngine(m, partition_from_roots(m, cuts))
+    assert eng.parts[0].H == 2 and min(np.diff(eng.parts[0].path_ptr)) > 900
+    assert _rel(eng.forward_dynamics(q, qd, tau), ref) < 1e-10
 
 
 def test_partition_for_ranks_engine_equals_aba():

@@ -40,10 +40,13 @@ from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 
 @njit(cache=True)
 def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
-                    kbod, kslot, slot, handles, E, r, S, cJb, vJb, TEb, Trb, vrb, TE, Tr, vrel):
+                    kbod, kslot, slot, handles, with_T, E, r, S, cJb, vJb, TEb, Trb, vrb, TE, Tr, vrel):
     """Joint kinematics of the bodies ``kbod`` (increasing; at least the path bodies) into E, r,
     S and cJ, vJ (rows ``kslot[i]`` of cJb, vJb), and the maps v_h = T_h v_in + vrel_h of the
-    handles (TE, Tr, vrel (H, ...)) through the path transforms (rows ``slot[i]``)."""
+    handles (TE, Tr, vrel (H, ...)) through the path transforms (rows ``slot[i]``).
+    ``with_T`` False (a part hanging from the fixed base, whose v_in is zero): v_h = vrel_h, the
+    path transforms are left to the reduce step (``path_transforms``, where the walk needs them)
+    and T_h is reported as the identity."""
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
     tmp = np.empty(6)
@@ -52,34 +55,39 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         iv = idx_v[i]
         kk = kslot[i]
         if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
-            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                  E[i], r[i], S[iv:], cJb[kk], R, R2)
+            joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJb[kk], R, R2)
+            for k in range(6):
+                vJb[kk, k] = S[iv, k] * qd[iv]
         elif jtype[i] == PRISMATIC:
-            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                  E[i], r[i], S[iv:], cJb[kk], R, R2)
+            joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJb[kk], R, R2)
+            for k in range(6):
+                vJb[kk, k] = S[iv, k] * qd[iv]
         else:
             nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJb[kk],
                                      R, R2)
-        for k in range(6):
-            s = 0.0
-            for d in range(nv):
-                s += S[iv + d, k] * qd[iv + d]
-            vJb[kk, k] = s
+            for k in range(6):
+                s = 0.0
+                for d in range(nv):
+                    s += S[iv + d, k] * qd[iv + d]
+                vJb[kk, k] = s
         si = slot[i]
         if si < 0:
             continue
         p = parent[i]
         if p < 0:
-            for a in range(3):
-                Trb[si, a] = r[i, a]
-                for b in range(3):
-                    TEb[si, a, b] = E[i, a, b]
+            if with_T:
+                for a in range(3):
+                    Trb[si, a] = r[i, a]
+                    for b in range(3):
+                        TEb[si, a, b] = E[i, a, b]
             for k in range(6):
                 vrb[si, k] = vJb[kk, k]
         else:
             sp = slot[p]
             # T_i = X_i T_p : E = E_i E_p, r = r_p + E_p^T r_i
-            for a in range(3):
+            for a in range(3 if with_T else 0):
                 for b in range(3):
                     TEb[si, a, b] = E[i, a, 0] * TEb[sp, 0, b] + E[i, a, 1] * TEb[sp, 1, b] + \
                         E[i, a, 2] * TEb[sp, 2, b]
@@ -97,19 +105,44 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
     for k in range(handles.shape[0]):
         si = slot[handles[k]]
         for a in range(3):
-            Tr[k, a] = Trb[si, a]
+            Tr[k, a] = Trb[si, a] if with_T else 0.0
             for b in range(3):
-                TE[k, a, b] = TEb[si, a, b]
+                TE[k, a, b] = TEb[si, a, b] if with_T else (1.0 if a == b else 0.0)
         for j in range(6):
             vrel[k, j] = vrb[si, j]
 
 
 @njit(cache=True)
+def path_transforms(parent, pbod, slot, E, r, TEb, Trb):
+    """T_i = X_i T_p (frame 0 -> body i) of the path bodies ``pbod`` (increasing), as the
+    velocity kernel forms them with ``with_T``."""
+    for ki in range(pbod.shape[0]):
+        i = pbod[ki]
+        si = slot[i]
+        p = parent[i]
+        if p < 0:
+            for a in range(3):
+                Trb[si, a] = r[i, a]
+                for b in range(3):
+                    TEb[si, a, b] = E[i, a, b]
+            continue
+        sp = slot[p]
+        for a in range(3):
+            for b in range(3):
+                TEb[si, a, b] = E[i, a, 0] * TEb[sp, 0, b] + E[i, a, 1] * TEb[sp, 1, b] + E[i, a, 2] * TEb[sp, 2, b]
+            Trb[si, a] = Trb[sp, a] + TEb[sp, 0, a] * r[i, 0] + TEb[sp, 1, a] * r[i, 1] + TEb[sp, 2, a] * r[i, 2]
+
+
+@njit(cache=True)
 def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, E, r, S, v, c, IA, pA):
+           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, IA, pA):
     """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
-    kslot[i] < 0, fused in)."""
+    kslot[i] < 0, fused in).  With v_in = 0 (a part hanging from the fixed base) the path bodies'
+    velocities are the relative ones the velocity kernel already formed (vrb)."""
     n = parent.shape[0]
+    vin_zero = True
+    for k in range(6):
+        vin_zero = vin_zero and v_in[k] == 0.0
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
     h = np.empty(6)
@@ -121,30 +154,39 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         si = kslot[i]
         if si < 0:
             if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
-                nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                      E[i], r[i], S[iv:], cJ, R, R2)
+                joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                 E[i], r[i], S[iv:], cJ, R, R2)
+                for k in range(6):
+                    vJ[k] = S[iv, k] * qd[iv]
             elif jtype[i] == PRISMATIC:
-                nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                      E[i], r[i], S[iv:], cJ, R, R2)
+                joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                 E[i], r[i], S[iv:], cJ, R, R2)
+                for k in range(6):
+                    vJ[k] = S[iv, k] * qd[iv]
             else:
                 nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ,
                                          R, R2)
-            for k in range(6):
-                s = 0.0
-                for d in range(nv):
-                    s += S[iv + d, k] * qd[iv + d]
-                vJ[k] = s
+                for k in range(6):
+                    s = 0.0
+                    for d in range(nv):
+                        s += S[iv + d, k] * qd[iv + d]
+                    vJ[k] = s
         else:
             for k in range(6):
                 cJ[k] = cJb[si, k]
                 vJ[k] = vJb[si, k]
         p = parent[i]
-        if p < 0:
-            xform_motion(E[i], r[i], v_in, tmp)
+        sv = slot[i] if vin_zero else -1
+        if sv >= 0:
+            for k in range(6):
+                v[i, k] = vrb[sv, k]
         else:
-            xform_motion(E[i], r[i], v[p], tmp)
-        for k in range(6):
-            v[i, k] = tmp[k] + vJ[k]
+            if p < 0:
+                xform_motion(E[i], r[i], v_in, tmp)
+            else:
+                xform_motion(E[i], r[i], v[p], tmp)
+            for k in range(6):
+                v[i, k] = tmp[k] + vJ[k]
         cross_motion(v[i], vJ, tmp)
         for k in range(6):
             c[i, k] = cJ[k] + tmp[k]
@@ -159,7 +201,7 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
 @njit(cache=True)
 def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                   mass, com, I_com, tau, f_ext, has_fext, v_in,
-                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, TEb, Trb, yptr, Yst, ylo,
+                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, TEb, Trb, vrb, yptr, Yst, ylo,
                   E, r, S, v, c, IA, pA, U, Dinv, u, G,
                   M, m0, Kt, Psi, Lam, beta):
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
@@ -172,7 +214,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     tmp = np.empty(6)
     pa = np.empty(6)
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, E, r, S, v, c, IA, pA)
+           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, IA, pA)
     # pass 2 (as in ABA, written out; the part's root also forms Ia, pa: its boundary relation)
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]

@@ -180,7 +180,8 @@ class PartKernel:
         self._qd = np.ascontiguousarray(qd, dtype=np.float64)
         if self.kbod.size:
             K.velocity_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
-                              self.idx_v, self._q, self._qd, self.kbod, self.kslot, self.slot, self.handles, self.E, self.r,
+                              self.idx_v, self._q, self._qd, self.kbod, self.kslot, self.slot, self.handles,
+                              not self.top, self.E, self.r,
                               self.S, self.cJb, self.vJb, self.TEb, self.Trb, self.vrb, self.TE, self.Tr, self.vrel)
         return self.TE, self.Tr, self.vrel
 
@@ -196,10 +197,15 @@ class PartKernel:
             if F.shape != (self.m, 6):
                 raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
             has_f = True
+        if self.top and self.H:
+            # a part hanging from the base left its path transforms out of the velocity step (its
+            # v_in is zero): they are formed here, where the walk needs them
+            K.path_transforms(self.parent, self.pbod, self.slot, self.E, self.r, self.TEb, self.Trb)
         bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
                               np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
-                              self.kslot, self.slot, self.cJb, self.vJb, self.TEb, self.Trb, self.yptr, self.Yst, self.ylo,
+                              self.kslot, self.slot, self.cJb, self.vJb, self.TEb, self.Trb, self.vrb, self.yptr, self.Yst,
+                              self.ylo,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
         if bad >= 0:
@@ -219,10 +225,12 @@ class PartKernel:
 
 
 #: extra relative cost of a body on a handle path, measured with
-#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 2``: ~0.45 x a plain body
-#: (282 against 192 ns).  The walk costs ~70 ns per path body since it inlines its 1-DOF step and
-#: flushes subnormals (~150 before); the plain body got faster too (joint kinematics inlined per type)
-PATH_WEIGHT = 0.22
+#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 2`` and
+#: the per-phase times of ``mpiexec -n 2 python scripts/bench_parallel.py``: ~0.18 x a plain body
+#: whose kinematics is done in the velocity step, as under MPI (232 against 197 ns on the planar
+#: chain; ~214 on the 3-D chain, skew=0.5, whose walk stops after a few thousand bodies).  It was
+#: 0.45 before the walk skipped the bodies with zero Y.
+PATH_WEIGHT = 0.18
 
 
 def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
