@@ -12,8 +12,9 @@ a user would launch it.  Families (spec strings):
     taper   autotree:nb=N,bf=1.3,skew=0.2,taper=t  (autoTree with taper; t = 1e-4^(1/3N): last body
             1e-4 of the first one's mass)
 Strong scaling: N fixed (--strong-n), speedup T(1)/T(P).  Weak scaling: N = --weak-n x P,
-efficiency T(1)/T(P).  Bytes check: the boundary bytes per evaluation at P = 2 for several N
-(they must not depend on N).
+efficiency T(1)/T(P).  Bytes check: the boundary bytes per evaluation at P = 2 for several N, with
+two parts (they must not depend on N) and with the default partition balanced over the ranks
+(its extra parts follow the tree's shape at each N, at most 3 per rank).
 
 Writes into --out: scaling.csv (one row per run), bytes.csv, strong.png, weak.png, bytes.png
 (matplotlib, Agg backend), and summary.json.  --quick: small N, two families, 2 repeats.
@@ -130,13 +131,20 @@ def main(argv=None):
     if max(ranks) >= 2:
         for fam in fams[:2]:
             for n in bytes_n:
-                d = run_point(launcher, 2, FAMILIES[fam](n=n), 1, "mpi", residual="rnea" if n > 2e6 else "auto")
-                brows.append({"family": fam, "n": n, "ranks": 2, "bytes_per_eval": d["bytes_per_eval"],
-                              "boundary_payload_bytes": d.get("boundary_payload_bytes"),
-                              "gather_bytes_per_eval": d.get("gather_bytes_per_eval"),
-                              "seconds_per_eval": d["seconds_per_eval"], "residual": d["residual"]})
-                print(f"bytes  {fam:7s} P=2 N={n:<9d} boundary bytes/eval = {d['bytes_per_eval']} "
-                      f"(qdd gather {d.get('gather_bytes_per_eval')} B, not part of the engine's exchange)", flush=True)
+                # two parts at every N (one per rank: the same decomposition shape), and the default
+                # partition balanced over the ranks (up to two extra parts per rank, as the tree's shape
+                # at that N asks: its bytes follow the number of parts, never N itself)
+                for label, extra in (("2 parts", ("--parts", "2")), ("default", ())):
+                    d = run_point(launcher, 2, FAMILIES[fam](n=n), 1, "mpi", residual="rnea" if n > 2e6 else "auto",
+                                  extra=extra)
+                    brows.append({"family": fam, "n": n, "ranks": 2, "partition": label, "parts": d["parts"],
+                                  "bytes_per_eval": d["bytes_per_eval"],
+                                  "boundary_payload_bytes": d.get("boundary_payload_bytes"),
+                                  "gather_bytes_per_eval": d.get("gather_bytes_per_eval"),
+                                  "seconds_per_eval": d["seconds_per_eval"], "residual": d["residual"]})
+                    print(f"bytes  {fam:7s} P=2 N={n:<9d} {label:8s} ({d['parts']} parts) boundary bytes/eval = "
+                          f"{d['bytes_per_eval']} (qdd gather {d.get('gather_bytes_per_eval')} B, not part of the "
+                          f"engine's exchange)", flush=True)
 
     # derived columns
     for r in rows:
@@ -152,12 +160,17 @@ def main(argv=None):
     _write_csv(out / "scaling.csv", rows)
     if brows:
         _write_csv(out / "bytes.csv", brows)
-    indep = {}
+    indep, bounded = {}, {}
     for fam in {b["family"] for b in brows}:
-        vals = {b["bytes_per_eval"] for b in brows if b["family"] == fam}
+        vals = {b["bytes_per_eval"] for b in brows if b["family"] == fam and b["partition"] == "2 parts"}
         indep[fam] = len(vals) == 1
+        # the default partition: bytes per part (boundary data of a part and its handles) bounded
+        # independently of N: at most 3 parts per rank
+        dflt = [b for b in brows if b["family"] == fam and b["partition"] == "default"]
+        bounded[fam] = all(b["parts"] <= 3 * b["ranks"] for b in dflt)
     summary = {"ranks": ranks, "families": fams, "strong_n": n_strong, "weak_n_per_rank": n_weak, "repeat": repeat,
                "bytes_independent_of_n": indep,
+               "default_partition_parts_bounded": bounded,
                "strong_speedup_at_max_ranks": {f"{r['family']}/{r['backend']}": round(r["speedup"], 3)
                                                for r in rows if r["mode"] == "strong" and r["ranks"] == max(ranks)},
                "weak_efficiency_at_max_ranks": {f"{r['family']}/{r['backend']}": round(r["efficiency"], 3)
@@ -213,13 +226,15 @@ def _plots(out, rows, brows, ranks):
     if brows:
         fig, ax = plt.subplots(figsize=(5.5, 4))
         for fam in sorted({b["family"] for b in brows}):
-            pts = sorted((b["n"], b["bytes_per_eval"]) for b in brows if b["family"] == fam)
-            ax.plot([n for n, _ in pts], [b for _, b in pts], "o-", label=fam)
+            for label, style in (("2 parts", "o-"), ("default", "s:")):
+                pts = sorted((b["n"], b["bytes_per_eval"]) for b in brows if b["family"] == fam
+                             and b["partition"] == label)
+                ax.plot([n for n, _ in pts], [b for _, b in pts], style, label=f"{fam}, {label}")
         ax.set_xscale("log")
         ax.set_xlabel("bodies N")
         ax.set_ylabel("boundary bytes per evaluation (P = 2)")
         ax.set_ylim(bottom=0)
-        ax.set_title("communication is independent of N")
+        ax.set_title("communication does not grow with N")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()

@@ -93,3 +93,4 @@ def test_scaling_script_small(tmp_path):
         assert (tmp_path / f).stat().st_size > 0, f
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["bytes_independent_of_n"] == {"chain": True}
+    assert summary["default_partition_parts_bounded"] == {"chain": True}
