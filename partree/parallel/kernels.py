@@ -15,16 +15,21 @@ increasing order; ``slot[i]`` is body i's index in it (-1 off the paths).
 
 "Frame 0" is the coordinate frame of the root's parent (where v_in, a_in are given).  Along the
 paths the velocity kernel forms the compact transforms T_i (frame 0 -> body i: v_i = T_i v_in +
-vrel_i).  The sensitivity walk is done in frame 0, where moving a force to the parent is the
+vrel_i); for a part hanging from the fixed base, whose v_in is zero, ``path_transforms`` forms them
+in the reduce step instead.  The sensitivity walk is done in frame 0, where moving a force to the parent is the
 identity, so each path body costs one rank-nv update of a 6x6 matrix instead of a 6x6 transform:
     L_i = 1 - U_i Dinv_i S_i^T (body coordinates)  ->  L~_i = 1 - (T_i^T U_i) Dinv_i (T_i^-1 S_i)^T.
 
 Kernels:
-  velocity_kernel  joint kinematics of the path bodies only; T_h and vrel_h for the handles
+  velocity_kernel  joint kinematics of the path bodies (or of all, ``early_kinematics``); T_h and
+                   vrel_h for the handles
+  path_transforms  the T_i of a part hanging from the base (its velocity step skips them)
   reduce_kernel    pass 1 (joint kinematics of the other bodies fused in; velocities from v_in),
                    pass 2 (IA, pA with g = 0) and the sensitivities: the root relation
                    g_root = M a_in + m0 + sum_k Kt_k g_k (frame 0) and the handle relations
                    a_hj = Psi_j a_in + sum_k Lam_jk g_k + beta_j
+                   (the walk skips the bodies where the handle's influence has died out: see
+                   _TINY_REL)
   solve_kernel     back-substitution: with the known g, u -= Y g along the paths, then pass 3
 
 External forces: ``f_ext[i]`` (body coordinates, [n; f]) enters pA_i -= f_ext_i as in ABA.
