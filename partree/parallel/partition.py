@@ -231,15 +231,14 @@ def _label(parent, cut, part_of):
 
 
 @njit(cache=True)
-def _inpart_subtree(parent, w, cut, b):
-    """Subtree weights inside the part whose (increasing) bodies are b."""
+def _local_parent(parent, b):
+    """Position in b (increasing bodies of one part, its root first) of every body's parent (-1
+    for the root)."""
     m = b.shape[0]
-    s = np.empty(m)
-    for j in range(m):
-        s[j] = w[b[j]]
-    for j in range(m - 1, 0, -1):
+    loc = np.empty(m, dtype=np.int64)
+    loc[0] = -1
+    for j in range(1, m):
         p = parent[b[j]]
-        # binary search p in b
         lo, hi = 0, j
         while lo < hi:
             mid = (lo + hi) // 2
@@ -247,8 +246,26 @@ def _inpart_subtree(parent, w, cut, b):
                 lo = mid + 1
             else:
                 hi = mid
-        s[lo] += s[j]
+        loc[j] = lo
+    return loc
+
+
+@njit(cache=True)
+def _subtree_sums(w, b, loc):
+    """In-part subtree sums of w over the part's bodies b (loc from ``_local_parent``)."""
+    m = b.shape[0]
+    s = np.empty(m)
+    for j in range(m):
+        s[j] = w[b[j]]
+    for j in range(m - 1, 0, -1):
+        s[loc[j]] += s[j]
     return s
+
+
+@njit(cache=True)
+def _inpart_subtree(parent, w, cut, b):
+    """Subtree weights inside the part whose (increasing) bodies are b."""
+    return _subtree_sums(w, b, _local_parent(parent, b))
 
 
 def partition(model, nparts, weights=None, path_weight=0.0, iterations=4) -> Partition:
@@ -443,24 +460,9 @@ def _best_cut(parent, b, c, extra, load_hi, load_lo):
     cost of b[j] and x_j the new path work in the donor part (``extra`` cumulated from its root to
     b[j]'s parent).  Returns (j, that maximum); j = -1 when the part has one body."""
     m = b.shape[0]
-    s = np.empty(m)
+    loc = _local_parent(parent, b)
+    s = _subtree_sums(c, b, loc)
     x = np.zeros(m)
-    loc = np.empty(m, dtype=np.int64)
-    loc[0] = -1
-    for j in range(1, m):
-        p = parent[b[j]]
-        lo, hi = 0, j
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if b[mid] < p:
-                lo = mid + 1
-            else:
-                hi = mid
-        loc[j] = lo
-    for j in range(m):
-        s[j] = c[b[j]]
-    for j in range(m - 1, 0, -1):
-        s[loc[j]] += s[j]
     x[0] = extra[b[0]]
     for j in range(1, m):
         x[j] = x[loc[j]] + extra[b[j]]
