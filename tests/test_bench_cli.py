@@ -94,3 +94,26 @@ def test_scaling_script_small(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["bytes_independent_of_n"] == {"chain": True}
     assert summary["default_partition_parts_bounded"] == {"chain": True}
+
+
+def test_rnea_backward_error_is_scaled_by_the_terms_that_cancel(capsys):
+    """On a long chain |RNEA(q, qd, 0)| is many orders above |tau|: measured against |tau| alone
+    the residual of an exact solution looks like 1e-4; against |tau| + |h| it is rounding."""
+    import numpy as np
+
+    import partree
+    from partree.parallel.bench import _state, residual
+
+    m = partree.resolve_model("autotree:nb=20000,bf=1")
+    q, qd, tau = _state(m, 0)
+    qdd = partree.aba(m, q, qd, tau)
+    kind, res = residual(m, q, qd, tau, qdd, "rnea")
+    assert kind == "rnea" and res < 1e-13
+    # a wrong answer is still caught: one joint's acceleration off by a percent of the largest
+    bad = qdd.copy()
+    bad[m.nv // 2] += 0.01 * np.abs(qdd).max()
+    assert residual(m, q, qd, tau, bad, "rnea")[1] > 1e-6
+    assert main(["--model", "autotree:nb=3000,bf=1", "--parts", "3", "--repeat", "1", "--residual", "rnea",
+                 "--json"]) == 0
+    d = _json(capsys.readouterr().out)
+    assert d["residual_kind"] == "rnea" and d["residual"] < 1e-13
