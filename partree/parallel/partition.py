@@ -281,6 +281,9 @@ def partition(model, nparts, weights=None, path_weight=0.0, iterations=4) -> Par
     pt = _partition(model, nparts, weights)
     if path_weight <= 0:
         return pt
+    if not np.any(pt.handle >= 0):
+        pt.costs = np.asarray(pt.weights, dtype=np.float64).copy()   # no part hangs from another: no paths
+        return pt
     parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
     w = pt._w
     best, best_cost = pt, None
@@ -344,6 +347,14 @@ def _partition(model, nparts, weights=None) -> Partition:
 
     cut = np.zeros(n, dtype=np.bool_)
     total = float(w.sum())
+    if P == nroots:
+        # one part per tree: nothing to search (the one-rank engine, a forest split by trees)
+        cut[:] = parent < 0
+        part_of = np.empty(n, dtype=np.int64)
+        k = _label(parent, cut, part_of)
+        pt = _build(parent, w, cut, part_of, k, total)
+        pt._w = w
+        return pt
     lo, hi = float(w.max()) * (1 - 1e-12), total
     # smallest t with count <= P (bisection; the count is non-increasing in t in practice)
     best = None
