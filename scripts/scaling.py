@@ -1,7 +1,8 @@
 """Strong and weak scaling of the parallel engine (MPI via mpiexec subprocesses; Dask optional).
 
     python scripts/scaling.py --out results/scaling [--quick] [--max-ranks P] [--dask]
-        [--families chain,binary,random,taper] [--strong-n N] [--weak-n N_PER_RANK] [--repeat R]
+        [--ranks 1,2,4,8,16] [--families chain,binary,random,taper] [--strong-n N]
+        [--weak-n N_PER_RANK] [--repeat R]
         [--bytes-n 10000,100000,1000000]
 
 Every point is one ``mpiexec -n P python -m partree.parallel.bench --model SPEC --json`` run
@@ -81,10 +82,14 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="output folder (CSV, PNG, JSON)")
     ap.add_argument("--quick", action="store_true", help="small sizes, chain and binary only, 2 repeats")
     ap.add_argument("--max-ranks", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--ranks", default=None,
+                    help="comma list of rank counts to run (e.g. 1,2,4,8,16; default 1 .. --max-ranks)")
     ap.add_argument("--families", default=None, help="comma list of " + ",".join(FAMILIES))
     ap.add_argument("--strong-n", type=int, default=None, help="N for strong scaling (default 10^6, quick 2*10^5)")
     ap.add_argument("--weak-n", type=int, default=None, help="N per rank for weak scaling (default 5*10^5)")
-    ap.add_argument("--bytes-n", default=None, help="N list for the bytes check at P = 2 (default 1e4,1e5,1e6)")
+    ap.add_argument("--bytes-n", default=None,
+                    help="N list for the bytes check at P = 2 (default 1e4,1e5,1e6; 'none' skips it)")
+    ap.add_argument("--modes", default="strong,weak", help="which studies to run: strong, weak or both")
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--mpiexec", default=None, help="launcher command (default: the venv's mpiexec)")
     ap.add_argument("--dask", action="store_true", help="also run the Dask backend (LocalCluster, P workers)")
@@ -100,8 +105,17 @@ def main(argv=None):
     n_strong = a.strong_n or (200_000 if a.quick else 1_000_000)
     n_weak = a.weak_n or (100_000 if a.quick else 500_000)
     repeat = a.repeat or (2 if a.quick else 5)
-    bytes_n = [int(float(x)) for x in (a.bytes_n or ("1e4,1e5,1e6")).split(",")]
-    ranks = list(range(1, max(1, a.max_ranks) + 1))
+    bytes_n = [] if a.bytes_n == "none" else [int(float(x)) for x in (a.bytes_n or "1e4,1e5,1e6").split(",")]
+    modes = a.modes.split(",")
+    for m in modes:
+        if m not in ("strong", "weak"):
+            ap.error(f"unknown mode {m!r}; choose strong and/or weak")
+    if a.ranks:
+        ranks = sorted({int(x) for x in a.ranks.split(",")})
+        if ranks[0] != 1:
+            ap.error("--ranks must start at 1 (every speed-up is relative to one rank)")
+    else:
+        ranks = list(range(1, max(1, a.max_ranks) + 1))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     backends = ["mpi"] + (["dask"] if a.dask else [])
@@ -115,20 +129,21 @@ def main(argv=None):
                "max_rss_bytes": d["max_rss_bytes"], "residual": d["residual"], "residual_kind": d["residual_kind"],
                "setup_seconds": d["setup_seconds"], "wall_seconds": round(d["wall"], 2)}
         rows.append(row)
+        _write_csv(out / "scaling.csv", rows)      # as it goes: a run cut short keeps its points
         print(f"{mode:6s} {fam:7s} {backend:4s} P={P:<3d} N={n:<9d} {d['seconds_per_eval'] * 1e3:9.2f} ms "
               f"bytes={d['bytes_per_eval']:<6d} rss={d['max_rss_bytes'] / 2**20:7.0f} MiB "
               f"residual={d['residual'] if d['residual'] is None else format(d['residual'], '.1e')}", flush=True)
 
     for backend in backends:
         for fam in fams:
-            for P in ranks:
+            for P in ranks if "strong" in modes else ():
                 n = n_strong
                 record("strong", fam, backend, P, n, run_point(launcher, P, FAMILIES[fam](n=n), repeat, backend))
-            for P in ranks:
+            for P in ranks if "weak" in modes else ():
                 n = n_weak * P
                 record("weak", fam, backend, P, n, run_point(launcher, P, FAMILIES[fam](n=n), repeat, backend))
     brows = []
-    if max(ranks) >= 2:
+    if max(ranks) >= 2 and bytes_n:
         for fam in fams[:2]:
             for n in bytes_n:
                 # two parts at every N (one per rank: the same decomposition shape), and the default
@@ -202,8 +217,10 @@ def _plots(out, rows, brows, ranks):
 
     for mode, ylabel, fname in (("strong", "speedup T(1)/T(P)", "strong.png"),
                                 ("weak", "efficiency T(1)/T(P)", "weak.png")):
-        fig, ax = plt.subplots(figsize=(5.5, 4))
         keys = sorted({(r["family"], r["backend"]) for r in rows if r["mode"] == mode})
+        if not keys:
+            continue
+        fig, ax = plt.subplots(figsize=(5.5, 4))
         for fam, be in keys:
             pts = sorted((r["ranks"], r["speedup"] if mode == "strong" else r["efficiency"]) for r in rows
                          if r["mode"] == mode and r["family"] == fam and r["backend"] == be)
