@@ -118,6 +118,7 @@ def main(argv=None):
         ranks = list(range(1, max(1, a.max_ranks) + 1))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "points.jsonl").unlink(missing_ok=True)
     backends = ["mpi"] + (["dask"] if a.dask else [])
 
     rows = []
@@ -127,8 +128,19 @@ def main(argv=None):
                "seconds_per_eval": d["seconds_per_eval"], "ns_per_body": d["ns_per_body"],
                "bytes_per_eval": d["bytes_per_eval"], "gather_bytes_per_eval": d.get("gather_bytes_per_eval", 0),
                "max_rss_bytes": d["max_rss_bytes"], "residual": d["residual"], "residual_kind": d["residual_kind"],
-               "setup_seconds": d["setup_seconds"], "wall_seconds": round(d["wall"], 2)}
+               "setup_seconds": d["setup_seconds"], "wall_seconds": round(d["wall"], 2),
+               "seconds_per_eval_gathered": d.get("seconds_per_eval_gathered", ""),
+               "rank_imbalance": d.get("rank_imbalance", "")}
+        # where the time goes: each rank's own kernel time (velocity, reduction, back-substitution)
+        ph = d.get("phase_seconds_per_rank")
+        if ph:
+            k = [p.get("local_velocity", 0) + p.get("local_reduce", 0) + p.get("local_solve", 0) for p in ph]
+            row["kernel_seconds_max"] = max(k)
+            row["kernel_seconds_mean"] = sum(k) / len(k)
+            row["root_solve_seconds"] = ph[0].get("root_solve", "")
         rows.append(row)
+        with open(out / "points.jsonl", "a") as fh:      # every point's whole bench output
+            fh.write(json.dumps({"mode": mode, "family": fam, **d}) + "\n")
         _write_csv(out / "scaling.csv", rows)      # as it goes: a run cut short keeps its points
         print(f"{mode:6s} {fam:7s} {backend:4s} P={P:<3d} N={n:<9d} {d['seconds_per_eval'] * 1e3:9.2f} ms "
               f"bytes={d['bytes_per_eval']:<6d} rss={d['max_rss_bytes'] / 2**20:7.0f} MiB "

@@ -103,3 +103,28 @@ def test_one_blas_thread_per_rank(order, user):
     assert p.returncode == 0, p.stdout + p.stderr
     line = [s.split()[1:] for s in p.stdout.splitlines() if s.startswith("THREADS")]
     assert line == [["1", "1"] if user is None else [user, user]], p.stdout
+
+
+def test_gather_per_call_keeps_qdd_distributed():
+    """``forward_dynamics(gather=False)`` leaves qdd on the ranks (``local_qdd``) with the same values
+    a gathered call returns; asking to gather from an engine built without the qdd index is an error."""
+    import numpy as np
+
+    import partree
+    from partree.parallel.mpi import MPIEngine
+
+    m = partree.models.auto_tree(60, bf=2)
+    rng = np.random.default_rng(1)
+    q, qd, tau = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
+    eng = MPIEngine(m, parts=3, gather=True)
+    full = eng.forward_dynamics(q, qd, tau)
+    assert eng.forward_dynamics(q, qd, tau, gather=False) is None
+    pieces = np.concatenate(eng.local_qdd)
+    assert np.array_equal(np.sort(pieces), np.sort(full))
+    assert eng.last_info["gather_bytes_rank"] == 0
+    ref = partree.aba(m, q, qd, tau)
+    assert np.abs(full - ref).max() / np.abs(ref).max() < 1e-10
+    lean = MPIEngine(m, parts=3, gather=False)
+    assert lean.forward_dynamics(q, qd, tau) is None
+    with pytest.raises(ValueError, match="built with gather=False"):
+        lean.forward_dynamics(q, qd, tau, gather=True)

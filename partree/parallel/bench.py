@@ -3,7 +3,9 @@
     partree bench --model SPEC [--backend serial|mpi|dask] [--parts P] [--repeat R] [--json]
     mpiexec -n 4 partree bench --model autotree:nb=1000000,bf=2 --json
 
-Reports the time per evaluation (best of R, after one warm-up), the time per body, the bytes
+Reports the time per evaluation (best of R, after one warm-up; the result left where it is
+computed, on the MPI ranks / Dask workers, as a distributed simulation leaves it, and alongside
+the time with qdd collected on rank 0 / the client every evaluation), the time per body, the bytes
 communicated per evaluation (boundary data of the engine, O(P) and independent of N; the
 O(N) gather of qdd / the state slices sent to Dask workers are reported separately), the peak
 memory (max RSS, VmHWM) of every rank / worker, and the residual against the serial reference:
@@ -164,22 +166,32 @@ def _bench_mpi(a, model, q, qd, tau, comm):
     # rank 0 passes its model; the others pass the spec, which they never build (distribute='root')
     eng = MPIEngine(model if comm.rank == 0 else a.model, comm=comm, parts=a.parts, gather=True)
     setup = comm.allreduce(eng.setup_time, op=_mpi_max())
-    qdd = eng.forward_dynamics(q, qd, tau)
-    times = []
-    for _ in range(a.repeat):
-        comm.Barrier()
-        t = time.perf_counter()
-        qdd = eng.forward_dynamics(q, qd, tau)
-        comm.Barrier()
-        times.append(time.perf_counter() - t)
+
+    def timed(gather):
+        eng.forward_dynamics(q, qd, tau, gather=gather)          # warm-up
+        times = []
+        for _ in range(a.repeat):
+            comm.Barrier()
+            t = time.perf_counter()
+            eng.forward_dynamics(q, qd, tau, gather=gather)
+            comm.Barrier()
+            times.append(time.perf_counter() - t)
+        return times
+
+    # the engine's evaluation: qdd stays on the ranks that own it, as in a distributed
+    # simulation; then the same with qdd collected on rank 0 every time (O(N) more)
+    times = timed(False)
+    phases = comm.gather(eng.last_info["times"], root=0)
+    times_g = timed(True)
+    qdd = eng.forward_dynamics(q, qd, tau, gather=True)
     info = eng.last_info
     gather = comm.reduce(info["gather_bytes_rank"] if comm.rank else 0, root=0)
-    phases = comm.gather(info["times"], root=0)
     rss = comm.gather(max_rss_bytes(), root=0)
-    out = {"ranks": comm.size, "parts": eng.nparts, "times": times, "setup_seconds": setup}
+    out = {"ranks": comm.size, "parts": eng.nparts, "times": times, "times_gathered": times_g, "setup_seconds": setup}
     if comm.rank == 0:
         out.update({"bytes_per_eval": info["boundary_bytes"], "boundary_payload_bytes": info["boundary_payload_bytes"],
                     "gather_bytes_per_eval": int(gather), "rss_bytes_per_rank": [int(x) for x in rss],
+                    "rank_imbalance": eng.imbalance,
                     "phase_seconds_per_rank": [{k: round(v, 6) for k, v in p.items()} for p in phases]})
     return qdd, out
 
@@ -255,11 +267,13 @@ def cmd_bench(a):
         "residual": res, "residual_kind": kind, "setup_seconds": float(r["setup_seconds"]),
         "build_seconds": t_build,
     }
-    for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "imbalance", "restarts", "rss_labels"):
+    for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "imbalance", "rank_imbalance", "restarts", "rss_labels"):
         if key in r:
             out[key] = r[key]
     if "times_client_state" in r:
         out["seconds_per_eval_client_state"] = _best(r["times_client_state"])
+    if "times_gathered" in r:
+        out["seconds_per_eval_gathered"] = _best(r["times_gathered"])
     if aba_t is not None:
         out["aba_seconds"] = aba_t
         out["speedup_vs_aba"] = aba_t / best
@@ -276,6 +290,9 @@ def cmd_bench(a):
     if "seconds_per_eval_client_state" in out:
         print(f"           (state resident on the workers, qdd left there as futures; with q, qd, tau sent and"
               f" qdd gathered every evaluation: {out['seconds_per_eval_client_state'] * 1e3:.3f} ms)")
+    if "seconds_per_eval_gathered" in out:
+        print(f"           (qdd left on the ranks that own it; with qdd gathered on rank 0 every evaluation:"
+              f" {out['seconds_per_eval_gathered'] * 1e3:.3f} ms)")
     if aba_t is not None:
         print(f"serial ABA {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
     print(f"traffic    {out['bytes_per_eval']} B boundary data per evaluation"

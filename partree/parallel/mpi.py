@@ -155,7 +155,10 @@ class MPIEngine:
             self._sol_len = 6 + 6 * nh
             self._v_len = np.full(P, 6)
             self.nparts = P
+            self.imbalance = None
             if self.rank == 0:
+                loads = pt.rank_loads(self.size)
+                self.imbalance = float(loads.max() / loads.mean())   # modelled rank loads, max / mean
                 self.tree = tree
                 self.nh = nh
                 order = [np.flatnonzero(self.owner == r) for r in range(self.size)]
@@ -208,14 +211,19 @@ class MPIEngine:
         return out
 
     # ------------------------------------------------------------------ one evaluation
-    def forward_dynamics(self, q, qd, tau, f_ext=None):
+    def forward_dynamics(self, q, qd, tau, f_ext=None, gather=None):
         """q, qd, tau: full vectors on every rank (each rank reads only its parts' entries);
         f_ext: None or (n, 6) external body wrenches (body coordinates), also full on every rank.
-        Returns qdd on rank 0 (None elsewhere; each rank's pieces stay in ``local_qdd``)."""
+        ``gather``: collect qdd on rank 0 (default: the engine's ``gather``).  Returns qdd on
+        rank 0 when gathered, else None; each rank's pieces stay in ``local_qdd``."""
+        gather = self.gather if gather is None else bool(gather)
+        if gather and not self.gather:
+            raise ValueError("this engine was built with gather=False: it keeps no qdd index to gather with;"
+                             " build it with gather=True")
         with _Abort(self.comm):
-            return self._fd(q, qd, tau, f_ext)
+            return self._fd(q, qd, tau, f_ext, gather)
 
-    def _fd(self, q, qd, tau, f_ext=None):
+    def _fd(self, q, qd, tau, f_ext, gather):
         self._bytes = 0
         t = {}
         t0 = time.perf_counter()
@@ -298,7 +306,7 @@ class MPIEngine:
         boundary_bytes = self._bytes
         qdd = None
         gather_bytes = 0
-        if self.gather:
+        if gather:
             local = np.concatenate(self.local_qdd) if self.local_qdd else np.zeros(0)
             recv = None
             if self.rank == 0:
