@@ -3,10 +3,11 @@
     mpiexec -n R python scripts/bench_parallel.py SPEC [PARTS|-] [REPEAT]
         rank 0 prints the best time of one evaluation (qdd left distributed), the same with the
         qdd gather, serial ABA for reference, the boundary bytes and the phase times per rank.
-    python scripts/bench_parallel.py --profile SPEC PARTS [REPEAT]
+    python scripts/bench_parallel.py --profile SPEC PARTS|rR [REPEAT]
         one process: the cost of every part (velocity + reduce + solve, best of REPEAT) in ns per
         body next to ABA's, and the 'ideal speedup' ABA / max part (what P ranks could reach if
-        nothing else cost anything).  This is how PATH_WEIGHT in partree/parallel/serial.py is
+        nothing else cost anything).  ``rR`` (e.g. r16): the partition the MPI backend uses on R
+        ranks; the parts' costs are summed per rank, and the ideal speedup is ABA / max rank.  This is how PATH_WEIGHT in partree/parallel/serial.py is
         measured: (ns per path body) / (ns per plain body) - 1 on a chain split in two.
 For a user-facing benchmark with JSON output see ``partree bench``.
 """
@@ -27,11 +28,20 @@ def _state(m):
 
 def profile(spec, P, rep):
     from partree.parallel import root as R
-    from partree.parallel.serial import SerialEngine
+    from partree.parallel.serial import SerialEngine, early_kinematics_wanted, make_partition
 
     m = partree.specs.resolve_model(spec)
     q, qd, tau = _state(m)
-    eng = SerialEngine(m, P)
+    nranks = None
+    if str(P).startswith("r"):
+        nranks = int(P[1:])
+        pt = make_partition(m, None, nranks=nranks)
+        owner = pt.owner_for(nranks)
+        eng = SerialEngine(m, pt, early_kinematics=early_kinematics_wanted(m, pt, owner) if nranks > 1 else False)
+        P = pt.nparts
+    else:
+        P = int(P)
+        eng = SerialEngine(m, P)
     eng.forward_dynamics(q, qd, tau)
     qs = [q[pk.qix] for pk in eng.parts]
     qds = [qd[pk.vix] for pk in eng.parts]
@@ -67,6 +77,11 @@ def profile(spec, P, rep):
     print(f"aba={ta:.4f}s ({ta / m.n * 1e9:.0f} ns/body)  engine in one process={te:.4f}s ({te / ta:.3f}x aba)")
     print(f"parts={[round(x, 4) for x in tp]} ns/body={[round(x / s * 1e9) for x, s in zip(tp, sizes)]} "
           f"ideal speedup={ta / max(tp):.2f}")
+    if nranks:
+        loads = np.bincount(owner, weights=tp, minlength=nranks)
+        print(f"ranks={nranks} rank loads (s)={[round(x, 4) for x in loads]}  sum/aba={loads.sum() / ta:.3f} "
+              f"max/mean={loads.max() / loads.mean():.3f}  ideal speedup={ta / loads.max():.2f} "
+              f"(efficiency {ta / loads.max() / nranks:.2f})")
 
 
 def mpi_bench(spec, parts, rep):
@@ -111,7 +126,7 @@ def mpi_bench(spec, parts, rep):
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args and args[0] == "--profile":
-        profile(args[1], int(args[2]), int(args[3]) if len(args) > 3 else 7)
+        profile(args[1], args[2], int(args[3]) if len(args) > 3 else 7)
     else:
         spec = args[0] if args else "autotree:nb=1000000,bf=1"
         parts = int(args[1]) if len(args) > 1 and args[1] != "-" else None

@@ -94,7 +94,14 @@ def main(argv=None):
     ap.add_argument("--mpiexec", default=None, help="launcher command (default: the venv's mpiexec)")
     ap.add_argument("--dask", action="store_true", help="also run the Dask backend (LocalCluster, P workers)")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--replot", action="store_true",
+                    help="only redraw the PNGs from OUT/scaling.csv (and bytes.csv), e.g. for a run made elsewhere")
     a = ap.parse_args(argv)
+    if a.replot:
+        out = Path(a.out)
+        rows, brows = _read_csv(out / "scaling.csv"), _read_csv(out / "bytes.csv")
+        _plots(out, rows, brows, sorted({r["ranks"] for r in rows}))
+        return 0
     launcher = a.mpiexec or _mpiexec()
     if launcher is None:
         ap.error("no mpiexec found; pass --mpiexec")
@@ -209,6 +216,23 @@ def main(argv=None):
     return 0
 
 
+def _read_csv(path):
+    """Rows of a CSV written by _write_csv, numbers as numbers (missing file: no rows)."""
+    if not path.exists():
+        return []
+
+    def num(x):
+        for t in (int, float):
+            try:
+                return t(x)
+            except ValueError:
+                pass
+        return x
+
+    with open(path, newline="") as f:
+        return [{k: num(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
 def _write_csv(path, rows):
     keys = list(rows[0].keys())
     for r in rows:
@@ -242,7 +266,7 @@ def _plots(out, rows, brows, ranks):
         else:
             ax.axhline(1.0, color="k", ls="--", lw=0.8)
         ns = sorted({r["n"] for r in rows if r["mode"] == mode})
-        ax.set_xlabel("MPI ranks (= parts)")
+        ax.set_xlabel("MPI ranks")
         ax.set_ylabel(ylabel)
         ax.set_title(f"{mode} scaling (N = {ns[0]}" + (")" if mode == "strong" else " x P)")
                      if mode == "strong" else f"weak scaling (N = {ns[0]} per rank)")

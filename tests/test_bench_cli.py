@@ -117,3 +117,40 @@ def test_rnea_backward_error_is_scaled_by_the_terms_that_cancel(capsys):
                  "--json"]) == 0
     d = _json(capsys.readouterr().out)
     assert d["residual_kind"] == "rnea" and d["residual"] < 1e-13
+
+
+def _contention_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "contention.py"
+    spec = importlib.util.spec_from_file_location("partree_contention_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_contention_shares_replay_the_evaluation():
+    """scripts/contention.py times each rank's share by replaying its parts with the inputs of a
+    full evaluation: run one share after the other, they give back every part's piece of qdd."""
+    import numpy as np
+
+    mod = _contention_module()
+    m, eng, owner, q, qd, tau = mod._setup("autotree:nb=3000,bf=2", 3)
+    ref = eng.forward_dynamics(q, qd, tau).copy()
+    runs = [mod._share_runner(eng, owner, r, q, qd, tau) for r in range(3)]
+    for pk in eng.parts:
+        pk.qdd[:] = np.nan
+    for run in runs:
+        run()
+    for pk in eng.parts:
+        assert np.allclose(pk.qdd, ref[pk.vsel], rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+
+
+def test_contention_script_runs_two_processes():
+    script = Path(__file__).resolve().parents[1] / "scripts" / "contention.py"
+    p = subprocess.run([sys.executable, str(script), "--model", "autotree:nb=2000,bf=1", "--procs", "2",
+                        "--repeat", "2", "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["procs"] == 2 and len(r["share_alone_seconds"]) == len(r["share_together_seconds"]) == 2
+    assert r["ceiling_speedup"] == r["engine_seconds"] / max(r["share_together_seconds"])

@@ -140,7 +140,7 @@ def path_transforms(parent, pbod, slot, E, r, TEb, Trb):
 
 @njit(cache=True)
 def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, IA, pA):
+           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, pA):
     """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
     kslot[i] < 0, fused in).  With v_in = 0 (a part hanging from the fixed base) the path bodies'
     velocities are the relative ones the velocity kernel already formed (vrb)."""
@@ -195,7 +195,6 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         cross_motion(v[i], vJ, tmp)
         for k in range(6):
             c[i, k] = cJ[k] + tmp[k]
-        inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
         inertia_times(mass[i], com[i], I_com[i], v[i], h)
         cross_force(v[i], h, pA[i])
         if has_fext:
@@ -207,31 +206,50 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
 def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                   mass, com, I_com, tau, f_ext, has_fext, v_in,
                   path_ptr, path_idx, cp, kslot, slot, cJb, vJb, TEb, Trb, vrb, yptr, Yst, ylo,
-                  E, r, S, v, c, IA, pA, U, Dinv, u, G,
+                  acc_first, acc_has, E, r, S, v, c, IA, pA, U, Dinv, u, G,
                   M, m0, Kt, Psi, Lam, beta):
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
-    body whose joint-space inertia is singular."""
+    body whose joint-space inertia is singular.
+
+    The articulated inertias are not kept per body (nothing after pass 2 needs them): body i's
+    IA_i = I_i + the children's X^T Ia X is formed in a 6x6 buffer when pass 2 reaches it.  A
+    child numbered right after its parent (every body of a chain) hands its X^T Ia X over in a
+    second buffer, the parent being the next body visited; the other children accumulate in
+    IA[p], the first of them (``acc_first``) writing it, and ``acc_has[p]`` says IA[p] holds some.
+    A chain then keeps no 6x6 per body at all: 288 B per body less to write and read again."""
     n = parent.shape[0]
     nvt = S.shape[0]
     T = np.empty((6, 6))
     Ia = np.empty((6, 6))
+    Ib = np.empty((6, 6))      # IA_i
+    Cb = np.empty((6, 6))      # X^T Ia X handed from body i to its parent i - 1
     D = np.empty((6, 6))
     tmp = np.empty(6)
     pa = np.empty(6)
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, IA, pA)
+           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, pA)
     # pass 2 (as in ABA, written out; the part's root also forms Ia, pa: its boundary relation)
+    handed = False
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
         p = parent[i]
+        inertia_from_compact(mass[i], com[i], I_com[i], Ib)
+        if handed:
+            for k in range(6):
+                for l in range(6):
+                    Ib[k, l] += Cb[k, l]
+        if acc_has[i]:
+            for k in range(6):
+                for l in range(6):
+                    Ib[k, l] += IA[i, k, l]
         if nv == 1:
             Dd = 0.0
             uu = tau[iv]
             for k in range(6):
                 sk = 0.0
                 for l in range(6):
-                    sk += IA[i, k, l] * S[iv, l]
+                    sk += Ib[k, l] * S[iv, l]
                 U[iv, k] = sk
                 Dd += S[iv, k] * sk
                 uu -= S[iv, k] * pA[i, k]
@@ -244,7 +262,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                 tmp[k] = U[iv, k] * Di
             for k in range(6):
                 for l in range(6):
-                    Ia[k, l] = IA[i, k, l] - tmp[k] * U[iv, l]
+                    Ia[k, l] = Ib[k, l] - tmp[k] * U[iv, l]
             w = uu * Di
             for k in range(6):
                 s = pA[i, k] + U[iv, k] * w
@@ -256,7 +274,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                 for k in range(6):
                     s = 0.0
                     for l in range(6):
-                        s += IA[i, k, l] * S[iv + d, l]
+                        s += Ib[k, l] * S[iv + d, l]
                     U[iv + d, k] = s
                 s = tau[iv + d]
                 for k in range(6):
@@ -274,8 +292,19 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                 for d in range(nv):
                     for e in range(nv):
                         Dinv[iv + d, e] = T[d, e]
-            articulated_project(IA[i], pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
-        if p >= 0:
+            articulated_project(Ib, pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
+        handed = p >= 0 and p == i - 1
+        if handed:
+            for k in range(6):
+                for l in range(6):
+                    Cb[k, l] = 0.0
+            congruence_add(E[i], r[i], Ia, Cb, T)
+            xform_force_T_add(E[i], r[i], pa, pA[p])
+        elif p >= 0:
+            if acc_first[i]:
+                for k in range(6):
+                    for l in range(6):
+                        IA[p, k, l] = 0.0
             congruence_add(E[i], r[i], Ia, IA[p], T)
             xform_force_T_add(E[i], r[i], pa, pA[p])
         else:

@@ -124,7 +124,10 @@ class PartKernel:
         self.S = np.zeros((nv, 6))
         self.v = np.zeros((m, 6))
         self.c = np.zeros((m, 6))
+        # articulated inertias: only the sums over the children not numbered right after their parent
+        # (see reduce_kernel; np.zeros leaves the pages of a chain's untouched array unmapped)
         self.IA = np.zeros((m, 6, 6))
+        self.acc_first, self.acc_has = _accumulation_flags(self.parent)
         self.pA = np.zeros((m, 6))
         self.a = np.zeros((m, 6))
         self.U = np.zeros((nv, 6))
@@ -205,7 +208,7 @@ class PartKernel:
                               self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
                               np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
                               self.kslot, self.slot, self.cJb, self.vJb, self.TEb, self.Trb, self.vrb, self.yptr, self.Yst,
-                              self.ylo,
+                              self.ylo, self.acc_first, self.acc_has,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
         if bad >= 0:
@@ -222,6 +225,20 @@ class PartKernel:
                        self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c, self.U, self.Dinv, self.u, self.a,
                        self.qdd)
         return self.qdd
+
+
+def _accumulation_flags(parent):
+    """For pass 2 of ``reduce_kernel``: ``first[i]``: body i is the first child of its parent (in
+    the reverse order of pass 2) among those not numbered right after it, and writes IA[p] rather
+    than adding to it; ``has[p]``: some child of p accumulates in IA[p]."""
+    m = parent.size
+    i = np.arange(m)
+    acc = np.flatnonzero((parent >= 0) & (parent != i - 1))
+    last = np.full(m, -1, dtype=np.int64)
+    np.maximum.at(last, parent[acc], acc)
+    first = np.zeros(m, dtype=np.bool_)
+    first[last[last >= 0]] = True
+    return first, last >= 0
 
 
 #: extra relative cost of a body on a handle path, measured with
