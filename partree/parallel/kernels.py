@@ -54,7 +54,9 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
     and T_h is reported as the identity."""
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
-    tmp = np.empty(6)
+    prev = -1
+    a00 = a01 = a02 = a10 = a11 = a12 = a20 = a21 = a22 = 0.0
+    t0 = t1 = t2 = w0 = w1 = w2 = x0 = x1 = x2 = 0.0
     for ki in range(kbod.shape[0]):
         i = kbod[ki]
         iv = idx_v[i]
@@ -80,33 +82,63 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         si = slot[i]
         if si < 0:
             continue
+        # along a run of path bodies each the child of the one before (a chain) T_p and vrel_p
+        # are carried in registers (see path_transforms)
         p = parent[i]
         if p < 0:
-            if with_T:
-                for a in range(3):
-                    Trb[si, a] = r[i, a]
-                    for b in range(3):
-                        TEb[si, a, b] = E[i, a, b]
-            for k in range(6):
-                vrb[si, k] = vJb[kk, k]
+            a00, a01, a02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
+            a10, a11, a12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
+            a20, a21, a22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
+            t0, t1, t2 = r[i, 0], r[i, 1], r[i, 2]
+            w0, w1, w2 = vJb[kk, 0], vJb[kk, 1], vJb[kk, 2]
+            x0, x1, x2 = vJb[kk, 3], vJb[kk, 4], vJb[kk, 5]
         else:
-            sp = slot[p]
-            # T_i = X_i T_p : E = E_i E_p, r = r_p + E_p^T r_i
-            for a in range(3 if with_T else 0):
-                for b in range(3):
-                    TEb[si, a, b] = E[i, a, 0] * TEb[sp, 0, b] + E[i, a, 1] * TEb[sp, 1, b] + \
-                        E[i, a, 2] * TEb[sp, 2, b]
-                Trb[si, a] = Trb[sp, a] + TEb[sp, 0, a] * r[i, 0] + TEb[sp, 1, a] * r[i, 1] + \
-                    TEb[sp, 2, a] * r[i, 2]
-            # vrel_i = X_i vrel_p + vJ (written out: views passed to inlined helpers are
-            # reference counted per body where numba cannot prune it)
-            m0, m1, m2 = vrb[sp, 0], vrb[sp, 1], vrb[sp, 2]
-            u0 = vrb[sp, 3] - (r[i, 1] * m2 - r[i, 2] * m1)
-            u1 = vrb[sp, 4] - (r[i, 2] * m0 - r[i, 0] * m2)
-            u2 = vrb[sp, 5] - (r[i, 0] * m1 - r[i, 1] * m0)
-            for a in range(3):
-                vrb[si, a] = E[i, a, 0] * m0 + E[i, a, 1] * m1 + E[i, a, 2] * m2 + vJb[kk, a]
-                vrb[si, 3 + a] = E[i, a, 0] * u0 + E[i, a, 1] * u1 + E[i, a, 2] * u2 + vJb[kk, 3 + a]
+            if p != prev:
+                sp = slot[p]
+                a00, a01, a02 = TEb[sp, 0, 0], TEb[sp, 0, 1], TEb[sp, 0, 2]
+                a10, a11, a12 = TEb[sp, 1, 0], TEb[sp, 1, 1], TEb[sp, 1, 2]
+                a20, a21, a22 = TEb[sp, 2, 0], TEb[sp, 2, 1], TEb[sp, 2, 2]
+                t0, t1, t2 = Trb[sp, 0], Trb[sp, 1], Trb[sp, 2]
+                w0, w1, w2 = vrb[sp, 0], vrb[sp, 1], vrb[sp, 2]
+                x0, x1, x2 = vrb[sp, 3], vrb[sp, 4], vrb[sp, 5]
+            e00, e01, e02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
+            e10, e11, e12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
+            e20, e21, e22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
+            r0, r1, r2 = r[i, 0], r[i, 1], r[i, 2]
+            if with_T:
+                # T_i = X_i T_p : E = E_i E_p, r = r_p + E_p^T r_i
+                t0 = t0 + a00 * r0 + a10 * r1 + a20 * r2
+                t1 = t1 + a01 * r0 + a11 * r1 + a21 * r2
+                t2 = t2 + a02 * r0 + a12 * r1 + a22 * r2
+                b00 = e00 * a00 + e01 * a10 + e02 * a20
+                b01 = e00 * a01 + e01 * a11 + e02 * a21
+                b02 = e00 * a02 + e01 * a12 + e02 * a22
+                b10 = e10 * a00 + e11 * a10 + e12 * a20
+                b11 = e10 * a01 + e11 * a11 + e12 * a21
+                b12 = e10 * a02 + e11 * a12 + e12 * a22
+                b20 = e20 * a00 + e21 * a10 + e22 * a20
+                b21 = e20 * a01 + e21 * a11 + e22 * a21
+                b22 = e20 * a02 + e21 * a12 + e22 * a22
+                a00, a01, a02, a10, a11, a12, a20, a21, a22 = b00, b01, b02, b10, b11, b12, b20, b21, b22
+            # vrel_i = X_i vrel_p + vJ
+            u0 = x0 - (r1 * w2 - r2 * w1)
+            u1 = x1 - (r2 * w0 - r0 * w2)
+            u2 = x2 - (r0 * w1 - r1 * w0)
+            m0, m1, m2 = w0, w1, w2
+            w0 = e00 * m0 + e01 * m1 + e02 * m2 + vJb[kk, 0]
+            w1 = e10 * m0 + e11 * m1 + e12 * m2 + vJb[kk, 1]
+            w2 = e20 * m0 + e21 * m1 + e22 * m2 + vJb[kk, 2]
+            x0 = e00 * u0 + e01 * u1 + e02 * u2 + vJb[kk, 3]
+            x1 = e10 * u0 + e11 * u1 + e12 * u2 + vJb[kk, 4]
+            x2 = e20 * u0 + e21 * u1 + e22 * u2 + vJb[kk, 5]
+        if with_T:
+            TEb[si, 0, 0], TEb[si, 0, 1], TEb[si, 0, 2] = a00, a01, a02
+            TEb[si, 1, 0], TEb[si, 1, 1], TEb[si, 1, 2] = a10, a11, a12
+            TEb[si, 2, 0], TEb[si, 2, 1], TEb[si, 2, 2] = a20, a21, a22
+            Trb[si, 0], Trb[si, 1], Trb[si, 2] = t0, t1, t2
+        vrb[si, 0], vrb[si, 1], vrb[si, 2] = w0, w1, w2
+        vrb[si, 3], vrb[si, 4], vrb[si, 5] = x0, x1, x2
+        prev = i
     for k in range(handles.shape[0]):
         si = slot[handles[k]]
         for a in range(3):
@@ -120,22 +152,52 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
 @njit(cache=True)
 def path_transforms(parent, pbod, slot, E, r, TEb, Trb):
     """T_i = X_i T_p (frame 0 -> body i) of the path bodies ``pbod`` (increasing), as the
-    velocity kernel forms them with ``with_T``."""
+    velocity kernel forms them with ``with_T``.  Along a run of path bodies each the child of the
+    one before (a chain), T_p is carried in registers rather than read back from TEb, Trb: the
+    composition is a chain of dependent products, and a store-to-load round trip per body
+    lengthens it."""
+    prev = -1
+    a00 = a01 = a02 = a10 = a11 = a12 = a20 = a21 = a22 = 0.0
+    t0 = t1 = t2 = 0.0
     for ki in range(pbod.shape[0]):
         i = pbod[ki]
         si = slot[i]
         p = parent[i]
         if p < 0:
-            for a in range(3):
-                Trb[si, a] = r[i, a]
-                for b in range(3):
-                    TEb[si, a, b] = E[i, a, b]
-            continue
-        sp = slot[p]
-        for a in range(3):
-            for b in range(3):
-                TEb[si, a, b] = E[i, a, 0] * TEb[sp, 0, b] + E[i, a, 1] * TEb[sp, 1, b] + E[i, a, 2] * TEb[sp, 2, b]
-            Trb[si, a] = Trb[sp, a] + TEb[sp, 0, a] * r[i, 0] + TEb[sp, 1, a] * r[i, 1] + TEb[sp, 2, a] * r[i, 2]
+            a00, a01, a02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
+            a10, a11, a12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
+            a20, a21, a22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
+            t0, t1, t2 = r[i, 0], r[i, 1], r[i, 2]
+        else:
+            if p != prev:
+                sp = slot[p]
+                a00, a01, a02 = TEb[sp, 0, 0], TEb[sp, 0, 1], TEb[sp, 0, 2]
+                a10, a11, a12 = TEb[sp, 1, 0], TEb[sp, 1, 1], TEb[sp, 1, 2]
+                a20, a21, a22 = TEb[sp, 2, 0], TEb[sp, 2, 1], TEb[sp, 2, 2]
+                t0, t1, t2 = Trb[sp, 0], Trb[sp, 1], Trb[sp, 2]
+            e00, e01, e02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
+            e10, e11, e12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
+            e20, e21, e22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
+            r0, r1, r2 = r[i, 0], r[i, 1], r[i, 2]
+            # r = r_p + E_p^T r_i ; E = E_i E_p
+            t0 = t0 + a00 * r0 + a10 * r1 + a20 * r2
+            t1 = t1 + a01 * r0 + a11 * r1 + a21 * r2
+            t2 = t2 + a02 * r0 + a12 * r1 + a22 * r2
+            b00 = e00 * a00 + e01 * a10 + e02 * a20
+            b01 = e00 * a01 + e01 * a11 + e02 * a21
+            b02 = e00 * a02 + e01 * a12 + e02 * a22
+            b10 = e10 * a00 + e11 * a10 + e12 * a20
+            b11 = e10 * a01 + e11 * a11 + e12 * a21
+            b12 = e10 * a02 + e11 * a12 + e12 * a22
+            b20 = e20 * a00 + e21 * a10 + e22 * a20
+            b21 = e20 * a01 + e21 * a11 + e22 * a21
+            b22 = e20 * a02 + e21 * a12 + e22 * a22
+            a00, a01, a02, a10, a11, a12, a20, a21, a22 = b00, b01, b02, b10, b11, b12, b20, b21, b22
+        TEb[si, 0, 0], TEb[si, 0, 1], TEb[si, 0, 2] = a00, a01, a02
+        TEb[si, 1, 0], TEb[si, 1, 1], TEb[si, 1, 2] = a10, a11, a12
+        TEb[si, 2, 0], TEb[si, 2, 1], TEb[si, 2, 2] = a20, a21, a22
+        Trb[si, 0], Trb[si, 1], Trb[si, 2] = t0, t1, t2
+        prev = i
 
 
 @njit(cache=True)
