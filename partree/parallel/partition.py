@@ -291,11 +291,17 @@ def partition(model, nparts, weights=None, path_weight=0.0, iterations=4) -> Par
         on = on_path_mask(parent, pt)
         cost = np.bincount(pt.part_of, weights=w * (1.0 + path_weight * on), minlength=pt.nparts)
         pt.costs = cost
+        improved = best_cost is None or cost.max() < best_cost * (1.0 - 1e-4)
         if best_cost is None or cost.max() < best_cost:
             best, best_cost = pt, cost.max()
+        if not improved:
+            break       # converged: a further re-weighting moves the cut by a few bodies at most
+        prev = pt
         pt = _partition(parent, nparts, w * (1.0 + path_weight * on))
         pt.weights = np.bincount(pt.part_of, weights=w, minlength=pt.nparts)
         pt._w = w
+        if np.array_equal(pt.roots, prev.roots):
+            break       # the same cut again: so would every further iteration be
     on = on_path_mask(parent, pt)
     pt.costs = np.bincount(pt.part_of, weights=w * (1.0 + path_weight * on), minlength=pt.nparts)
     if pt.costs.max() < best_cost:
@@ -355,9 +361,21 @@ def _partition(model, nparts, weights=None) -> Partition:
         pt = _build(parent, w, cut, part_of, k, total)
         pt._w = w
         return pt
-    lo, hi = float(w.max()) * (1 - 1e-12), total
-    # smallest t with count <= P (bisection; the count is non-increasing in t in practice)
+    # P parts of at most t weigh at least total / P each on average: t >= total / P
+    lo, hi = max(float(w.max()), total / P) * (1 - 1e-12), total
     best = None
+    # the answer is usually just above total / P (a chain: within a body's weight): look there first
+    for f in (1e-3, 1e-2, 1e-1):
+        t = lo * (1.0 + f)
+        if not lo < t < hi:
+            break
+        if _greedy(parent, w, t, cptr, cidx, cut) <= P:
+            hi = t
+            best = (t, cut.copy())
+            break
+        lo = t
+    # smallest t with count <= P (bisection; the count is non-increasing in t in practice), to
+    # 1e-5 of t: parts balanced far finer than their costs can be measured
     for _ in range(60):
         t = 0.5 * (lo + hi)
         c = _greedy(parent, w, t, cptr, cidx, cut)
@@ -366,7 +384,7 @@ def _partition(model, nparts, weights=None) -> Partition:
             best = (t, cut.copy())
         else:
             lo = t
-        if hi - lo <= 1e-9 * hi:
+        if hi - lo <= 1e-5 * hi:
             break
     if best is None:
         _greedy(parent, w, total, cptr, cidx, cut)

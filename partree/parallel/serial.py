@@ -115,27 +115,8 @@ class PartKernel:
         self.handles_global = hs
         self.handles = hl.astype(np.int64)
         self.H = H = hs.size
-        self.path_ptr, self.path_idx, self.slot, ns, self.cp = _paths(self.parent, self.handles)
-        nv = self.nv
+        self.path_ptr, self.path_idx, self.slot, self.ns, self.cp = _paths(self.parent, self.handles)
         self.pbod = np.flatnonzero(self.slot >= 0).astype(np.int64)
-        # workspace
-        self.E = np.zeros((m, 3, 3))
-        self.r = np.zeros((m, 3))
-        self.S = np.zeros((nv, 6))
-        self.v = np.zeros((m, 6))
-        self.c = np.zeros((m, 6))
-        # articulated inertias: only the sums over the children not numbered right after their parent
-        # (see reduce_kernel; np.zeros leaves the pages of a chain's untouched array unmapped)
-        self.IA = np.zeros((m, 6, 6))
-        self.acc_first, self.acc_has = _accumulation_flags(self.parent)
-        self.pA = np.zeros((m, 6))
-        self.a = np.zeros((m, 6))
-        self.U = np.zeros((nv, 6))
-        self.Dinv = np.zeros((nv, 6))
-        self.u = np.zeros(nv)
-        self.qdd = np.zeros(nv)
-        # path bodies only (by slot); G (per path position) only for the cross terms of H > 1
-        self.G = np.zeros((self.path_idx.size if H > 1 else 0, 6, 6))
         # joint kinematics done in the velocity step: the path bodies only (fused into pass 1
         # for the others: least memory traffic, best in one process), or every body
         # (``early_kinematics``: balances the velocity round when parts run concurrently)
@@ -146,15 +127,42 @@ class PartKernel:
         else:
             self.kbod = self.pbod
             self.kslot = self.slot
+        pv = model.nv_j[b][self.path_idx] if self.path_idx.size else np.zeros(0, dtype=np.int64)
+        self.yptr = np.concatenate(([0], np.cumsum(pv))).astype(np.int64)
+        self.ylo = self.path_ptr[:-1].copy()
+        self.acc_first, self.acc_has = _accumulation_flags(self.parent)
+        self._allocate()
+
+    #: the workspace: allocated where the part runs, never pickled (a part sent to an MPI rank or
+    #: a Dask worker carries its slice of the model only, ~4x less than with its workspace)
+    _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
+                  "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
+                  "beta", "_tau")
+
+    def _allocate(self):
+        m, nv, H, ns = self.m, self.nv, self.H, self.ns
+        self.E = np.zeros((m, 3, 3))
+        self.r = np.zeros((m, 3))
+        self.S = np.zeros((nv, 6))
+        self.v = np.zeros((m, 6))
+        self.c = np.zeros((m, 6))
+        # articulated inertias: only the sums over the children not numbered right after their parent
+        # (see reduce_kernel; np.zeros leaves the pages of a chain's untouched array unmapped)
+        self.IA = np.zeros((m, 6, 6))
+        self.pA = np.zeros((m, 6))
+        self.a = np.zeros((m, 6))
+        self.U = np.zeros((nv, 6))
+        self.Dinv = np.zeros((nv, 6))
+        self.u = np.zeros(nv)
+        self.qdd = np.zeros(nv)
+        # path bodies only (by slot); G (per path position) only for the cross terms of H > 1
+        self.G = np.zeros((self.path_idx.size if H > 1 else 0, 6, 6))
         self.cJb = np.zeros((self.kbod.size, 6))
         self.vJb = np.zeros((self.kbod.size, 6))
         self.TEb = np.zeros((ns, 3, 3))
         self.Trb = np.zeros((ns, 3))
         self.vrb = np.zeros((ns, 6))
-        pv = model.nv_j[b][self.path_idx] if self.path_idx.size else np.zeros(0, dtype=np.int64)
-        self.yptr = np.concatenate(([0], np.cumsum(pv))).astype(np.int64)
         self.Yst = np.zeros((int(self.yptr[-1]), 6))
-        self.ylo = self.path_ptr[:-1].copy()
         self._q = np.zeros(self.nq)
         self._qd = np.zeros(nv)
         self._fext = np.zeros((1, 6))
@@ -169,6 +177,13 @@ class PartKernel:
         self.Lam = np.zeros((H, H, 6, 6))
         self.beta = np.zeros((H, 6))
         self._tau = np.zeros(nv)
+
+    def __getstate__(self):
+        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._allocate()
 
     @property
     def nbytes(self):
