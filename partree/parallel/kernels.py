@@ -43,6 +43,45 @@ from ..algorithms.aba import _spd_inverse, articulated_project
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 
 
+@njit(cache=True, inline="always")
+def _rot(M, k):
+    """M[k] (a 3x3 block) as a tuple of 9 scalars, row by row."""
+    return (M[k, 0, 0], M[k, 0, 1], M[k, 0, 2], M[k, 1, 0], M[k, 1, 1], M[k, 1, 2], M[k, 2, 0], M[k, 2, 1],
+            M[k, 2, 2])
+
+
+@njit(cache=True, inline="always")
+def _vec3(v, k):
+    return (v[k, 0], v[k, 1], v[k, 2])
+
+
+@njit(cache=True, inline="always")
+def _store_T(TEb, Trb, si, A, t):
+    TEb[si, 0, 0], TEb[si, 0, 1], TEb[si, 0, 2] = A[0], A[1], A[2]
+    TEb[si, 1, 0], TEb[si, 1, 1], TEb[si, 1, 2] = A[3], A[4], A[5]
+    TEb[si, 2, 0], TEb[si, 2, 1], TEb[si, 2, 2] = A[6], A[7], A[8]
+    Trb[si, 0], Trb[si, 1], Trb[si, 2] = t[0], t[1], t[2]
+
+
+@njit(cache=True, inline="always")
+def _compose_T(e, rr, A, t):
+    """T_i = X_i T_p in scalars: E = E_i E_p, r = r_p + E_p^T r_i (e = E_i and A = E_p as 9-tuples,
+    rr = r_i and t = r_p as 3-tuples).  The path transforms are carried in registers along a run of
+    path bodies each the child of the one before (a chain): the composition is a chain of
+    dependent products, and a store-to-load round trip per body would lengthen it."""
+    r0, r1, r2 = rr
+    u0 = t[0] + A[0] * r0 + A[3] * r1 + A[6] * r2
+    u1 = t[1] + A[1] * r0 + A[4] * r1 + A[7] * r2
+    u2 = t[2] + A[2] * r0 + A[5] * r1 + A[8] * r2
+    B = (e[0] * A[0] + e[1] * A[3] + e[2] * A[6], e[0] * A[1] + e[1] * A[4] + e[2] * A[7],
+         e[0] * A[2] + e[1] * A[5] + e[2] * A[8],
+         e[3] * A[0] + e[4] * A[3] + e[5] * A[6], e[3] * A[1] + e[4] * A[4] + e[5] * A[7],
+         e[3] * A[2] + e[4] * A[5] + e[5] * A[8],
+         e[6] * A[0] + e[7] * A[3] + e[8] * A[6], e[6] * A[1] + e[7] * A[4] + e[8] * A[7],
+         e[6] * A[2] + e[7] * A[5] + e[8] * A[8])
+    return B, (u0, u1, u2)
+
+
 @njit(cache=True)
 def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                     kbod, kslot, slot, handles, with_T, E, r, S, cJb, vJb, TEb, Trb, vrb, TE, Tr, vrel):
@@ -55,8 +94,9 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
     prev = -1
-    a00 = a01 = a02 = a10 = a11 = a12 = a20 = a21 = a22 = 0.0
-    t0 = t1 = t2 = w0 = w1 = w2 = x0 = x1 = x2 = 0.0
+    A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    t = (0.0, 0.0, 0.0)
+    w0 = w1 = w2 = x0 = x1 = x2 = 0.0
     for ki in range(kbod.shape[0]):
         i = kbod[ki]
         iv = idx_v[i]
@@ -82,60 +122,35 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         si = slot[i]
         if si < 0:
             continue
-        # along a run of path bodies each the child of the one before (a chain) T_p and vrel_p
-        # are carried in registers (see path_transforms)
+        # T_p and vrel_p are carried in registers along a chain (see _compose_T)
         p = parent[i]
         if p < 0:
-            a00, a01, a02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
-            a10, a11, a12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
-            a20, a21, a22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
-            t0, t1, t2 = r[i, 0], r[i, 1], r[i, 2]
+            A, t = _rot(E, i), _vec3(r, i)
             w0, w1, w2 = vJb[kk, 0], vJb[kk, 1], vJb[kk, 2]
             x0, x1, x2 = vJb[kk, 3], vJb[kk, 4], vJb[kk, 5]
         else:
             if p != prev:
                 sp = slot[p]
-                a00, a01, a02 = TEb[sp, 0, 0], TEb[sp, 0, 1], TEb[sp, 0, 2]
-                a10, a11, a12 = TEb[sp, 1, 0], TEb[sp, 1, 1], TEb[sp, 1, 2]
-                a20, a21, a22 = TEb[sp, 2, 0], TEb[sp, 2, 1], TEb[sp, 2, 2]
-                t0, t1, t2 = Trb[sp, 0], Trb[sp, 1], Trb[sp, 2]
+                A, t = _rot(TEb, sp), _vec3(Trb, sp)
                 w0, w1, w2 = vrb[sp, 0], vrb[sp, 1], vrb[sp, 2]
                 x0, x1, x2 = vrb[sp, 3], vrb[sp, 4], vrb[sp, 5]
-            e00, e01, e02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
-            e10, e11, e12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
-            e20, e21, e22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
+            e = _rot(E, i)
             r0, r1, r2 = r[i, 0], r[i, 1], r[i, 2]
             if with_T:
-                # T_i = X_i T_p : E = E_i E_p, r = r_p + E_p^T r_i
-                t0 = t0 + a00 * r0 + a10 * r1 + a20 * r2
-                t1 = t1 + a01 * r0 + a11 * r1 + a21 * r2
-                t2 = t2 + a02 * r0 + a12 * r1 + a22 * r2
-                b00 = e00 * a00 + e01 * a10 + e02 * a20
-                b01 = e00 * a01 + e01 * a11 + e02 * a21
-                b02 = e00 * a02 + e01 * a12 + e02 * a22
-                b10 = e10 * a00 + e11 * a10 + e12 * a20
-                b11 = e10 * a01 + e11 * a11 + e12 * a21
-                b12 = e10 * a02 + e11 * a12 + e12 * a22
-                b20 = e20 * a00 + e21 * a10 + e22 * a20
-                b21 = e20 * a01 + e21 * a11 + e22 * a21
-                b22 = e20 * a02 + e21 * a12 + e22 * a22
-                a00, a01, a02, a10, a11, a12, a20, a21, a22 = b00, b01, b02, b10, b11, b12, b20, b21, b22
+                A, t = _compose_T(e, (r0, r1, r2), A, t)
             # vrel_i = X_i vrel_p + vJ
             u0 = x0 - (r1 * w2 - r2 * w1)
             u1 = x1 - (r2 * w0 - r0 * w2)
             u2 = x2 - (r0 * w1 - r1 * w0)
             m0, m1, m2 = w0, w1, w2
-            w0 = e00 * m0 + e01 * m1 + e02 * m2 + vJb[kk, 0]
-            w1 = e10 * m0 + e11 * m1 + e12 * m2 + vJb[kk, 1]
-            w2 = e20 * m0 + e21 * m1 + e22 * m2 + vJb[kk, 2]
-            x0 = e00 * u0 + e01 * u1 + e02 * u2 + vJb[kk, 3]
-            x1 = e10 * u0 + e11 * u1 + e12 * u2 + vJb[kk, 4]
-            x2 = e20 * u0 + e21 * u1 + e22 * u2 + vJb[kk, 5]
+            w0 = e[0] * m0 + e[1] * m1 + e[2] * m2 + vJb[kk, 0]
+            w1 = e[3] * m0 + e[4] * m1 + e[5] * m2 + vJb[kk, 1]
+            w2 = e[6] * m0 + e[7] * m1 + e[8] * m2 + vJb[kk, 2]
+            x0 = e[0] * u0 + e[1] * u1 + e[2] * u2 + vJb[kk, 3]
+            x1 = e[3] * u0 + e[4] * u1 + e[5] * u2 + vJb[kk, 4]
+            x2 = e[6] * u0 + e[7] * u1 + e[8] * u2 + vJb[kk, 5]
         if with_T:
-            TEb[si, 0, 0], TEb[si, 0, 1], TEb[si, 0, 2] = a00, a01, a02
-            TEb[si, 1, 0], TEb[si, 1, 1], TEb[si, 1, 2] = a10, a11, a12
-            TEb[si, 2, 0], TEb[si, 2, 1], TEb[si, 2, 2] = a20, a21, a22
-            Trb[si, 0], Trb[si, 1], Trb[si, 2] = t0, t1, t2
+            _store_T(TEb, Trb, si, A, t)
         vrb[si, 0], vrb[si, 1], vrb[si, 2] = w0, w1, w2
         vrb[si, 3], vrb[si, 4], vrb[si, 5] = x0, x1, x2
         prev = i
@@ -152,51 +167,20 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
 @njit(cache=True)
 def path_transforms(parent, pbod, slot, E, r, TEb, Trb):
     """T_i = X_i T_p (frame 0 -> body i) of the path bodies ``pbod`` (increasing), as the
-    velocity kernel forms them with ``with_T``.  Along a run of path bodies each the child of the
-    one before (a chain), T_p is carried in registers rather than read back from TEb, Trb: the
-    composition is a chain of dependent products, and a store-to-load round trip per body
-    lengthens it."""
+    velocity kernel forms them with ``with_T`` (carried in registers along a chain: _compose_T)."""
     prev = -1
-    a00 = a01 = a02 = a10 = a11 = a12 = a20 = a21 = a22 = 0.0
-    t0 = t1 = t2 = 0.0
+    A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    t = (0.0, 0.0, 0.0)
     for ki in range(pbod.shape[0]):
         i = pbod[ki]
-        si = slot[i]
         p = parent[i]
         if p < 0:
-            a00, a01, a02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
-            a10, a11, a12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
-            a20, a21, a22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
-            t0, t1, t2 = r[i, 0], r[i, 1], r[i, 2]
+            A, t = _rot(E, i), _vec3(r, i)
         else:
             if p != prev:
-                sp = slot[p]
-                a00, a01, a02 = TEb[sp, 0, 0], TEb[sp, 0, 1], TEb[sp, 0, 2]
-                a10, a11, a12 = TEb[sp, 1, 0], TEb[sp, 1, 1], TEb[sp, 1, 2]
-                a20, a21, a22 = TEb[sp, 2, 0], TEb[sp, 2, 1], TEb[sp, 2, 2]
-                t0, t1, t2 = Trb[sp, 0], Trb[sp, 1], Trb[sp, 2]
-            e00, e01, e02 = E[i, 0, 0], E[i, 0, 1], E[i, 0, 2]
-            e10, e11, e12 = E[i, 1, 0], E[i, 1, 1], E[i, 1, 2]
-            e20, e21, e22 = E[i, 2, 0], E[i, 2, 1], E[i, 2, 2]
-            r0, r1, r2 = r[i, 0], r[i, 1], r[i, 2]
-            # r = r_p + E_p^T r_i ; E = E_i E_p
-            t0 = t0 + a00 * r0 + a10 * r1 + a20 * r2
-            t1 = t1 + a01 * r0 + a11 * r1 + a21 * r2
-            t2 = t2 + a02 * r0 + a12 * r1 + a22 * r2
-            b00 = e00 * a00 + e01 * a10 + e02 * a20
-            b01 = e00 * a01 + e01 * a11 + e02 * a21
-            b02 = e00 * a02 + e01 * a12 + e02 * a22
-            b10 = e10 * a00 + e11 * a10 + e12 * a20
-            b11 = e10 * a01 + e11 * a11 + e12 * a21
-            b12 = e10 * a02 + e11 * a12 + e12 * a22
-            b20 = e20 * a00 + e21 * a10 + e22 * a20
-            b21 = e20 * a01 + e21 * a11 + e22 * a21
-            b22 = e20 * a02 + e21 * a12 + e22 * a22
-            a00, a01, a02, a10, a11, a12, a20, a21, a22 = b00, b01, b02, b10, b11, b12, b20, b21, b22
-        TEb[si, 0, 0], TEb[si, 0, 1], TEb[si, 0, 2] = a00, a01, a02
-        TEb[si, 1, 0], TEb[si, 1, 1], TEb[si, 1, 2] = a10, a11, a12
-        TEb[si, 2, 0], TEb[si, 2, 1], TEb[si, 2, 2] = a20, a21, a22
-        Trb[si, 0], Trb[si, 1], Trb[si, 2] = t0, t1, t2
+                A, t = _rot(TEb, slot[p]), _vec3(Trb, slot[p])
+            A, t = _compose_T(_rot(E, i), _vec3(r, i), A, t)
+        _store_T(TEb, Trb, slot[i], A, t)
         prev = i
 
 
