@@ -6,8 +6,9 @@
     python scripts/bench_parallel.py --profile SPEC PARTS|rR [REPEAT]
         one process: the cost of every part (velocity + reduce + solve, best of REPEAT) in ns per
         body next to ABA's, and the 'ideal speedup' ABA / max part (what P ranks could reach if
-        nothing else cost anything).  ``rR`` (e.g. r16): the partition the MPI backend uses on R
-        ranks; the parts' costs are summed per rank, and the ideal speedup is ABA / max rank.  This is how PATH_WEIGHT in partree/parallel/serial.py is
+        nothing else cost anything).  ``rR`` (e.g. r16): the decomposition the MPI backend uses on
+        R ranks (``SerialEngine.for_ranks``); the parts' costs are summed per rank, and the ideal
+        speedup is ABA / max rank.  This is how PATH_WEIGHT in partree/parallel/serial.py is
         measured: (ns per path body) / (ns per plain body) - 1 on a chain split in two.
 For a user-facing benchmark with JSON output see ``partree bench``.
 """
@@ -28,17 +29,16 @@ def _state(m):
 
 def profile(spec, P, rep):
     from partree.parallel import root as R
-    from partree.parallel.serial import SerialEngine, early_kinematics_wanted, make_partition
+    from partree.parallel.serial import SerialEngine
 
     m = partree.specs.resolve_model(spec)
     q, qd, tau = _state(m)
     nranks = None
     if str(P).startswith("r"):
         nranks = int(P[1:])
-        pt = make_partition(m, None, nranks=nranks)
-        owner = pt.owner_for(nranks)
-        eng = SerialEngine(m, pt, early_kinematics=early_kinematics_wanted(m, pt, owner) if nranks > 1 else False)
-        P = pt.nparts
+        eng = SerialEngine.for_ranks(m, nranks)
+        owner = eng.owner
+        P = eng.partition.nparts
     else:
         P = int(P)
         eng = SerialEngine(m, P)
@@ -79,7 +79,7 @@ def profile(spec, P, rep):
           f"ideal speedup={ta / max(tp):.2f}")
     if nranks:
         loads = np.bincount(owner, weights=tp, minlength=nranks)
-        print(f"ranks={nranks} rank loads (s)={[round(x, 4) for x in loads]}  sum/aba={loads.sum() / ta:.3f} "
+        print(f"ranks={nranks} rank loads (s)={[round(float(x), 4) for x in loads]}  sum/aba={loads.sum() / ta:.3f} "
               f"max/mean={loads.max() / loads.mean():.3f}  ideal speedup={ta / loads.max():.2f} "
               f"(efficiency {ta / loads.max() / nranks:.2f})")
 

@@ -28,17 +28,14 @@ import numpy as np
 
 def _setup(spec, nranks):
     import partree
-    from partree.parallel.serial import SerialEngine, early_kinematics_wanted, make_partition
+    from partree.parallel.serial import SerialEngine
 
     m = partree.specs.resolve_model(spec)
     rng = np.random.default_rng(0)
     q, qd, tau = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
-    pt = make_partition(m, None, nranks=nranks)
-    owner = pt.owner_for(nranks) if nranks > 1 else np.zeros(pt.nparts, dtype=np.int64)
-    early = early_kinematics_wanted(m, pt, owner) if nranks > 1 else False
-    eng = SerialEngine(m, pt, early_kinematics=early)
-    eng.forward_dynamics(q, qd, tau)                 # every part's v_in, a_in and g, kept for the replay
-    return m, eng, owner, q, qd, tau
+    eng = SerialEngine.for_ranks(m, nranks)
+    eng.forward_dynamics(q, qd, tau)
+    return m, eng, eng.owner, q, qd, tau
 
 
 def _share_runner(eng, owner, rank, q, qd, tau):

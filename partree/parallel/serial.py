@@ -317,6 +317,20 @@ class SerialEngine:
         self.tree = R.PartsTree.from_partition(self.partition)
         self.parts = [build_part(model, self.partition, k, early_kinematics) for k in range(self.partition.nparts)]
         self.a0 = gravity_a0(model.gravity)
+        self.owner = np.zeros(self.partition.nparts, dtype=np.int64)
+
+    @classmethod
+    def for_ranks(cls, model, nranks, path_weight=PATH_WEIGHT):
+        """The decomposition the MPI backend uses on ``nranks`` ranks (its partition, its rank of
+        every part in ``owner``, its choice of early kinematics), run in one process: for
+        profiling what each rank's share costs."""
+        nranks = int(nranks)
+        pt = make_partition(model, None, path_weight, nranks=nranks)
+        owner = pt.owner_for(nranks) if nranks > 1 else np.zeros(pt.nparts, dtype=np.int64)
+        early = early_kinematics_wanted(model, pt, owner) if nranks > 1 else False
+        eng = cls(model, pt, path_weight, early_kinematics=early)
+        eng.owner = np.asarray(owner, dtype=np.int64)
+        return eng
 
     def forward_dynamics(self, q, qd, tau, f_ext=None):
         """qdd for the state (q, qd), joint forces tau and optional external body wrenches f_ext
