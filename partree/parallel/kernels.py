@@ -15,16 +15,17 @@ increasing order; ``slot[i]`` is body i's index in it (-1 off the paths).
 
 "Frame 0" is the coordinate frame of the root's parent (where v_in, a_in are given).  Along the
 paths the velocity kernel forms the compact transforms T_i (frame 0 -> body i: v_i = T_i v_in +
-vrel_i); for a part hanging from the fixed base, whose v_in is zero, ``path_transforms`` forms them
-in the reduce step instead.  The sensitivity walk is done in frame 0, where moving a force to the parent is the
-identity, so each path body costs one rank-nv update of a 6x6 matrix instead of a 6x6 transform:
+vrel_i); for a part hanging from the fixed base, whose v_in is zero, pass 1 of the reduce kernel
+forms them instead (``form_T``).  The sensitivity walk is done in frame 0, where moving a force to
+the parent is the identity, so each path body costs one rank-nv update of a 6x6 matrix instead of
+a 6x6 transform:
     L_i = 1 - U_i Dinv_i S_i^T (body coordinates)  ->  L~_i = 1 - (T_i^T U_i) Dinv_i (T_i^-1 S_i)^T.
 
 Kernels:
   velocity_kernel  joint kinematics of the path bodies (or of all, ``early_kinematics``); T_h and
                    vrel_h for the handles
-  path_transforms  the T_i of a part hanging from the base (its velocity step skips them)
-  reduce_kernel    pass 1 (joint kinematics of the other bodies fused in; velocities from v_in),
+  reduce_kernel    pass 1 (joint kinematics of the other bodies fused in; velocities from v_in;
+                   the path transforms of a part hanging from the base),
                    pass 2 (IA, pA with g = 0) and the sensitivities: the root relation
                    g_root = M a_in + m0 + sum_k Kt_k g_k (frame 0) and the handle relations
                    a_hj = Psi_j a_in + sum_k Lam_jk g_k + beta_j
@@ -86,13 +87,15 @@ def _compose_T(e, rr, A, t):
 def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                     kbod, kslot, slot, handles, with_T, E, r, S, cJb, vJb, TEb, Trb, vrb, TE, Tr, vrel):
     """Joint kinematics of the bodies ``kbod`` (increasing; at least the path bodies) into E, r,
-    S and cJ, vJ (rows ``kslot[i]`` of cJb, vJb), and the maps v_h = T_h v_in + vrel_h of the
+    S (and, for joints of more than one DOF, cJ, vJ in rows ``kslot[i]`` of cJb, vJb), and the maps v_h = T_h v_in + vrel_h of the
     handles (TE, Tr, vrel (H, ...)) through the path transforms (rows ``slot[i]``).
     ``with_T`` False (a part hanging from the fixed base, whose v_in is zero): v_h = vrel_h, the
-    path transforms are left to the reduce step (``path_transforms``, where the walk needs them)
+    path transforms are left to pass 1 of the reduce kernel (``form_T``, where the walk needs them)
     and T_h is reported as the identity."""
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
+    cJ = np.empty(6)
+    vJ = np.empty(6)
     prev = -1
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = (0.0, 0.0, 0.0)
@@ -101,24 +104,27 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         i = kbod[ki]
         iv = idx_v[i]
         kk = kslot[i]
-        if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
+        # 1-DOF joints (inlined with a constant type, see joints.joint_kinematics_at) have cJ = 0 and
+        # vJ = S qd: nothing is stored for them beyond E, r, S (pass 1 forms vJ again from S)
+        if jtype[i] == REVOLUTE:
             joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                             E[i], r[i], S[iv:], cJb[kk], R, R2)
+                             E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
-                vJb[kk, k] = S[iv, k] * qd[iv]
+                vJ[k] = S[iv, k] * qd[iv]
         elif jtype[i] == PRISMATIC:
             joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                             E[i], r[i], S[iv:], cJb[kk], R, R2)
+                             E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
-                vJb[kk, k] = S[iv, k] * qd[iv]
+                vJ[k] = S[iv, k] * qd[iv]
         else:
-            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJb[kk],
-                                     R, R2)
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
             for k in range(6):
                 s = 0.0
                 for d in range(nv):
                     s += S[iv + d, k] * qd[iv + d]
+                vJ[k] = s
                 vJb[kk, k] = s
+                cJb[kk, k] = cJ[k]
         si = slot[i]
         if si < 0:
             continue
@@ -126,8 +132,8 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         p = parent[i]
         if p < 0:
             A, t = _rot(E, i), _vec3(r, i)
-            w0, w1, w2 = vJb[kk, 0], vJb[kk, 1], vJb[kk, 2]
-            x0, x1, x2 = vJb[kk, 3], vJb[kk, 4], vJb[kk, 5]
+            w0, w1, w2 = vJ[0], vJ[1], vJ[2]
+            x0, x1, x2 = vJ[3], vJ[4], vJ[5]
         else:
             if p != prev:
                 sp = slot[p]
@@ -143,12 +149,12 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
             u1 = x1 - (r2 * w0 - r0 * w2)
             u2 = x2 - (r0 * w1 - r1 * w0)
             m0, m1, m2 = w0, w1, w2
-            w0 = e[0] * m0 + e[1] * m1 + e[2] * m2 + vJb[kk, 0]
-            w1 = e[3] * m0 + e[4] * m1 + e[5] * m2 + vJb[kk, 1]
-            w2 = e[6] * m0 + e[7] * m1 + e[8] * m2 + vJb[kk, 2]
-            x0 = e[0] * u0 + e[1] * u1 + e[2] * u2 + vJb[kk, 3]
-            x1 = e[3] * u0 + e[4] * u1 + e[5] * u2 + vJb[kk, 4]
-            x2 = e[6] * u0 + e[7] * u1 + e[8] * u2 + vJb[kk, 5]
+            w0 = e[0] * m0 + e[1] * m1 + e[2] * m2 + vJ[0]
+            w1 = e[3] * m0 + e[4] * m1 + e[5] * m2 + vJ[1]
+            w2 = e[6] * m0 + e[7] * m1 + e[8] * m2 + vJ[2]
+            x0 = e[0] * u0 + e[1] * u1 + e[2] * u2 + vJ[3]
+            x1 = e[3] * u0 + e[4] * u1 + e[5] * u2 + vJ[4]
+            x2 = e[6] * u0 + e[7] * u1 + e[8] * u2 + vJ[5]
         if with_T:
             _store_T(TEb, Trb, si, A, t)
         vrb[si, 0], vrb[si, 1], vrb[si, 2] = w0, w1, w2
@@ -165,32 +171,18 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
 
 
 @njit(cache=True)
-def path_transforms(parent, pbod, slot, E, r, TEb, Trb):
-    """T_i = X_i T_p (frame 0 -> body i) of the path bodies ``pbod`` (increasing), as the
-    velocity kernel forms them with ``with_T`` (carried in registers along a chain: _compose_T)."""
+def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
+           v_in, kslot, cJb, vJb, slot, vrb, form_T, TEb, Trb, E, r, S, v, c, pA):
+    """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
+    kslot[i] < 0, fused in).  With v_in = 0 (a part hanging from the fixed base) the path bodies'
+    velocities are the relative ones the velocity kernel already formed (vrb).  ``form_T``: also
+    form the path transforms T_i = X_i T_p (rows slot[i] of TEb, Trb), which the velocity kernel
+    leaves out for a part hanging from the base; the composition, a chain of dependent products
+    carried in registers along a chain (see _compose_T), overlaps here with pass 1's own work."""
+    n = parent.shape[0]
     prev = -1
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = (0.0, 0.0, 0.0)
-    for ki in range(pbod.shape[0]):
-        i = pbod[ki]
-        p = parent[i]
-        if p < 0:
-            A, t = _rot(E, i), _vec3(r, i)
-        else:
-            if p != prev:
-                A, t = _rot(TEb, slot[p]), _vec3(Trb, slot[p])
-            A, t = _compose_T(_rot(E, i), _vec3(r, i), A, t)
-        _store_T(TEb, Trb, slot[i], A, t)
-        prev = i
-
-
-@njit(cache=True)
-def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, pA):
-    """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
-    kslot[i] < 0, fused in).  With v_in = 0 (a part hanging from the fixed base) the path bodies'
-    velocities are the relative ones the velocity kernel already formed (vrb)."""
-    n = parent.shape[0]
     vin_zero = True
     for k in range(6):
         vin_zero = vin_zero and v_in[k] == 0.0
@@ -222,6 +214,10 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
                     for d in range(nv):
                         s += S[iv + d, k] * qd[iv + d]
                     vJ[k] = s
+        elif jtype[i] == REVOLUTE or jtype[i] == PRISMATIC:
+            for k in range(6):
+                cJ[k] = 0.0
+                vJ[k] = S[iv, k] * qd[iv]
         else:
             for k in range(6):
                 cJ[k] = cJb[si, k]
@@ -246,12 +242,21 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         if has_fext:
             for k in range(6):
                 pA[i, k] -= f_ext[i, k]
+        if form_T and slot[i] >= 0:
+            if p < 0:
+                A, t = _rot(E, i), _vec3(r, i)
+            else:
+                if p != prev:
+                    A, t = _rot(TEb, slot[p]), _vec3(Trb, slot[p])
+                A, t = _compose_T(_rot(E, i), _vec3(r, i), A, t)
+            _store_T(TEb, Trb, slot[i], A, t)
+            prev = i
 
 
 @njit(cache=True)
 def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                   mass, com, I_com, tau, f_ext, has_fext, v_in,
-                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, TEb, Trb, vrb, yptr, Yst, ylo,
+                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, form_T, TEb, Trb, vrb, yptr, Yst, ylo,
                   acc_first, acc_has, E, r, S, v, c, IA, pA, U, Dinv, u, G,
                   M, m0, Kt, Psi, Lam, beta):
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
@@ -273,7 +278,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     tmp = np.empty(6)
     pa = np.empty(6)
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, vrb, E, r, S, v, c, pA)
+           v_in, kslot, cJb, vJb, slot, vrb, form_T, TEb, Trb, E, r, S, v, c, pA)
     # pass 2 (as in ABA, written out; the part's root also forms Ia, pa: its boundary relation)
     handed = False
     for i in range(n - 1, -1, -1):

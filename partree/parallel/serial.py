@@ -215,14 +215,14 @@ class PartKernel:
             if F.shape != (self.m, 6):
                 raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
             has_f = True
-        if self.top and self.H:
-            # a part hanging from the base left its path transforms out of the velocity step (its
-            # v_in is zero): they are formed here, where the walk needs them
-            K.path_transforms(self.parent, self.pbod, self.slot, self.E, self.r, self.TEb, self.Trb)
+        # a part hanging from the base left its path transforms out of the velocity step (its v_in
+        # is zero): pass 1 forms them, for the walk
+        form_T = self.top and self.H > 0
         bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
                               np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
-                              self.kslot, self.slot, self.cJb, self.vJb, self.TEb, self.Trb, self.vrb, self.yptr, self.Yst,
+                              self.kslot, self.slot, self.cJb, self.vJb, form_T, self.TEb, self.Trb, self.vrb,
+                              self.yptr, self.Yst,
                               self.ylo, self.acc_first, self.acc_has,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
