@@ -669,16 +669,22 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
                 y3 = w0 * Gc[0, 3] + w1 * Gc[1, 3] + w2 * Gc[2, 3] + z3 * Gc[3, 3] + z4 * Gc[4, 3] + z5 * Gc[5, 3]
                 y4 = w0 * Gc[0, 4] + w1 * Gc[1, 4] + w2 * Gc[2, 4] + z3 * Gc[3, 4] + z4 * Gc[4, 4] + z5 * Gc[5, 4]
                 y5 = w0 * Gc[0, 5] + w1 * Gc[1, 5] + w2 * Gc[2, 5] + z3 * Gc[3, 5] + z4 * Gc[4, 5] + z5 * Gc[5, 5]
-                Yst[yo, 0], Yst[yo, 1], Yst[yo, 2], Yst[yo, 3], Yst[yo, 4], Yst[yo, 5] = y0, y1, y2, y3, y4, y5
                 if y0 == 0.0 and y1 == 0.0 and y2 == 0.0 and y3 == 0.0 and y4 == 0.0 and y5 == 0.0:
-                    moved = 0
+                    moved = 0     # no row of Yst written (see below)
                 else:
+                    Yst[yo, 0], Yst[yo, 1], Yst[yo, 2], Yst[yo, 3], Yst[yo, 4], Yst[yo, 5] = y0, y1, y2, y3, y4, y5
                     moved = _walk_update1(iv, si, TEb, Trb, U, Dinv, Yst, yo, Gc, Lc, bt, es, tiny)
             else:
                 moved = _walk_step_any(iv, nv, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yptr[pos], Gc, Lc, bt, es,
                                        St, Ut, Y, tmp, h, tiny)
             if moved == 0:
                 continue      # Y = 0: no cross terms either
+            # zeros in the rows of Yst of the 1-DOF positions passed with Y = 0 since the last row
+            # written: the back-substitution reads the rows from ylo on, and a long path's tail of
+            # zero rows below them is not written at all
+            for row in range(yptr[pos + 1], yptr[lo]):
+                for l in range(6):
+                    Yst[row, l] = 0.0
             lo = pos
             if moved == 2 and not store:
                 break         # G~ = 0: nothing more to add on this path (its Y above lo stay unread)
