@@ -257,12 +257,13 @@ def _accumulation_flags(parent):
 
 
 #: extra relative cost of a body on a handle path, measured with
-#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 2`` and
-#: the per-phase times of ``mpiexec -n 2 python scripts/bench_parallel.py``: ~0.18 x a plain body
-#: whose kinematics is done in the velocity step, as under MPI (232 against 197 ns on the planar
-#: chain; ~214 on the 3-D chain, skew=0.5, whose walk stops after a few thousand bodies).  It was
-#: 0.45 before the walk skipped the bodies with zero Y.
-PATH_WEIGHT = 0.18
+#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 r2 7``: 210 against 186 ns per
+#: body (0.13) on the planar chain, whose walk goes all the way up (Y = 0 past the first few hundred
+#: bodies, but e~, S~ and Y are still formed); 192 against 185 (0.04) on the 3-D chain (skew=0.5),
+#: whose walk stops after a few thousand bodies.  0.12 leaves both within 4% of balanced on 2 ranks
+#: (0.18, the figure before the path transforms were carried in registers, left the 3-D chain 6.5%
+#: off).  It was 0.45 before the walk skipped the bodies with zero Y.
+PATH_WEIGHT = 0.12
 
 
 def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
