@@ -157,7 +157,16 @@ def _bench_dask(a, model, q, qd, tau):
                  "gather_bytes_per_eval": info_client["state_bytes"],
                  "rss_bytes_per_rank": [max_rss_bytes()] + [int(v) for _, v in sorted(rss.items())],
                  "rss_labels": ["client"] + sorted(rss), "imbalance": eng.partition.imbalance,
-                 "restarts": eng.restarts}
+                 "rank_imbalance": _worker_imbalance(eng), "restarts": eng.restarts}
+
+
+def _worker_imbalance(eng):
+    """Modelled work per worker, max / mean, under the engine's placement of the parts."""
+    pt = eng.partition
+    c = np.asarray(pt.costs if pt.costs is not None else pt.weights, dtype=float)
+    ws = sorted(set(eng.workers))
+    loads = np.array([c[[k for k, w in enumerate(eng.workers) if w == x]].sum() for x in ws])
+    return float(loads.max() / loads.mean())
 
 
 def _bench_mpi(a, model, q, qd, tau, comm):
