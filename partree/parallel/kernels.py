@@ -407,6 +407,17 @@ def _flush_columns(Gc, tiny):
 
 
 @njit(cache=True, fastmath=_WALK_MATH, inline="always")
+def _live_columns(Gc):
+    """Bit l set where column l of G~ is not all zero."""
+    cm = 0
+    for l in range(6):
+        if Gc[0, l] != 0.0 or Gc[1, l] != 0.0 or Gc[2, l] != 0.0 or Gc[3, l] != 0.0 or Gc[4, l] != 0.0 or \
+                Gc[5, l] != 0.0:
+            cm |= 1 << l
+    return cm
+
+
+@njit(cache=True, fastmath=_WALK_MATH, inline="always")
 def _walk_start(TE_h, Tr_h, Gc, Lc, bt):
     """Start of a handle path's walk: G~ = T_h^T = [[E^T, rx E^T], [0, E^T]], Lam_kk = 0, beta = 0.
     Returns the flush threshold of this path (see _TINY_REL)."""
@@ -610,6 +621,7 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
         last = a1 - 1
         sh = slot[path_idx[last]]
         tiny = _walk_start(TEb[sh], Trb[sh], Gc, Lc, bt)
+        cm = 63
         for k in range(6):
             es[k] = 0.0
         for j in range(kh):
@@ -655,30 +667,40 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
                 es[3] += E00 * t3 + E10 * t4 + E20 * t5 + r1 * w2 - r2 * w1
                 es[4] += E01 * t3 + E11 * t4 + E21 * t5 + r2 * w0 - r0 * w2
                 es[5] += E02 * t3 + E12 * t4 + E22 * t5 + r0 * w1 - r1 * w0
-                # S~ = T^-1 S (kept in St for the cross terms) ;  y = S~^T G~ (kept in Yst)
+                # S~ = T^-1 S ;  y = S~^T G~ (kept in Yst)
                 w0 = E00 * s0 + E10 * s1 + E20 * s2
                 w1 = E01 * s0 + E11 * s1 + E21 * s2
                 w2 = E02 * s0 + E12 * s1 + E22 * s2
-                z3 = E00 * s3 + E10 * s4 + E20 * s5 + r1 * w2 - r2 * w1
-                z4 = E01 * s3 + E11 * s4 + E21 * s5 + r2 * w0 - r0 * w2
-                z5 = E02 * s3 + E12 * s4 + E22 * s5 + r0 * w1 - r1 * w0
-                St[0, 0], St[0, 1], St[0, 2], St[0, 3], St[0, 4], St[0, 5] = w0, w1, w2, z3, z4, z5
-                y0 = w0 * Gc[0, 0] + w1 * Gc[1, 0] + w2 * Gc[2, 0] + z3 * Gc[3, 0] + z4 * Gc[4, 0] + z5 * Gc[5, 0]
-                y1 = w0 * Gc[0, 1] + w1 * Gc[1, 1] + w2 * Gc[2, 1] + z3 * Gc[3, 1] + z4 * Gc[4, 1] + z5 * Gc[5, 1]
-                y2 = w0 * Gc[0, 2] + w1 * Gc[1, 2] + w2 * Gc[2, 2] + z3 * Gc[3, 2] + z4 * Gc[4, 2] + z5 * Gc[5, 2]
-                y3 = w0 * Gc[0, 3] + w1 * Gc[1, 3] + w2 * Gc[2, 3] + z3 * Gc[3, 3] + z4 * Gc[4, 3] + z5 * Gc[5, 3]
-                y4 = w0 * Gc[0, 4] + w1 * Gc[1, 4] + w2 * Gc[2, 4] + z3 * Gc[3, 4] + z4 * Gc[4, 4] + z5 * Gc[5, 4]
-                y5 = w0 * Gc[0, 5] + w1 * Gc[1, 5] + w2 * Gc[2, 5] + z3 * Gc[3, 5] + z4 * Gc[4, 5] + z5 * Gc[5, 5]
+                z3, z4, z5 = r1 * w2 - r2 * w1, r2 * w0 - r0 * w2, r0 * w1 - r1 * w0
+                if s3 != 0.0 or s4 != 0.0 or s5 != 0.0:       # (a revolute joint's S has no linear part)
+                    z3 += E00 * s3 + E10 * s4 + E20 * s5
+                    z4 += E01 * s3 + E11 * s4 + E21 * s5
+                    z5 += E02 * s3 + E12 * s4 + E22 * s5
+                # (only the columns of G~ not flushed to zero: bit l of cm)
+                y0 = w0 * Gc[0, 0] + w1 * Gc[1, 0] + w2 * Gc[2, 0] + z3 * Gc[3, 0] + z4 * Gc[4, 0] + z5 * Gc[5, 0] \
+                    if cm & 1 else 0.0
+                y1 = w0 * Gc[0, 1] + w1 * Gc[1, 1] + w2 * Gc[2, 1] + z3 * Gc[3, 1] + z4 * Gc[4, 1] + z5 * Gc[5, 1] \
+                    if cm & 2 else 0.0
+                y2 = w0 * Gc[0, 2] + w1 * Gc[1, 2] + w2 * Gc[2, 2] + z3 * Gc[3, 2] + z4 * Gc[4, 2] + z5 * Gc[5, 2] \
+                    if cm & 4 else 0.0
+                y3 = w0 * Gc[0, 3] + w1 * Gc[1, 3] + w2 * Gc[2, 3] + z3 * Gc[3, 3] + z4 * Gc[4, 3] + z5 * Gc[5, 3] \
+                    if cm & 8 else 0.0
+                y4 = w0 * Gc[0, 4] + w1 * Gc[1, 4] + w2 * Gc[2, 4] + z3 * Gc[3, 4] + z4 * Gc[4, 4] + z5 * Gc[5, 4] \
+                    if cm & 16 else 0.0
+                y5 = w0 * Gc[0, 5] + w1 * Gc[1, 5] + w2 * Gc[2, 5] + z3 * Gc[3, 5] + z4 * Gc[4, 5] + z5 * Gc[5, 5] \
+                    if cm & 32 else 0.0
                 if y0 == 0.0 and y1 == 0.0 and y2 == 0.0 and y3 == 0.0 and y4 == 0.0 and y5 == 0.0:
                     moved = 0     # no row of Yst written (see below)
                 else:
                     Yst[yo, 0], Yst[yo, 1], Yst[yo, 2], Yst[yo, 3], Yst[yo, 4], Yst[yo, 5] = y0, y1, y2, y3, y4, y5
+                    St[0, 0], St[0, 1], St[0, 2], St[0, 3], St[0, 4], St[0, 5] = w0, w1, w2, z3, z4, z5
                     moved = _walk_update1(iv, si, TEb, Trb, U, Dinv, Yst, yo, Gc, Lc, bt, es, tiny)
             else:
                 moved = _walk_step_any(iv, nv, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yptr[pos], Gc, Lc, bt, es,
                                        St, Ut, Y, tmp, h, tiny)
             if moved == 0:
                 continue      # Y = 0: no cross terms either
+            cm = _live_columns(Gc)
             # zeros in the rows of Yst of the 1-DOF positions passed with Y = 0 since the last row
             # written: the back-substitution reads the rows from ylo on, and a long path's tail of
             # zero rows below them is not written at all
