@@ -87,11 +87,13 @@ def _compose_T(e, rr, A, t):
 def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                     kbod, kslot, slot, handles, with_T, E, r, S, cJb, vJb, TEb, Trb, vrb, TE, Tr, vrel):
     """Joint kinematics of the bodies ``kbod`` (increasing; at least the path bodies) into E, r,
-    S (and, for joints of more than one DOF, cJ, vJ in rows ``kslot[i]`` of cJb, vJb), and the maps v_h = T_h v_in + vrel_h of the
-    handles (TE, Tr, vrel (H, ...)) through the path transforms (rows ``slot[i]``).
+    S (and, for joints of more than one DOF, cJ, vJ in rows ``kslot[i]`` of cJb, vJb), and the
+    maps v_h = T_h v_in + vrel_h of the handles (TE, Tr, vrel (H, ...)) through the path
+    transforms (rows ``slot[i]``) and the relative velocities (rows ``slot[i]`` of vrb).
     ``with_T`` False (a part hanging from the fixed base, whose v_in is zero): v_h = vrel_h, the
     path transforms are left to pass 1 of the reduce kernel (``form_T``, where the walk needs them)
-    and T_h is reported as the identity."""
+    and T_h is reported as the identity; the caller then passes the part's velocities v as vrb
+    (rows by body, not by slot): for such a part they are the relative ones, and pass 1 keeps them."""
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
     cJ = np.empty(6)
@@ -136,8 +138,9 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
             x0, x1, x2 = vJ[3], vJ[4], vJ[5]
         else:
             if p != prev:
-                sp = slot[p]
-                A, t = _rot(TEb, sp), _vec3(Trb, sp)
+                if with_T:
+                    A, t = _rot(TEb, slot[p]), _vec3(Trb, slot[p])
+                sp = slot[p] if with_T else p
                 w0, w1, w2 = vrb[sp, 0], vrb[sp, 1], vrb[sp, 2]
                 x0, x1, x2 = vrb[sp, 3], vrb[sp, 4], vrb[sp, 5]
             e = _rot(E, i)
@@ -157,8 +160,9 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
             x2 = e[6] * u0 + e[7] * u1 + e[8] * u2 + vJ[5]
         if with_T:
             _store_T(TEb, Trb, si, A, t)
-        vrb[si, 0], vrb[si, 1], vrb[si, 2] = w0, w1, w2
-        vrb[si, 3], vrb[si, 4], vrb[si, 5] = x0, x1, x2
+        sv = si if with_T else i
+        vrb[sv, 0], vrb[sv, 1], vrb[sv, 2] = w0, w1, w2
+        vrb[sv, 3], vrb[sv, 4], vrb[sv, 5] = x0, x1, x2
         prev = i
     for k in range(handles.shape[0]):
         si = slot[handles[k]]
@@ -167,25 +171,22 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
             for b in range(3):
                 TE[k, a, b] = TEb[si, a, b] if with_T else (1.0 if a == b else 0.0)
         for j in range(6):
-            vrel[k, j] = vrb[si, j]
+            vrel[k, j] = vrb[si if with_T else handles[k], j]
 
 
 @njit(cache=True)
 def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, vrb, form_T, TEb, Trb, E, r, S, v, c, pA):
+           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA):
     """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
-    kslot[i] < 0, fused in).  With v_in = 0 (a part hanging from the fixed base) the path bodies'
-    velocities are the relative ones the velocity kernel already formed (vrb).  ``form_T``: also
-    form the path transforms T_i = X_i T_p (rows slot[i] of TEb, Trb), which the velocity kernel
-    leaves out for a part hanging from the base; the composition, a chain of dependent products
-    carried in registers along a chain (see _compose_T), overlaps here with pass 1's own work."""
+    kslot[i] < 0, fused in).  ``form_T``: a part hanging from the fixed base, with handles: the
+    velocity kernel already formed its path bodies' velocities in v (v_in = 0), and pass 1 forms
+    their path transforms T_i = X_i T_p (rows slot[i] of TEb, Trb), which the velocity kernel
+    leaves out for such a part; the composition, a chain of dependent products carried in
+    registers along a chain (see _compose_T), overlaps here with pass 1's own work."""
     n = parent.shape[0]
     prev = -1
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = (0.0, 0.0, 0.0)
-    vin_zero = True
-    for k in range(6):
-        vin_zero = vin_zero and v_in[k] == 0.0
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
     h = np.empty(6)
@@ -223,11 +224,7 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
                 cJ[k] = cJb[si, k]
                 vJ[k] = vJb[si, k]
         p = parent[i]
-        sv = slot[i] if vin_zero else -1
-        if sv >= 0:
-            for k in range(6):
-                v[i, k] = vrb[sv, k]
-        else:
+        if not (form_T and slot[i] >= 0):
             if p < 0:
                 xform_motion(E[i], r[i], v_in, tmp)
             else:
@@ -256,7 +253,7 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
 @njit(cache=True)
 def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                   mass, com, I_com, tau, f_ext, has_fext, v_in,
-                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, form_T, TEb, Trb, vrb, yptr, Yst, ylo,
+                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, form_T, TEb, Trb, yptr, Yst, ylo,
                   acc_first, acc_has, E, r, S, v, c, IA, pA, U, Dinv, u, G,
                   M, m0, Kt, Psi, Lam, beta):
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
@@ -278,7 +275,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     tmp = np.empty(6)
     pa = np.empty(6)
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, vrb, form_T, TEb, Trb, E, r, S, v, c, pA)
+           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA)
     # pass 2 (as in ABA, written out; the part's root also forms Ia, pa: its boundary relation)
     handed = False
     for i in range(n - 1, -1, -1):

@@ -161,7 +161,7 @@ class PartKernel:
         self.vJb = np.zeros((self.kbod.size, 6))
         self.TEb = np.zeros((ns, 3, 3))
         self.Trb = np.zeros((ns, 3))
-        self.vrb = np.zeros((ns, 6))
+        self.vrb = np.zeros((0 if self.top else ns, 6))     # (a part at the base: v, see velocity)
         self.Yst = np.zeros((int(self.yptr[-1]), 6))
         self._q = np.zeros(self.nq)
         self._qd = np.zeros(nv)
@@ -193,14 +193,16 @@ class PartKernel:
     def velocity(self, q, qd):
         """Step (a). q, qd: this part's own coordinates (q[qsel], qd[vsel]).
         Returns (TE, Tr, vrel) for its handles (views of the workspace).  Only the bodies on
-        handle paths are visited here; the others' joint kinematics is fused into ``reduce``."""
+        handle paths are visited here; the others' joint kinematics is fused into ``reduce``.  A
+        part hanging from the base (v_in = 0) writes its path bodies' velocities straight into v."""
         self._q = np.ascontiguousarray(q, dtype=np.float64)
         self._qd = np.ascontiguousarray(qd, dtype=np.float64)
         if self.kbod.size:
             K.velocity_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.kbod, self.kslot, self.slot, self.handles,
                               not self.top, self.E, self.r,
-                              self.S, self.cJb, self.vJb, self.TEb, self.Trb, self.vrb, self.TE, self.Tr, self.vrel)
+                              self.S, self.cJb, self.vJb, self.TEb, self.Trb, self.v if self.top else self.vrb,
+                              self.TE, self.Tr, self.vrel)
         return self.TE, self.Tr, self.vrel
 
     def reduce(self, v_in, tau, f_ext=None):
@@ -221,9 +223,8 @@ class PartKernel:
         bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
                               np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
-                              self.kslot, self.slot, self.cJb, self.vJb, form_T, self.TEb, self.Trb, self.vrb,
-                              self.yptr, self.Yst,
-                              self.ylo, self.acc_first, self.acc_has,
+                              self.kslot, self.slot, self.cJb, self.vJb, form_T, self.TEb, self.Trb, self.yptr,
+                              self.Yst, self.ylo, self.acc_first, self.acc_has,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
         if bad >= 0:
