@@ -155,6 +155,43 @@ def test_long_chain_walk_stops_where_the_handle_influence_dies_out(skew):
     # a second state through the same engine (the stopping point moves; stale Y must not leak)
     q2, qd2, tau2 = _state(m, 5)
     assert _rel(eng.forward_dynamics(q2, qd2, tau2), partree.aba(m, q2, qd2, tau2)) < 1e-10
+    # the rows the back-substitution reads (from ylo on) are those a fresh engine writes: the walk
+    # writes only the rows with Y not zero and fills the gaps between them with zeros
+    fresh = SerialEngine(m, 2)
+    fresh.forward_dynamics(q2, qd2, tau2)
+    lo = int(top.ylo[0])
+    assert lo == int(fresh.parts[0].ylo[0])
+    assert np.array_equal(top.Yst[lo:], fresh.parts[0].Yst[lo:])
+
+
+def test_walk_writes_every_row_it_leaves_to_the_back_substitution():
+    """The walk stores only the rows of Y that are not zero and fills the gaps between them with
+    zeros.  A planar chain with one prismatic joint along z deep in the top part: past the first
+    bodies from the handle Y is exactly zero (the out-of-plane columns of G~ meet only z
+    revolutes), until that joint, which meets them; so the rows the back-substitution reads have
+    a long zero gap, whose extent changes with the state.  Neither rows left from the previous
+    state nor rows poisoned with NaN may reach the result."""
+    from partree.joints import PRISMATIC
+
+    m = auto_tree(20000)
+    k = 2000                                       # in the top part, ~7400 bodies from its handle
+    m.jtype[k] = PRISMATIC
+    eng = SerialEngine(m, 2)
+    top = eng.parts[0]
+    assert top.path_idx.size > 8000 and top.bodies[0] <= k < top.bodies[-1] - 5000
+    gaps = []
+    for seed in (4, 5, 4):
+        q, qd, tau = _state(m, seed)
+        assert _rel(eng.forward_dynamics(q, qd, tau), partree.aba(m, q, qd, tau)) < 1e-10
+        lo = int(top.ylo[0])
+        fresh = SerialEngine(m, 2)
+        fresh.forward_dynamics(q, qd, tau)
+        assert lo == int(fresh.parts[0].ylo[0]) and np.array_equal(top.Yst[lo:], fresh.parts[0].Yst[lo:])
+        rows = np.any(top.Yst[lo:] != 0, axis=1)
+        assert rows[0] and rows[-1]
+        gaps.append(int((~rows).sum()))
+        top.Yst[:] = np.nan
+    assert min(gaps) > 1000 and gaps[0] != gaps[1]
 
 
 def test_multi_handle_parts_on_long_paths():
