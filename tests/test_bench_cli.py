@@ -160,3 +160,35 @@ def test_contention_script_runs_two_processes():
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["procs"] == 2 and len(r["share_alone_seconds"]) == len(r["share_together_seconds"]) == 2
     assert r["ceiling_speedup"] == r["engine_seconds"] / max(r["share_together_seconds"])
+
+
+def _pairs_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "speedup_pairs.py"
+    spec = importlib.util.spec_from_file_location("speedup_pairs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_speedup_pairs_pairs_each_job_with_the_one_after_it():
+    mod = _pairs_module()
+
+    def job(r, t):
+        return {"ranks": r, "seconds_per_eval": t, "seconds_per_eval_gathered": t * 1.1, "bytes_per_eval": 432,
+                "parts": 2, "max_rss_bytes": 10, "residual": 1e-14, "residual_kind": "aba"}
+
+    s = mod.summarize([job(1, 2.0), job(2, 1.0), job(1, 1.8), job(2, 1.2)], 2)
+    assert s["pair_speedups"] == [2.0, 1.5] and s["best_speedup"] == 1.8 and s["seconds_p"] == [1.0, 1.2]
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_speedup_pairs_script_runs_mpi_jobs():
+    script = Path(__file__).resolve().parents[1] / "scripts" / "speedup_pairs.py"
+    p = subprocess.run([sys.executable, str(script), "--model", "autotree:nb=2000,bf=1", "--pairs", "1",
+                        "--repeat", "1", "--json"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["ranks"] == 2 and r["pairs"] == 1 and r["parts"] == 2 and r["bytes_per_eval"] == 432
+    assert r["best_speedup"] == pytest.approx(r["seconds_1"][0] / r["seconds_p"][0]) and r["residual_p"] < 1e-10
