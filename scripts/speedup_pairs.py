@@ -14,6 +14,7 @@ would see them.  ``--json`` prints one JSON object with everything instead of th
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def mpiexec_path():
 
 
 def run_job(mpiexec, nranks, model, repeat, timeout):
-    cmd = [mpiexec, "-n", str(nranks), sys.executable, "-m", "partree", "bench", "--backend", "mpi", "--model",
+    cmd = [*shlex.split(mpiexec), "-n", str(nranks), sys.executable, "-m", "partree", "bench", "--backend", "mpi", "--model",
            model, "--repeat", str(repeat), "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
@@ -61,11 +62,13 @@ def main(argv=None):
     ap.add_argument("--pairs", type=int, default=4, help="number of (1-rank, P-rank) pairs (default 4)")
     ap.add_argument("--repeat", type=int, default=9, help="evaluations timed per job, best taken (default 9)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds one job may take (default 900)")
+    ap.add_argument("--mpiexec", default=None,
+                    help='launcher command, e.g. "mpiexec -bind-to core" (default: the venv\'s mpiexec)')
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.ranks < 2 or a.pairs < 1 or a.repeat < 1:
         ap.error("need --ranks >= 2, --pairs >= 1, --repeat >= 1")
-    mpiexec = mpiexec_path()
+    mpiexec = a.mpiexec or mpiexec_path()
     if mpiexec is None:
         ap.error("no mpiexec found (install the mpich wheel: pip install mpich)")
     jobs = []
