@@ -125,14 +125,25 @@ def test_rnea_backward_error_is_scaled_by_the_terms_that_cancel(capsys):
     assert d["residual_kind"] == "rnea" and d["residual"] < 1e-13
 
 
-def _contention_module():
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _script_module(name):
+    """scripts/<name>.py imported as a module (the scripts are not a package)."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "contention.py"
-    spec = importlib.util.spec_from_file_location("partree_contention_script", path)
+    spec = importlib.util.spec_from_file_location(f"partree_script_{name}", SCRIPTS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _run_script_json(name, *args, timeout=300):
+    """Run scripts/<name>.py with --json in a subprocess; its last stdout line parsed."""
+    p = subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), *args, "--json"], capture_output=True,
+                       text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def test_contention_shares_replay_the_evaluation():
@@ -140,7 +151,7 @@ def test_contention_shares_replay_the_evaluation():
     full evaluation: run one share after the other, they give back every part's piece of qdd."""
     import numpy as np
 
-    mod = _contention_module()
+    mod = _script_module("contention")
     m, eng, owner, q, qd, tau = mod._setup("autotree:nb=3000,bf=2", 3)
     ref = eng.forward_dynamics(q, qd, tau).copy()
     runs = [mod._share_runner(eng, owner, r, q, qd, tau) for r in range(3)]
@@ -153,27 +164,13 @@ def test_contention_shares_replay_the_evaluation():
 
 
 def test_contention_script_runs_two_processes():
-    script = Path(__file__).resolve().parents[1] / "scripts" / "contention.py"
-    p = subprocess.run([sys.executable, str(script), "--model", "autotree:nb=2000,bf=1", "--procs", "2",
-                        "--repeat", "2", "--json"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r = _run_script_json("contention", "--model", "autotree:nb=2000,bf=1", "--procs", "2", "--repeat", "2")
     assert r["procs"] == 2 and len(r["share_alone_seconds"]) == len(r["share_together_seconds"]) == 2
     assert r["ceiling_speedup"] == r["engine_seconds"] / max(r["share_together_seconds"])
 
 
-def _pairs_module():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "speedup_pairs.py"
-    spec = importlib.util.spec_from_file_location("speedup_pairs", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_speedup_pairs_pairs_each_job_with_the_one_after_it():
-    mod = _pairs_module()
+    mod = _script_module("speedup_pairs")
 
     def job(r, t):
         return {"ranks": r, "seconds_per_eval": t, "seconds_per_eval_gathered": t * 1.1, "bytes_per_eval": 432,
@@ -185,10 +182,7 @@ def test_speedup_pairs_pairs_each_job_with_the_one_after_it():
 
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 def test_speedup_pairs_script_runs_mpi_jobs():
-    script = Path(__file__).resolve().parents[1] / "scripts" / "speedup_pairs.py"
-    p = subprocess.run([sys.executable, str(script), "--model", "autotree:nb=2000,bf=1", "--pairs", "1",
-                        "--repeat", "1", "--json"], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r = _run_script_json("speedup_pairs", "--model", "autotree:nb=2000,bf=1", "--pairs", "1", "--repeat", "1",
+                         timeout=600)
     assert r["ranks"] == 2 and r["pairs"] == 1 and r["parts"] == 2 and r["bytes_per_eval"] == 432
     assert r["best_speedup"] == pytest.approx(r["seconds_1"][0] / r["seconds_p"][0]) and r["residual_p"] < 1e-10
