@@ -673,23 +673,18 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
                     z3 += E00 * s3 + E10 * s4 + E20 * s5
                     z4 += E01 * s3 + E11 * s4 + E21 * s5
                     z5 += E02 * s3 + E12 * s4 + E22 * s5
-                # (only the columns of G~ not flushed to zero: bit l of cm)
-                y0 = w0 * Gc[0, 0] + w1 * Gc[1, 0] + w2 * Gc[2, 0] + z3 * Gc[3, 0] + z4 * Gc[4, 0] + z5 * Gc[5, 0] \
-                    if cm & 1 else 0.0
-                y1 = w0 * Gc[0, 1] + w1 * Gc[1, 1] + w2 * Gc[2, 1] + z3 * Gc[3, 1] + z4 * Gc[4, 1] + z5 * Gc[5, 1] \
-                    if cm & 2 else 0.0
-                y2 = w0 * Gc[0, 2] + w1 * Gc[1, 2] + w2 * Gc[2, 2] + z3 * Gc[3, 2] + z4 * Gc[4, 2] + z5 * Gc[5, 2] \
-                    if cm & 4 else 0.0
-                y3 = w0 * Gc[0, 3] + w1 * Gc[1, 3] + w2 * Gc[2, 3] + z3 * Gc[3, 3] + z4 * Gc[4, 3] + z5 * Gc[5, 3] \
-                    if cm & 8 else 0.0
-                y4 = w0 * Gc[0, 4] + w1 * Gc[1, 4] + w2 * Gc[2, 4] + z3 * Gc[3, 4] + z4 * Gc[4, 4] + z5 * Gc[5, 4] \
-                    if cm & 16 else 0.0
-                y5 = w0 * Gc[0, 5] + w1 * Gc[1, 5] + w2 * Gc[2, 5] + z3 * Gc[3, 5] + z4 * Gc[4, 5] + z5 * Gc[5, 5] \
-                    if cm & 32 else 0.0
-                if y0 == 0.0 and y1 == 0.0 and y2 == 0.0 and y3 == 0.0 and y4 == 0.0 and y5 == 0.0:
+                # (only the columns of G~ not flushed to zero: bit l of cm; the row in Y, scratch here)
+                nz = False
+                for l in range(6):
+                    y = w0 * Gc[0, l] + w1 * Gc[1, l] + w2 * Gc[2, l] + z3 * Gc[3, l] + z4 * Gc[4, l] + \
+                        z5 * Gc[5, l] if (cm >> l) & 1 else 0.0
+                    Y[0, l] = y
+                    nz = nz or y != 0.0
+                if not nz:
                     moved = 0     # no row of Yst written (see below)
                 else:
-                    Yst[yo, 0], Yst[yo, 1], Yst[yo, 2], Yst[yo, 3], Yst[yo, 4], Yst[yo, 5] = y0, y1, y2, y3, y4, y5
+                    for l in range(6):
+                        Yst[yo, l] = Y[0, l]
                     St[0, 0], St[0, 1], St[0, 2], St[0, 3], St[0, 4], St[0, 5] = w0, w1, w2, z3, z4, z5
                     moved = _walk_update1(iv, si, TEb, Trb, U, Dinv, Yst, yo, Gc, Lc, bt, es, tiny)
             else:
