@@ -45,3 +45,12 @@ def limit_under_mpi():
         else:
             threadpool_limits(1)
     return list(THREAD_VARS)
+
+
+def find_mpiexec():
+    """The MPI launcher to start jobs with: the ``mpiexec`` next to this interpreter (the mpich
+    wheel installs it in the environment's bin/), else the one on PATH, else None."""
+    import shutil
+
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.path.exists(here) else shutil.which("mpiexec")

@@ -131,17 +131,10 @@ def worker(a):
         print("RESULT " + json.dumps({"steps": steps, "evals": evals, "finite": finite}), flush=True)
 
 
-def _mpiexec():
-    for cand in (os.path.join(os.path.dirname(sys.executable), "mpiexec"), "/work/venv/bin/mpiexec"):
-        if os.path.exists(cand):
-            return cand
-    import shutil
-
-    return shutil.which("mpiexec")
-
-
 def _run_mpi(bf, n, a):
-    mpiexec = _mpiexec()
+    from partree._threads import find_mpiexec
+
+    mpiexec = find_mpiexec()
     if mpiexec is None:
         raise RuntimeError("no mpiexec")
     cmd = [mpiexec, "-n", str(a.ranks), sys.executable, os.path.abspath(__file__), "--worker", "--bf", str(bf),

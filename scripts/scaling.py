@@ -30,7 +30,6 @@ import json
 import math
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -48,13 +47,6 @@ FAMILIES = {
     "random": "random:n={n},seed=1,joint_types=[revolute]".format,
     "taper": lambda n: _taper(n),
 }
-
-
-def _mpiexec():
-    for cand in (Path(sys.executable).parent / "mpiexec", shutil.which("mpiexec")):
-        if cand and Path(cand).exists():
-            return str(cand)
-    return None
 
 
 def run_point(launcher, ranks, spec, repeat, backend="mpi", residual="auto", timeout=1800, extra=()):
@@ -102,7 +94,9 @@ def main(argv=None):
         rows, brows = _read_csv(out / "scaling.csv"), _read_csv(out / "bytes.csv")
         _plots(out, rows, brows, sorted({r["ranks"] for r in rows}))
         return 0
-    launcher = a.mpiexec or _mpiexec()
+    from partree._threads import find_mpiexec
+
+    launcher = a.mpiexec or find_mpiexec()
     if launcher is None:
         ap.error("no mpiexec found; pass --mpiexec")
     fams = (a.families or ("chain,binary" if a.quick else ",".join(FAMILIES))).split(",")

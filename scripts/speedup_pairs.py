@@ -13,17 +13,9 @@ would see them.  ``--json`` prints one JSON object with everything instead of th
 """
 import argparse
 import json
-import os
 import shlex
-import shutil
 import subprocess
 import sys
-
-
-def mpiexec_path():
-    """mpiexec next to this interpreter (the mpich wheel's launcher), else the one on PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return here if os.path.exists(here) else shutil.which("mpiexec")
 
 
 def run_job(mpiexec, nranks, model, repeat, timeout):
@@ -68,7 +60,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.ranks < 2 or a.pairs < 1 or a.repeat < 1:
         ap.error("need --ranks >= 2, --pairs >= 1, --repeat >= 1")
-    mpiexec = a.mpiexec or mpiexec_path()
+    from partree._threads import find_mpiexec
+
+    mpiexec = a.mpiexec or find_mpiexec()
     if mpiexec is None:
         ap.error("no mpiexec found (install the mpich wheel: pip install mpich)")
     jobs = []
