@@ -196,3 +196,29 @@ def test_dask_external_forces(client):
     ref = partree.aba(m, q, qd, tau, f_ext=F)
     x = forward_dynamics(m, q, qd, tau, backend="dask", parts=3, client=client, f_ext=F)
     assert np.abs(x - ref).max() < 1e-10 * np.abs(ref).max()
+
+
+def test_dask_constraint_forces_equal_cfa(client):
+    from partree.parallel import constraint_forces
+    from partree.parallel.dask_backend import DaskEngine
+
+    def rel(a, b):
+        return float(np.abs(a - b).max() / np.abs(b).max())
+
+    m = random_tree(150, seed=5, floating_base=True, joint_types=MIXED)
+    F = np.random.default_rng(6).normal(size=(m.n, 6))
+    for actors in (True, False):            # through the workers' actors, and as one task graph
+        eng = DaskEngine(m, client=client, parts=5, actors=actors)
+        for s in range(2):
+            q, qd, tau = _state(m, 30 + s)
+            ref = partree.cfa(m, q, qd, tau, f_ext=F)
+            res = eng.constraint_forces(q, qd, tau, F)
+            for a, b in ((res.qdd, ref.qdd), (res.joint_wrench, ref.joint_wrench),
+                         (res.constraint_force, ref.constraint_force), (res.drive_force, ref.drive_force)):
+                assert rel(a, b) < 1e-10
+            assert np.abs(res.constraint_rows - ref.constraint_rows).max() < 1e-12
+            assert res.method == "parallel-dask"
+        eng.close()
+    q, qd, tau = _state(m, 40)
+    res = constraint_forces(m, q, qd, tau, backend="dask", parts=3, client=client)
+    assert rel(res.joint_wrench, partree.cfa(m, q, qd, tau).joint_wrench) < 1e-10

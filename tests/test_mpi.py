@@ -43,6 +43,15 @@ def test_mpi_matches_aba(n):
     assert 0 < int(nbytes) < 200_000        # O(P) boundary data only
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_mpi_constraint_forces_match_cfa(n):
+    p, _ = _run(n, "cf_check.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = [s for s in p.stdout.splitlines() if s.startswith("OK")]
+    assert line, p.stdout + p.stderr
+    assert float(line[0].split()[1]) < 1e-10
+
+
 @pytest.mark.parametrize("n,mode,msg", [(2, "nan", "is nan"), (3, "nan", "is nan"),
                                         (2, "loader", "loader failed on purpose"),
                                         (3, "rootloader", "loader failed on purpose")])

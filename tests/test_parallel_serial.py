@@ -267,3 +267,47 @@ def test_part_pickles_without_its_workspace():
     for k, pk in enumerate(eng.parts):
         x[pk.vsel] = pk.solve(a_in[k], g[k])
     assert np.array_equal(x, ref)
+
+
+def _cfa_errors(res, ref):
+    return [_rel(res.qdd, ref.qdd), _rel(res.joint_wrench, ref.joint_wrench),
+            _rel(res.constraint_force, ref.constraint_force), _rel(res.drive_force, ref.drive_force),
+            float(np.abs(res.constraint_rows - ref.constraint_rows).max())]
+
+
+@pytest.mark.parametrize("name", list(_models()))
+def test_constraint_forces_equal_cfa(name):
+    """Joint wrenches, constraint and drive forces through the decomposition equal serial CFA's
+    for every part count, more parts than chains and one body per part included."""
+    from partree.parallel import constraint_forces
+
+    m = _models()[name]
+    q, qd, tau = _state(m, 3)
+    F = np.random.default_rng(4).normal(size=(m.n, 6))
+    nchains = m.chains()[0].size - 1
+    for f in (None, F):
+        ref = partree.cfa(m, q, qd, tau, f_ext=f)
+        for P in [1, 2, 5, min(nchains + 3, m.n), m.n]:
+            res = constraint_forces(m, q, qd, tau, backend="serial", parts=P, f_ext=f)
+            assert max(_cfa_errors(res, ref)) < 1e-10, (P, _cfa_errors(res, ref))
+            assert res.method == "parallel-serial"
+    # and RNEA's wrenches of ABA's motion (an independent reference: no CFA code involved)
+    _, W = partree.rnea(m, q, qd, partree.aba(m, q, qd, tau, f_ext=F), f_ext=F, return_wrenches=True)
+    assert _rel(res.joint_wrench, W) < 1e-10
+    j = m.joint_names[m.n // 2]
+    assert np.allclose(res.constraint_wrench_of(j), ref.constraint_wrench_of(j), rtol=0, atol=1e-9)
+
+
+def test_constraint_forces_engine_reuse_and_handle_wrenches():
+    """An engine reused for several states, with a part whose handles carry several child parts:
+    the handle wrenches g of the root solve are what the wrench pass needs."""
+    m = random_tree(200, seed=12, max_children=4, joint_types=MIXED)
+    roots = [int(r) for r in np.flatnonzero(np.bincount(m.parent[m.parent >= 0], minlength=m.n) >= 2)[:3]]
+    kids = np.flatnonzero(np.isin(m.parent, roots))
+    pt = partition_from_roots(m, kids[:8])
+    eng = SerialEngine(m, pt)
+    assert np.any(np.bincount(pt.handle[pt.handle >= 0]) >= 2)
+    for s in range(3):
+        q, qd, tau = _state(m, 20 + s)
+        res = eng.constraint_forces(q, qd, tau)
+        assert max(_cfa_errors(res, partree.cfa(m, q, qd, tau))) < 1e-10

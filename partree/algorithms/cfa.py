@@ -383,6 +383,43 @@ def _cfa_oddeven(model, q, qd, tau, F_ext, has_f, woodbury):
 # ----------------------------------------------------------------------------------------------
 # leaf-first (inertia form = ABA + one pass)
 # ----------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def project_wrench(j, n, nvt, idx_v, idx_s, S, tau, Wt, F, FS, FT, G):
+    """Joint j's split of its wrench F_j: F_S,j = W_j^T F_j and F_T,j = (S_j^T S_j)^-1 tau_j (G: a
+    6x6 scratch)."""
+    iv = idx_v[j]
+    nv = (idx_v[j + 1] if j + 1 < n else nvt) - iv
+    is_ = idx_s[j]
+    for d in range(6 - nv):
+        row = is_ + d
+        FS[row] = (Wt[row, 0] * F[j, 0] + Wt[row, 1] * F[j, 1] + Wt[row, 2] * F[j, 2]
+                   + Wt[row, 3] * F[j, 3] + Wt[row, 4] * F[j, 4] + Wt[row, 5] * F[j, 5])
+    # F_T = (S^T S)^-1 S^T F  (= tau)
+    for d in range(nv):
+        for e in range(nv):
+            s = 0.0
+            for k in range(6):
+                s += S[iv + d, k] * S[iv + e, k]
+            G[d, e] = s
+    if nv == 1:
+        FT[iv] = tau[iv] / G[0, 0]
+    elif nv > 1:
+        # Gauss elimination on the small SPD Gram matrix (no pivoting needed)
+        for d in range(nv):
+            FT[iv + d] = tau[iv + d]
+        for k in range(nv):
+            for i in range(k + 1, nv):
+                f = G[i, k] / G[k, k]
+                for l in range(k, nv):
+                    G[i, l] -= f * G[k, l]
+                FT[iv + i] -= f * FT[iv + k]
+        for i in range(nv - 1, -1, -1):
+            s = FT[iv + i]
+            for l in range(i + 1, nv):
+                s -= G[i, l] * FT[iv + l]
+            FT[iv + i] = s / G[i, i]
+
+
 @njit(cache=True)
 def _wrenches_from_articulated(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT):
     """F_j = IA_j a_j + pA_j, F_S,j = W_j^T F_j, F_T = (S^T S)^-1 tau."""
@@ -395,37 +432,7 @@ def _wrenches_from_articulated(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT):
             for l in range(6):
                 s += IA[j, k, l] * a[j, l]
             F[j, k] = s
-        iv = idx_v[j]
-        nv = (idx_v[j + 1] if j + 1 < n else nvt) - iv
-        is_ = idx_s[j]
-        for d in range(6 - nv):
-            row = is_ + d
-            FS[row] = (Wt[row, 0] * F[j, 0] + Wt[row, 1] * F[j, 1] + Wt[row, 2] * F[j, 2]
-                       + Wt[row, 3] * F[j, 3] + Wt[row, 4] * F[j, 4] + Wt[row, 5] * F[j, 5])
-        # F_T = (S^T S)^-1 S^T F  (= tau)
-        for d in range(nv):
-            for e in range(nv):
-                s = 0.0
-                for k in range(6):
-                    s += S[iv + d, k] * S[iv + e, k]
-                G[d, e] = s
-        if nv == 1:
-            FT[iv] = tau[iv] / G[0, 0]
-        elif nv > 1:
-            # Gauss elimination on the small SPD Gram matrix (no pivoting needed)
-            for d in range(nv):
-                FT[iv + d] = tau[iv + d]
-            for k in range(nv):
-                for i in range(k + 1, nv):
-                    f = G[i, k] / G[k, k]
-                    for l in range(k, nv):
-                        G[i, l] -= f * G[k, l]
-                    FT[iv + i] -= f * FT[iv + k]
-            for i in range(nv - 1, -1, -1):
-                s = FT[iv + i]
-                for l in range(i + 1, nv):
-                    s -= G[i, l] * FT[iv + l]
-                FT[iv + i] = s / G[i, i]
+        project_wrench(j, n, nvt, idx_v, idx_s, S, tau, Wt, F, FS, FT, G)
     return -1
 
 

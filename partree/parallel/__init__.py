@@ -68,5 +68,29 @@ def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None,
     return forward_dynamics_dask(model, q, qd, tau, client=client, parts=parts, f_ext=f_ext)
 
 
-__all__ = ["forward_dynamics", "partition", "Partition", "SerialEngine", "PartKernel", "forward_dynamics_serial",
+def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
+    """The constraint force algorithm through the parallel decomposition: a ``CFAResult`` (qdd,
+    every joint's wrench ``joint_wrench``, constraint forces F_S ``constraint_force``, drive forces
+    F_T ``drive_force``), equal to ``partree.cfa``'s.
+
+    Arguments and backends as for :func:`forward_dynamics`; each part computes its joint wrenches
+    right after its back-substitution, from the child parts' root-joint wrenches the root solve
+    gave it, so it costs no communication beyond forward dynamics (plus gathering the result).
+    backend 'mpi': collective; the result on rank 0, None elsewhere.
+    """
+    check_arguments(model, q, qd, tau, parts, f_ext, backend)
+    if backend == "serial":
+        from .serial import constraint_forces_serial
+
+        return constraint_forces_serial(model, q, qd, tau, parts=parts, f_ext=f_ext)
+    if backend == "mpi":
+        from .mpi import constraint_forces_mpi
+
+        return constraint_forces_mpi(model, q, qd, tau, comm=comm, parts=parts, f_ext=f_ext)
+    from .dask_backend import constraint_forces_dask
+
+    return constraint_forces_dask(model, q, qd, tau, client=client, parts=parts, f_ext=f_ext)
+
+
+__all__ = ["forward_dynamics", "constraint_forces", "partition", "Partition", "SerialEngine", "PartKernel", "forward_dynamics_serial",
            "BACKENDS", "check_arguments"]

@@ -48,8 +48,12 @@ def _reduce(pk, v_in, tau, f_ext):
     return tuple(x.copy() for x in pk.reduce(v_in, tau, f_ext))
 
 
-def _solve(pk, a_in, g):
-    return pk.solve(a_in, g).copy()
+def _solve(pk, a_in, g, wrenches=False):
+    """qdd of the part, or with ``wrenches`` (qdd, F, FS, FT) (see ``PartKernel.wrenches``)."""
+    qdd = pk.solve(a_in, g).copy()
+    if not wrenches:
+        return qdd
+    return (qdd,) + tuple(x.copy() for x in pk.wrenches())
 
 
 # graph tasks: the root's steps run on a worker, between the parts' steps
@@ -65,9 +69,9 @@ def _t_root(tree, a0, *red):
     return R.solve(tree, red, a0)
 
 
-def _t_solve(pk, sol, k):
+def _t_solve(pk, sol, k, wrenches):
     a_in, g = sol
-    return pk.solve(a_in[k], g[k]).copy()
+    return _solve(pk, a_in[k], g[k], wrenches)
 
 
 # up to this many parts, each part's task repeats the root's O(P) step instead of waiting for a
@@ -80,9 +84,9 @@ def _t_reduce_fused(pk, k, tree, tau, f_ext, *vel):
     return tuple(x.copy() for x in pk.reduce(v_in[k], tau, f_ext))
 
 
-def _t_solve_fused(pk, k, tree, a0, *red):
+def _t_solve_fused(pk, k, tree, a0, wrenches, *red):
     a_in, g = R.solve(tree, red, a0)
-    return pk.solve(a_in[k], g[k]).copy()
+    return _solve(pk, a_in[k], g[k], wrenches)
 
 
 class DaskEngine:
@@ -126,9 +130,11 @@ class DaskEngine:
         self.a0 = gravity_a0(model.gravity)
         self._early = early_kinematics_wanted(model, pt, pt.owner_for(len(workers)))
         self.sel = []
+        self.layout = []               # each part's place in the model's arrays (bix, six, vix)
         for k in range(pt.nparts):
             pk = build_part(model, pt, k)
             self.sel.append((pk.qix, pk.vix, pk.bix))
+            self.layout.append(_Layout(pk.bix, pk.six, pk.vix))
         self.futures = [None] * pt.nparts
         self.workers = [None] * pt.nparts
         self.use_actors = bool(actors)
@@ -254,6 +260,17 @@ class DaskEngine:
         return out
 
     def forward_dynamics(self, q, qd, tau, f_ext=None):
+        """qdd (gathered to the client) for the state (q, qd), joint forces tau and optional
+        external body wrenches f_ext, as ``partree.aba``."""
+        return self._evaluate(q, qd, tau, f_ext, wrenches=False)
+
+    def constraint_forces(self, q, qd, tau, f_ext=None):
+        """The constraint force algorithm over the cluster: a ``CFAResult`` equal to
+        ``partree.cfa``'s.  Each part computes its joint wrenches right after its back-substitution
+        (same rounds as ``forward_dynamics``); the client gathers them."""
+        return self._evaluate(q, qd, tau, f_ext, wrenches=True)
+
+    def _evaluate(self, q, qd, tau, f_ext, wrenches):
         model = self.model
         q, qd = _checks.state(model, q, qd)
         tau = _checks.vector(model, tau, model.nv, "tau", "nv")
@@ -263,7 +280,7 @@ class DaskEngine:
         while True:
             deadline = time.monotonic() + self.timeout
             try:
-                return self._fd(q, qd, tau, F, deadline)
+                return self._fd(q, qd, tau, F, deadline, wrenches)
             except _WorkerLost as e:
                 attempt += 1
                 if attempt > self.retries:
@@ -272,19 +289,29 @@ class DaskEngine:
                 self.restarts += 1
                 self._recover()
 
-    def _fd(self, q, qd, tau, F, deadline):
+    def _fd(self, q, qd, tau, F, deadline, wrenches=False):
         sel = self.sel
         P = len(self.futures)
         args = [(q[sel[k][0]], qd[sel[k][1]], tau[sel[k][1]], None if F is None else F[sel[k][2]]) for k in range(P)]
-        parts_qdd = self._rounds(args, deadline, gather=True)
+        out = self._rounds(args, deadline, gather=True, wrenches=wrenches)
+        parts_qdd = [x[0] for x in out] if wrenches else out
         qdd = np.empty(self.model.nv)
         for k in range(P):
             qdd[sel[k][1]] = parts_qdd[k]
+        if wrenches:
+            from .serial import assemble_constraint_forces
+
+            res = assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:] for x in out],
+                                             method="parallel-dask")
+            self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + tau.nbytes + qdd.nbytes
+                                                + (0 if F is None else F.nbytes) + res.joint_wrench.nbytes
+                                                + res.constraint_force.nbytes + res.drive_force.nbytes)
+            return res
         st = q.nbytes + qd.nbytes + tau.nbytes + qdd.nbytes + (0 if F is None else F.nbytes)
         self.last_info["state_bytes"] = int(st)
         return qdd
 
-    def _rounds(self, args, deadline, gather):
+    def _rounds(self, args, deadline, gather, wrenches=False):
         """One evaluation as one task graph.  args[k] = (q, qd, tau, f_ext) of part k: arrays
         (sent with the tasks) or futures already on the part's worker.
 
@@ -297,7 +324,7 @@ class DaskEngine:
         if any(f.status != "finished" for f in self.futures):
             raise _WorkerLost("a part was lost before the evaluation")
         if self.use_actors:
-            return self._rounds_actors(args, deadline, gather)
+            return self._rounds_actors(args, deadline, gather, wrenches)
         w0 = self.workers[0]
         sub = self.client.submit
         vel = [self._submit(_velocity, k, args[k][0], args[k][1]) for k in range(P)]
@@ -305,12 +332,12 @@ class DaskEngine:
             # few parts: every part's task does the O(P) root step itself (3 dependent stages
             # instead of 5: Dask's latency per stage is milliseconds)
             red = [self._submit(_t_reduce_fused, k, k, self.tree, args[k][2], args[k][3], *vel) for k in range(P)]
-            futs = [self._submit(_t_solve_fused, k, k, self.tree, self.a0, *red) for k in range(P)]
+            futs = [self._submit(_t_solve_fused, k, k, self.tree, self.a0, wrenches, *red) for k in range(P)]
         else:
             v_in = sub(_t_compose, self.tree, *vel, workers=[w0], allow_other_workers=False, pure=False)
             red = [self._submit(_t_reduce, k, v_in, k, args[k][2], args[k][3]) for k in range(P)]
             sol = sub(_t_root, self.tree, self.a0, *red, workers=[w0], allow_other_workers=False, pure=False)
-            futs = [self._submit(_t_solve, k, sol, k) for k in range(P)]
+            futs = [self._submit(_t_solve, k, sol, k, wrenches) for k in range(P)]
         if self._after_round is not None:
             self._after_round("submitted")
         out = self._collect(futs, deadline, "evaluation", fetch=gather)
@@ -320,7 +347,7 @@ class DaskEngine:
                           "workers": len(set(self.workers))}
         return out
 
-    def _rounds_actors(self, args, deadline, gather):
+    def _rounds_actors(self, args, deadline, gather, wrenches=False):
         """The three rounds through the workers' actors: the client calls each worker's actor
         directly (no scheduler round trip per task; one call per worker and round for all its
         parts), composes the velocities and solves the root between the rounds.
@@ -347,7 +374,7 @@ class DaskEngine:
         red = per_worker("reduce", v_in, nostate if key is not None else [a[2:] for a in args])
         a_in, g = R.solve(self.tree, red, self.a0)
         keep = None if gather else self._next_key()
-        out = per_worker("solve", a_in, g, [keep] * P)
+        out = per_worker("solve", a_in, g, [keep] * P, [wrenches] * P)
         self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
                           "workers": len(set(self.workers))}
         return out if gather else DaskResult(self, keep)
@@ -454,6 +481,13 @@ class DaskEngine:
         self.close()
 
 
+class _Layout:
+    """Where a part's pieces go in the model's arrays (bodies, constraint rows, velocities)."""
+
+    def __init__(self, bix, six, vix):
+        self.bix, self.six, self.vix = bix, six, vix
+
+
 class _GroupActor:
     """A Dask actor around the parts one worker holds (objects already in its memory): the client
     calls it directly (no scheduler round trip), once per round for all the worker's parts, and it
@@ -479,8 +513,8 @@ class _GroupActor:
         st = self.states[key] if key is not None else None
         return [_reduce(self.pk[k], v, *(st[k][2:] if st is not None else x)) for k, v, x in zip(ks, v_in, tf)]
 
-    def solve(self, ks, key, a_in, g, keep):
-        out = [self.pk[k].solve(a, gk).copy() for k, a, gk in zip(ks, a_in, g)]
+    def solve(self, ks, key, a_in, g, keep, wrenches):
+        out = [_solve(self.pk[k], a, gk, wr) for k, a, gk, wr in zip(ks, a_in, g, wrenches)]
         if keep[0] is None:
             return out
         self.results = {keep[0]: dict(zip(ks, out))}      # only the latest kept result stays
@@ -598,5 +632,14 @@ def forward_dynamics_dask(model, q, qd, tau, client=None, parts=None, path_weigh
     eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight)
     try:
         return eng.forward_dynamics(q, qd, tau, f_ext)
+    finally:
+        eng.close()
+
+
+def constraint_forces_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
+    """One constraint-force evaluation over Dask (a ``CFAResult``; keep a DaskEngine to reuse the parts)."""
+    eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight)
+    try:
+        return eng.constraint_forces(q, qd, tau, f_ext)
     finally:
         eng.close()

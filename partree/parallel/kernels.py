@@ -32,6 +32,8 @@ Kernels:
                    (the walk skips the bodies where the handle's influence has died out: see
                    _TINY_REL)
   solve_kernel     back-substitution: with the known g, u -= Y g along the paths, then pass 3
+  wrench_kernel    (constraint forces only) every joint's wrench by RNEA's inward pass from the
+                   back-substituted accelerations, the child parts' wrenches g entering at the handles
 
 External forces: ``f_ext[i]`` (body coordinates, [n; f]) enters pA_i -= f_ext_i as in ABA.
 """
@@ -41,6 +43,7 @@ from numba import njit
 from ..algorithms._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
 from ..algorithms.aba import _spd_inverse, articulated_project
+from ..algorithms.cfa import project_wrench
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 
 
@@ -789,3 +792,34 @@ def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, 
         for d in range(nv):
             for k in range(6):
                 a[i, k] += S[iv + d, k] * qdd[iv + d]
+
+
+@njit(cache=True)
+def wrench_kernel(parent, idx_v, idx_s, mass, com, I_com, E, r, v, a, S, tau, Wt, f_ext, has_fext, handles, g,
+                  F, FS, FT):
+    """Every joint wrench of the part after the back-substitution, by the inward pass of RNEA:
+    F_i = I_i a_i + v_i x* I_i v_i - f_ext,i + sum_c X_c^T F_c, where at handle k the child parts'
+    root-joint wrenches arrive as g_k (already moved to the handle); then each joint's split
+    F_S = W^T F, F_T = (S^T S)^-1 tau (as ``partree.cfa``).  F_0 is the part's root-joint wrench."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    h = np.empty(6)
+    tmp = np.empty(6)
+    G = np.empty((6, 6))
+    for i in range(n):
+        inertia_times(mass[i], com[i], I_com[i], a[i], F[i])
+        inertia_times(mass[i], com[i], I_com[i], v[i], h)
+        cross_force(v[i], h, tmp)
+        for k in range(6):
+            F[i, k] += tmp[k]
+        if has_fext:
+            for k in range(6):
+                F[i, k] -= f_ext[i, k]
+    for kh in range(handles.shape[0]):
+        for k in range(6):
+            F[handles[kh], k] += g[kh, k]
+    for i in range(n - 1, -1, -1):
+        p = parent[i]
+        if p >= 0:
+            xform_force_T_add(E[i], r[i], F[i], F[p])
+        project_wrench(i, n, nvt, idx_v, idx_s, S, tau, Wt, F, FS, FT, G)

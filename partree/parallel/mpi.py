@@ -169,6 +169,14 @@ class MPIEngine:
                     self._qdd_index = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
                     self._qdd_counts = [int(sum(model.nv_j[pt.bodies(int(k))].sum() for k in order[r]))
                                         for r in range(self.size)]
+                    # to gather joint wrenches: the bodies in rank-major order, every joint's nv and
+                    # the joint names (generated ones cost nothing per body); the model itself only
+                    # where the caller holds it anyway
+                    self._body_index = np.concatenate([pt.bodies(int(k)) for k in self._perm])
+                    self._body_counts = [int(sum(pt.sizes[k] for k in order[r])) for r in range(self.size)]
+                    self._nv_j = np.asarray(model.nv_j, dtype=np.int8)
+                    self._names = _JointIndex(model.n, model.joint_names)
+                    self._model = model_or_loader if isinstance(model_or_loader, Model) else None
             self._counts = {key: [int(arr[self.owner == r].sum()) for r in range(self.size)]
                             for key, arr in (("vel", self._vel_len), ("red", self._red_len),
                                              ("sol", self._sol_len), ("v", self._v_len))}
@@ -216,12 +224,80 @@ class MPIEngine:
         f_ext: None or (n, 6) external body wrenches (body coordinates), also full on every rank.
         ``gather``: collect qdd on rank 0 (default: the engine's ``gather``).  Returns qdd on
         rank 0 when gathered, else None; each rank's pieces stay in ``local_qdd``."""
-        gather = self.gather if gather is None else bool(gather)
-        if gather and not self.gather:
-            raise ValueError("this engine was built with gather=False: it keeps no qdd index to gather with;"
-                             " build it with gather=True")
+        gather = self._gather_flag(gather)
         with _Abort(self.comm):
             return self._fd(q, qd, tau, f_ext, gather)
+
+    def constraint_forces(self, q, qd, tau, f_ext=None, gather=None):
+        """The constraint force algorithm over the ranks (collective; arguments as for
+        ``forward_dynamics``).  Each part computes its joint wrenches right after its
+        back-substitution: no further message between the ranks.  Returns on rank 0, when
+        gathered, a ``CFAResult`` equal to ``partree.cfa``'s (None elsewhere); every rank keeps
+        its parts' (F, F_S, F_T) in ``local_wrenches`` (in the order of ``parts``)."""
+        gather = self._gather_flag(gather)
+        with _Abort(self.comm):
+            qdd = self._fd(q, qd, tau, f_ext, gather)
+            self.local_wrenches = [tuple(x.copy() for x in pk.wrenches()) for pk in self.parts]
+            if not gather:
+                return None
+            return self._gather_wrenches(np.asarray(q, dtype=np.float64), qdd)
+
+    def _gather_flag(self, gather):
+        gather = self.gather if gather is None else bool(gather)
+        if gather and not self.gather:
+            raise ValueError("this engine was built with gather=False: it keeps no index to gather with;"
+                             " build it with gather=True")
+        return gather
+
+    def _gather_to_root(self, local, counts):
+        """Gatherv of this rank's (O(N)) piece to rank 0 in rank-major order; counts on rank 0."""
+        recv = None
+        if self.rank == 0:
+            recv = [np.empty(sum(counts)), (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).tolist())]
+        self.comm.Gatherv(np.ascontiguousarray(local), recv, root=0)
+        return recv[0] if recv is not None else None
+
+    def _gather_wrenches(self, q, qdd):
+        from ..algorithms.cfa import CFAResult
+        from .serial import _ranges
+
+        # the constraint rows travel too unless rank 0 holds the model (then they are formed there
+        # when first asked for); every rank must take part in the same gathers
+        with_rows = bool(self.comm.bcast(self._model is None if self.rank == 0 else None, root=0))
+        pieces = list(zip(*self.local_wrenches)) if self.parts else [[], [], []]
+        cat = [np.concatenate([np.ravel(x) for x in p]) if len(p) else np.zeros(0) for p in pieces]
+        rows = [pk.constraint_rows.ravel() for pk in self.parts]
+        nvj = ns_counts = None
+        if self.rank == 0:
+            nvj = self._nv_j
+            ns_b = 6 - nvj[self._body_index].astype(np.int64)           # rank-major body order
+            per_rank = np.split(ns_b, np.cumsum(self._body_counts)[:-1])
+            ns_counts = [int(x.sum()) for x in per_rank]
+        Fb = self._gather_to_root(cat[0], None if nvj is None else [6 * c for c in self._body_counts])
+        FSb = self._gather_to_root(cat[1], ns_counts)
+        FTb = self._gather_to_root(cat[2], None if nvj is None else self._qdd_counts)
+        Wb = None
+        if with_rows:
+            Wb = self._gather_to_root(np.concatenate(rows) if rows else np.zeros(0),
+                                      None if nvj is None else [6 * c for c in ns_counts])
+        if self.rank != 0:
+            return None
+        n, nv = self.n, self.nv
+        ns_j = (6 - nvj).astype(np.int64)
+        idx_s = np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
+        srows = _ranges(idx_s[self._body_index], ns_b)
+        F = np.empty((n, 6))
+        F[self._body_index] = Fb.reshape(-1, 6)
+        FS = np.empty(int(ns_j.sum()))
+        FS[srows] = FSb
+        FT = np.empty(nv)
+        FT[self._qdd_index] = FTb
+        Wt = None
+        if Wb is not None:
+            Wt = np.empty((FS.size, 6))
+            Wt[srows] = Wb.reshape(-1, 6)
+        owner = self._model if self._model is not None else self._names
+        return CFAResult(owner, "parallel-mpi", qdd, FS, FT, F, q.copy(), idx_s, ns_j, [], Wt)
 
     def _fd(self, q, qd, tau, f_ext, gather):
         self._bytes = 0
@@ -308,16 +384,11 @@ class MPIEngine:
         gather_bytes = 0
         if gather:
             local = np.concatenate(self.local_qdd) if self.local_qdd else np.zeros(0)
-            recv = None
-            if self.rank == 0:
-                c = self._qdd_counts
-                buf = np.empty(sum(c))
-                recv = [buf, (c, np.concatenate(([0], np.cumsum(c)[:-1])).tolist())]
-            self.comm.Gatherv(local, recv, root=0)
+            buf = self._gather_to_root(local, self._qdd_counts if self.rank == 0 else None)
             gather_bytes = local.nbytes
             if self.rank == 0:
                 qdd = np.empty(self.nv)
-                qdd[self._qdd_index] = recv[0]
+                qdd[self._qdd_index] = buf
         t["total"] = time.perf_counter() - t0
         # boundary bytes: what this rank sent to / received from rank 0; rank 0 reports the total
         info = {"rank": self.rank, "ranks": self.size, "nparts": self.nparts, "local_parts": self.local_ids.tolist(),
@@ -330,11 +401,38 @@ class MPIEngine:
         return qdd
 
 
+class _JointIndex:
+    """The joint names of a model without the model (what a gathered ``CFAResult`` needs on rank
+    0 to look joints up by name)."""
+
+    joint_id = Model.joint_id
+
+    def __init__(self, n, joint_names):
+        self.n = n
+        self.joint_names = joint_names
+
+
 def build_vsel(model, pt, k):
     from .serial import _ranges
 
     b = pt.bodies(k)
     return _ranges(model.idx_v[b], model.nv_j[b])
+
+
+def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
+    """The constraint force algorithm over MPI (collective over ``comm``, default COMM_WORLD):
+    a ``CFAResult`` on rank 0, None on the others.  Arguments as for ``forward_dynamics_mpi``."""
+    if comm is None:
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    with _Abort(comm):
+        from . import check_arguments
+
+        model = _resolve(model_or_loader)
+        check_arguments(model, q, qd, tau, parts, f_ext, "mpi")
+    eng = MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=True)
+    return eng.constraint_forces(q, qd, tau, f_ext)
 
 
 def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gather=True, return_info=False,

@@ -108,6 +108,8 @@ class PartKernel:
         self.vsel = _ranges(model.idx_v[b], nv_j)
         # the same selections as slices where possible (a part is usually a contiguous range)
         self.qix, self.vix, self.bix = _fast_index(self.qsel), _fast_index(self.vsel), _fast_index(b)
+        # the part's constraint-force rows in the model's F_S (joint j's block starts at 6 j - idx_v[j])
+        self.six = _fast_index(_ranges(6 * b - model.idx_v[b], 6 - nv_j))
         hs = np.ascontiguousarray(np.unique(np.asarray(handles, dtype=np.int64)))
         hl = np.searchsorted(b, hs)
         if hs.size and (np.any(hl >= m) or np.any(b[np.minimum(hl, m - 1)] != hs)):
@@ -137,7 +139,7 @@ class PartKernel:
     #: a Dask worker carries its slice of the model only, ~4x less than with its workspace)
     _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
                   "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
-                  "beta", "_tau")
+                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws")
 
     def _allocate(self):
         m, nv, H, ns = self.m, self.nv, self.H, self.ns
@@ -177,6 +179,9 @@ class PartKernel:
         self.Lam = np.zeros((H, H, 6, 6))
         self.beta = np.zeros((H, 6))
         self._tau = np.zeros(nv)
+        self._F, self._has_f = self._fext, False
+        self._g = np.zeros((H, 6))
+        self._wrench_ws = None         # constraint-force arrays, allocated on first use
 
     def __getstate__(self):
         return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
@@ -217,6 +222,7 @@ class PartKernel:
             if F.shape != (self.m, 6):
                 raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
             has_f = True
+        self._F, self._has_f = F, has_f
         # a part hanging from the base left its path transforms out of the velocity step (its v_in
         # is zero): pass 1 forms them, for the walk
         form_T = self.top and self.H > 0
@@ -236,11 +242,46 @@ class PartKernel:
     def solve(self, a_in, g):
         """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
         Returns this part's qdd (a view of the workspace)."""
-        K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64),
-                       np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6), self.path_ptr, self.path_idx,
-                       self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c, self.U, self.Dinv, self.u, self.a,
-                       self.qdd)
+        self._g = np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6)
+        K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self._g,
+                       self.path_ptr, self.path_idx, self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c,
+                       self.U, self.Dinv, self.u, self.a, self.qdd)
         return self.qdd
+
+    def wrenches(self):
+        """Step (d), for the constraint forces, after ``solve``: every joint wrench of the part
+        (the wrench its parent transmits to body i across joint i, [n; f] in body i's frame) and
+        its split into the constraint force F_S = W^T F and the drive force F_T, as ``partree.cfa``
+        defines them.  The child parts' wrenches enter at the handles through the g of ``solve``;
+        no further communication is needed.  Returns (F (m, 6), FS (ns,), FT (nv,)), views of the
+        workspace, FS in the part's joint order (``ssel`` places them in the model's)."""
+        from ..algorithms.cfa_oddeven import rows_kernel
+
+        ws = self._wrench_ws
+        if ws is None:
+            ns_j = 6 - np.diff(np.append(self.idx_v, self.nv))
+            idx_s = np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
+            ws = self._wrench_ws = {"idx_s": idx_s, "Wt": np.zeros((int(ns_j.sum()), 6)), "rows_ready": False,
+                                    "F": np.zeros((self.m, 6)), "FS": np.zeros(int(ns_j.sum())),
+                                    "FT": np.zeros(self.nv)}
+        bad = rows_kernel(self.jtype, self.idx_v, ws["idx_s"], self.S, ws["rows_ready"], ws["Wt"])
+        if bad >= 0:
+            ws["rows_ready"] = False
+            raise PartreeInputError(f"body {int(self.bodies[bad])}: universal joint with parallel axes at this "
+                                    f"configuration; its constraint basis is undefined")
+        ws["rows_ready"] = True
+        K.wrench_kernel(self.parent, self.idx_v, ws["idx_s"], self.mass, self.com, self.I_com, self.E, self.r,
+                        self.v, self.a, self.S, self._tau, ws["Wt"], self._F, self._has_f, self.handles, self._g,
+                        ws["F"], ws["FS"], ws["FT"])
+        return ws["F"], ws["FS"], ws["FT"]
+
+    @property
+    def constraint_rows(self):
+        """W_j^T of the part's joints stacked (as ``CFAResult.constraint_rows``), at the
+        configuration of the last ``wrenches`` call."""
+        if self._wrench_ws is None:
+            raise RuntimeError("no constraint forces computed yet: call wrenches() after solve()")
+        return self._wrench_ws["Wt"]
 
 
 def _accumulation_flags(parent):
@@ -350,6 +391,43 @@ class SerialEngine:
         for k, pk in enumerate(self.parts):
             qdd[pk.vix] = pk.solve(a_in[k], g[k])
         return qdd
+
+    def constraint_forces(self, q, qd, tau, f_ext=None):
+        """The constraint force algorithm through the decomposition: a ``CFAResult`` (qdd, every
+        joint's wrench, its constraint force F_S and drive force F_T) equal to ``partree.cfa``'s.
+        One forward-dynamics evaluation, then each part's wrenches (``PartKernel.wrenches``)."""
+        q, _ = _checks.state(self.model, q, qd)
+        qdd = self.forward_dynamics(q, qd, tau, f_ext)
+        pieces = [pk.wrenches() for pk in self.parts]
+        return assemble_constraint_forces(self.model, q, qdd, self.parts, pieces,
+                                          [pk.constraint_rows for pk in self.parts], "parallel-serial")
+
+
+def assemble_constraint_forces(model, q, qdd, parts, pieces, rows=None, method="parallel"):
+    """A ``CFAResult`` from the parts' (F, FS, FT) (``PartKernel.wrenches``); ``parts`` gives each
+    piece's place in the model's arrays (``bix``, ``six``, ``vix``), ``rows`` the parts' constraint
+    rows (else computed from the model when first asked for)."""
+    from ..algorithms.cfa import CFAResult
+
+    ns_j = (6 - model.nv_j).astype(np.int64)
+    idx_s = np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
+    ns = int(ns_j.sum())
+    F = np.empty((model.n, 6))
+    FS = np.empty(ns)
+    FT = np.empty(model.nv)
+    Wt = None if rows is None else np.empty((ns, 6))
+    for k, (pk, (Fk, FSk, FTk)) in enumerate(zip(parts, pieces)):
+        F[pk.bix] = Fk
+        FS[pk.six] = FSk
+        FT[pk.vix] = FTk
+        if Wt is not None:
+            Wt[pk.six] = rows[k]
+    return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=np.float64), idx_s, ns_j, [], Wt)
+
+
+def constraint_forces_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
+    """The constraint force algorithm through the parallel decomposition, in one process."""
+    return SerialEngine(model, parts, path_weight).constraint_forces(q, qd, tau, f_ext)
 
 
 def forward_dynamics_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
