@@ -130,11 +130,11 @@ class DaskEngine:
         self.a0 = gravity_a0(model.gravity)
         self._early = early_kinematics_wanted(model, pt, pt.owner_for(len(workers)))
         self.sel = []
-        self.layout = []               # each part's place in the model's arrays (bix, six, vix)
+        self.layout = []               # each part's place in the model's arrays
         for k in range(pt.nparts):
             pk = build_part(model, pt, k)
             self.sel.append((pk.qix, pk.vix, pk.bix))
-            self.layout.append(_Layout(pk.bix, pk.six, pk.vix))
+            self.layout.append(_Layout(pk.bodies, pk.bix, pk.vix))
         self.futures = [None] * pt.nparts
         self.workers = [None] * pt.nparts
         self.use_actors = bool(actors)
@@ -484,8 +484,8 @@ class DaskEngine:
 class _Layout:
     """Where a part's pieces go in the model's arrays (bodies, constraint rows, velocities)."""
 
-    def __init__(self, bix, six, vix):
-        self.bix, self.six, self.vix = bix, six, vix
+    def __init__(self, bodies, bix, vix):
+        self.bodies, self.bix, self.vix = bodies, bix, vix
 
 
 class _GroupActor:

@@ -108,8 +108,6 @@ class PartKernel:
         self.vsel = _ranges(model.idx_v[b], nv_j)
         # the same selections as slices where possible (a part is usually a contiguous range)
         self.qix, self.vix, self.bix = _fast_index(self.qsel), _fast_index(self.vsel), _fast_index(b)
-        # the part's constraint-force rows in the model's F_S (joint j's block starts at 6 j - idx_v[j])
-        self.six = _fast_index(_ranges(6 * b - model.idx_v[b], 6 - nv_j))
         hs = np.ascontiguousarray(np.unique(np.asarray(handles, dtype=np.int64)))
         hl = np.searchsorted(b, hs)
         if hs.size and (np.any(hl >= m) or np.any(b[np.minimum(hl, m - 1)] != hs)):
@@ -254,7 +252,7 @@ class PartKernel:
         its split into the constraint force F_S = W^T F and the drive force F_T, as ``partree.cfa``
         defines them.  The child parts' wrenches enter at the handles through the g of ``solve``;
         no further communication is needed.  Returns (F (m, 6), FS (ns,), FT (nv,)), views of the
-        workspace, FS in the part's joint order (``ssel`` places them in the model's)."""
+        workspace, FS in the part's joint order (``constraint_index`` places them in the model's)."""
         from ..algorithms.cfa_oddeven import rows_kernel
 
         ws = self._wrench_ws
@@ -405,8 +403,8 @@ class SerialEngine:
 
 def assemble_constraint_forces(model, q, qdd, parts, pieces, rows=None, method="parallel"):
     """A ``CFAResult`` from the parts' (F, FS, FT) (``PartKernel.wrenches``); ``parts`` gives each
-    piece's place in the model's arrays (``bix``, ``six``, ``vix``), ``rows`` the parts' constraint
-    rows (else computed from the model when first asked for)."""
+    piece's place in the model's arrays (``bodies``, ``bix``, ``vix``), ``rows`` the parts'
+    constraint rows (else formed from the model when first asked for)."""
     from ..algorithms.cfa import CFAResult
 
     ns_j = (6 - model.nv_j).astype(np.int64)
@@ -417,12 +415,20 @@ def assemble_constraint_forces(model, q, qdd, parts, pieces, rows=None, method="
     FT = np.empty(model.nv)
     Wt = None if rows is None else np.empty((ns, 6))
     for k, (pk, (Fk, FSk, FTk)) in enumerate(zip(parts, pieces)):
+        six = constraint_index(model, pk.bodies)
         F[pk.bix] = Fk
-        FS[pk.six] = FSk
+        FS[six] = FSk
         FT[pk.vix] = FTk
         if Wt is not None:
-            Wt[pk.six] = rows[k]
+            Wt[six] = rows[k]
     return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=np.float64), idx_s, ns_j, [], Wt)
+
+
+def constraint_index(model, bodies):
+    """Rows of the bodies' joints in the model's F_S (joint j's block starts at 6 j - idx_v[j]):
+    a slice where they are one run."""
+    b = np.asarray(bodies, dtype=np.int64)
+    return _fast_index(_ranges(6 * b - model.idx_v[b], 6 - model.nv_j[b]))
 
 
 def constraint_forces_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
