@@ -85,6 +85,35 @@ def test_dask_local_cluster(capsys):
     assert d["rank_imbalance"] == pytest.approx(loads.max() / loads.mean())
 
 
+@pytest.mark.parametrize("backend", ["serial", "mpi", "dask"])
+def test_constraint_forces_quantity(backend, capsys):
+    """--quantity constraint-forces times partree.constraint_forces and checks it against serial CFA
+    (and, with --residual rnea, against RNEA's wrenches of the computed motion)."""
+    args = ["--model", "random:n=300,seed=2", "--quantity", "constraint-forces", "--repeat", "2", "--json",
+            "--compare-aba"]
+    if backend == "mpi":
+        if MPIEXEC is None:
+            pytest.skip("no mpiexec")
+        env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+        p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "partree.parallel.bench", *args],
+                           capture_output=True, text=True, timeout=180, env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        d = _json(p.stdout)
+        assert d["gather_bytes_per_eval"] > 0 and d["seconds_per_eval_gathered"] > 0
+    else:
+        if backend == "dask":
+            pytest.importorskip("distributed")
+        assert main(args + ["--backend", backend, "--parts", "3"]) == 0
+        d = _json(capsys.readouterr().out)
+    assert d["backend"] == backend and d["quantity"] == "constraint-forces"
+    assert d["residual_kind"] == "cfa" and d["residual"] < 1e-10
+    assert d["cfa_seconds"] > 0 and d["speedup_vs_cfa"] > 0 and "aba_seconds" not in d
+    if backend == "serial":
+        assert main(args[:-2] + ["--residual", "rnea", "--parts", "4"]) == 0
+        out = capsys.readouterr().out
+        assert "backward error through RNEA" in out and "serial" in out
+
+
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 def test_scaling_script_small(tmp_path):
     """scripts/scaling.py end to end on a tiny model: CSVs, plots, and N-independent bytes."""

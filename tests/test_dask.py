@@ -218,6 +218,11 @@ def test_dask_constraint_forces_equal_cfa(client):
                 assert rel(a, b) < 1e-10
             assert np.abs(res.constraint_rows - ref.constraint_rows).max() < 1e-12
             assert res.method == "parallel-dask"
+        st = eng.scatter_state(q, qd, tau, F)       # a state resident on the workers
+        res2 = eng.constraint_forces_state(st)
+        assert np.array_equal(res2.joint_wrench, res.joint_wrench)
+        assert np.array_equal(res2.constraint_force, res.constraint_force)
+        st.release()
         eng.close()
     q, qd, tau = _state(m, 40)
     res = constraint_forces(m, q, qd, tau, backend="dask", parts=3, client=client)

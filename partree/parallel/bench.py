@@ -2,6 +2,7 @@
 
     partree bench --model SPEC [--backend serial|mpi|dask] [--parts P] [--repeat R] [--json]
     mpiexec -n 4 partree bench --model autotree:nb=1000000,bf=2 --json
+    partree bench --model SPEC --quantity constraint-forces ...   (the constraint forces instead)
 
 Reports the time per evaluation (best of R, after one warm-up; the result left where it is
 computed, on the MPI ranks / Dask workers, as a distributed simulation leaves it, and alongside
@@ -13,6 +14,11 @@ memory (max RSS, VmHWM) of every rank / worker, and the residual against the ser
     rnea: |RNEA(q, qd, qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)   (the normwise backward error;
           default above that: the terms of M qdd + h = tau that cancel set its scale, and on a long
           chain |h| dwarfs |tau| by many orders)
+With ``--quantity constraint-forces`` an evaluation is ``constraint_forces`` (qdd and every joint's
+wrench, constraint and drive force; left on the ranks under MPI) and the residual compares them with
+serial ``partree.cfa`` (kind 'cfa': the larger of the qdd and the joint-wrench relative errors) or,
+for large models, adds to the RNEA backward error |F - F_RNEA(q, qd, qdd)| / (|F_RNEA(q, qd, qdd)| +
+|F_RNEA(q, qd, 0)|) for the wrenches.
 Under mpiexec (more than one rank) the MPI backend is the default: every rank runs the command
 and only rank 0 prints.  With --json one JSON object is printed on stdout.
 
@@ -61,21 +67,41 @@ def _state(model, seed):
     return model.random_configuration(rng), model.random_velocity(rng), rng.normal(size=model.nv)
 
 
+def _rel(x, ref):
+    return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
 def residual(model, q, qd, tau, qdd, kind="auto"):
-    """(kind, value): the relative error of qdd against ABA, or the backward error through RNEA."""
+    """(kind, value): the relative error of qdd against ABA, or the backward error through RNEA.
+    ``qdd`` may also be a ``CFAResult`` (the constraint forces): kind 'aba' then compares qdd and
+    the joint wrenches with serial ``partree.cfa`` (reported as kind 'cfa'), kind 'rnea' adds the
+    wrenches' error against RNEA's wrenches of the same motion."""
     import partree
 
+    res = None
+    if not isinstance(qdd, np.ndarray):
+        res, qdd = qdd, qdd.qdd
     if kind == "auto":
         kind = "aba" if model.n <= RESIDUAL_ABA_MAX_N else "rnea"
     if kind == "none":
         return "none", None
+    if kind == "aba" and res is not None:
+        ref = partree.cfa(model, q, qd, tau)
+        return "cfa", max(_rel(qdd, ref.qdd), _rel(res.joint_wrench, ref.joint_wrench))
     if kind == "aba":
-        ref = partree.aba(model, q, qd, tau)
-        return "aba", float(np.linalg.norm(qdd - ref) / max(np.linalg.norm(ref), 1e-300))
-    t = partree.rnea(model, q, qd, qdd)
-    h = partree.rnea(model, q, qd, np.zeros_like(qdd))
+        return "aba", _rel(qdd, partree.aba(model, q, qd, tau))
+    t, W = partree.rnea(model, q, qd, qdd, return_wrenches=True)
+    h, W0 = partree.rnea(model, q, qd, np.zeros_like(qdd), return_wrenches=True)
     scale = max(np.linalg.norm(tau) + np.linalg.norm(h), 1e-300)
-    return "rnea", float(np.linalg.norm(t - tau) / scale)
+    err = float(np.linalg.norm(t - tau) / scale)
+    if res is not None:
+        err = max(err, float(np.linalg.norm(res.joint_wrench - W)
+                             / max(np.linalg.norm(W) + np.linalg.norm(W0), 1e-300)))
+    return "rnea", err
+
+
+def _wants_wrenches(a):
+    return getattr(a, "quantity", "forward-dynamics") == "constraint-forces"
 
 
 def _best(times):
@@ -96,11 +122,12 @@ def _bench_serial(a, model, q, qd, tau):
     t0 = time.perf_counter()
     eng = SerialEngine(model, a.parts)
     setup = time.perf_counter() - t0
-    qdd = eng.forward_dynamics(q, qd, tau)
+    evaluate = eng.constraint_forces if _wants_wrenches(a) else eng.forward_dynamics
+    qdd = evaluate(q, qd, tau)
     times = []
     for _ in range(a.repeat):
         t = time.perf_counter()
-        qdd = eng.forward_dynamics(q, qd, tau)
+        qdd = evaluate(q, qd, tau)
         times.append(time.perf_counter() - t)
     nh = eng.tree.nh
     payload = int(8 * sum(18 * h + 6 + 42 + 36 * h + 36 * h * h + 6 * h + 6 + 6 * h for h in nh))
@@ -127,21 +154,28 @@ def _bench_dask(a, model, q, qd, tau):
         # two ways of feeding the engine, timed interleaved: the state resident on the workers
         # (scattered once, as in a distributed simulation; qdd stays there as futures) and the
         # state sent from the client with every evaluation (qdd gathered back)
+        # (the constraint forces are gathered to the client in both)
+        wrenches = _wants_wrenches(a)
         state = eng.scatter_state(q, qd, tau)
-        eng.forward_dynamics(q, qd, tau)
-        eng.forward_dynamics_state(state, gather=False)
+        if wrenches:
+            resident, on_client = (lambda: eng.constraint_forces_state(state)), eng.constraint_forces
+        else:
+            resident, on_client = (lambda: eng.forward_dynamics_state(state, gather=False)), eng.forward_dynamics
+        on_client(q, qd, tau)
+        resident()
         times, times_client = [], []
         for _ in range(a.repeat):
             t = time.perf_counter()
-            futs = eng.forward_dynamics_state(state, gather=False)
+            futs = resident()
             times.append(time.perf_counter() - t)
             info = dict(eng.last_info)
             t = time.perf_counter()
-            qdd = eng.forward_dynamics(q, qd, tau)
+            qdd = on_client(q, qd, tau)
             times_client.append(time.perf_counter() - t)
             info_client = dict(eng.last_info)
-        qdd_resident = futs.gather()
-        if not np.array_equal(qdd_resident, qdd):
+        same = (np.array_equal(futs.joint_wrench, qdd.joint_wrench) and np.array_equal(futs.qdd, qdd.qdd)) \
+            if wrenches else np.array_equal(futs.gather(), qdd)
+        if not same:
             raise RuntimeError("Dask: the resident-state evaluation differs from the client-state one")
         state.release()
         del futs, state
@@ -176,23 +210,25 @@ def _bench_mpi(a, model, q, qd, tau, comm):
     eng = MPIEngine(model if comm.rank == 0 else a.model, comm=comm, parts=a.parts, gather=True)
     setup = comm.allreduce(eng.setup_time, op=_mpi_max())
 
+    evaluate = eng.constraint_forces if _wants_wrenches(a) else eng.forward_dynamics
+
     def timed(gather):
-        eng.forward_dynamics(q, qd, tau, gather=gather)          # warm-up
+        evaluate(q, qd, tau, gather=gather)          # warm-up
         times = []
         for _ in range(a.repeat):
             comm.Barrier()
             t = time.perf_counter()
-            eng.forward_dynamics(q, qd, tau, gather=gather)
+            evaluate(q, qd, tau, gather=gather)
             comm.Barrier()
             times.append(time.perf_counter() - t)
         return times
 
-    # the engine's evaluation: qdd stays on the ranks that own it, as in a distributed
-    # simulation; then the same with qdd collected on rank 0 every time (O(N) more)
+    # the engine's evaluation: qdd (and the wrenches) stay on the ranks that own them, as in a
+    # distributed simulation; then the same with the result collected on rank 0 every time (O(N) more)
     times = timed(False)
     phases = comm.gather(eng.last_info["times"], root=0)
     times_g = timed(True)
-    qdd = eng.forward_dynamics(q, qd, tau, gather=True)
+    qdd = evaluate(q, qd, tau, gather=True)
     info = eng.last_info
     gather = comm.reduce(info["gather_bytes_rank"] if comm.rank else 0, root=0)
     rss = comm.gather(max_rss_bytes(), root=0)
@@ -259,15 +295,17 @@ def cmd_bench(a):
         if a.compare_aba:
             import partree
 
+            # the serial algorithm computing the same thing: ABA, or CFA (leaf-first) for the wrenches
+            reference = partree.cfa if _wants_wrenches(a) else partree.aba
             ts = []
             for _ in range(a.repeat):
                 t = time.perf_counter()
-                partree.aba(model, q, qd, tau)
+                reference(model, q, qd, tau)
                 ts.append(time.perf_counter() - t)
             aba_t = _best(ts)
     best = _best(r["times"])
     out = {
-        "model": a.model, "backend": backend, "parts": int(r["parts"]), "ranks": int(r["ranks"]),
+        "model": a.model, "backend": backend, "quantity": a.quantity, "parts": int(r["parts"]), "ranks": int(r["ranks"]),
         "n": int(model.n), "nq": int(model.nq), "nv": int(model.nv), "repeat": int(a.repeat),
         "seconds_per_eval": best, "seconds_mean": float(np.mean(r["times"])),
         "seconds_per_body": best / model.n, "ns_per_body": best / model.n * 1e9,
@@ -284,10 +322,11 @@ def cmd_bench(a):
     if "times_gathered" in r:
         out["seconds_per_eval_gathered"] = _best(r["times_gathered"])
     if aba_t is not None:
-        out["aba_seconds"] = aba_t
-        out["speedup_vs_aba"] = aba_t / best
+        ref = "cfa" if _wants_wrenches(a) else "aba"
+        out[f"{ref}_seconds"] = aba_t
+        out[f"speedup_vs_{ref}"] = aba_t / best
         if "times_client_state" in r:
-            out["speedup_vs_aba_client_state"] = aba_t / out["seconds_per_eval_client_state"]
+            out[f"speedup_vs_{ref}_client_state"] = aba_t / out["seconds_per_eval_client_state"]
     if a.json:
         print(json.dumps(out), flush=True)
         return 0
@@ -297,19 +336,21 @@ def cmd_bench(a):
     print(f"time       {best * 1e3:.3f} ms per evaluation (best of {a.repeat}; mean {out['seconds_mean'] * 1e3:.3f} ms)"
           f" = {out['ns_per_body']:.0f} ns per body")
     if "seconds_per_eval_client_state" in out:
-        print(f"           (state resident on the workers, qdd left there as futures; with q, qd, tau sent and"
-              f" qdd gathered every evaluation: {out['seconds_per_eval_client_state'] * 1e3:.3f} ms)")
+        left = "the result gathered to the client" if _wants_wrenches(a) else "qdd left there as futures"
+        print(f"           (state resident on the workers, {left}; with q, qd, tau sent and"
+              f" the result gathered every evaluation: {out['seconds_per_eval_client_state'] * 1e3:.3f} ms)")
     if "seconds_per_eval_gathered" in out:
-        print(f"           (qdd left on the ranks that own it; with qdd gathered on rank 0 every evaluation:"
+        print(f"           (the result left on the ranks that own it; gathered on rank 0 every evaluation:"
               f" {out['seconds_per_eval_gathered'] * 1e3:.3f} ms)")
     if aba_t is not None:
-        print(f"serial ABA {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
+        print(f"serial {'CFA' if _wants_wrenches(a) else 'ABA'} {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
     print(f"traffic    {out['bytes_per_eval']} B boundary data per evaluation"
           f" (+ {_fmt_bytes(out['gather_bytes_per_eval'])} state/qdd transfer)")
     print("memory     max RSS " + _fmt_bytes(out["max_rss_bytes"]) + "  (per rank: "
           + ", ".join(_fmt_bytes(x) for x in out["rss_bytes_per_rank"]) + ")")
     if res is not None:
-        what = "|qdd - ABA|/|ABA|" if kind == "aba" else "|RNEA(q, qd, qdd) - tau|/|tau|"
+        what = {"aba": "|qdd - ABA|/|ABA|", "cfa": "max(|qdd - CFA|/|CFA|, |F - F_CFA|/|F_CFA|)",
+                "rnea": "backward error through RNEA"}[kind]
         print(f"residual   {what} = {res:.2e}")
     return 0
 
@@ -330,12 +371,16 @@ def _add_arguments(s):
     s.add_argument("--parts", type=int, default=None, metavar="P",
                    help="number of parts (default: 1 serial; otherwise balanced over the ranks / workers: one "
                         "part each, plus up to two more per rank where equal parts cannot even the ranks out)")
+    s.add_argument("--quantity", choices=("forward-dynamics", "constraint-forces"), default="forward-dynamics",
+                   help="what one evaluation computes: forward dynamics (qdd; default) or the constraint forces "
+                        "(qdd and every joint's wrench, constraint and drive force)")
     s.add_argument("--repeat", type=int, default=5, metavar="R", help="timed evaluations (default 5; best is reported)")
     s.add_argument("--seed", type=int, default=0, help="random state seed (default 0)")
     s.add_argument("--residual", choices=("auto", "aba", "rnea", "none"), default="auto",
                    help=f"reference check: ABA up to {RESIDUAL_ABA_MAX_N} bodies, else the RNEA backward error "
                         "|RNEA(qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)")
-    s.add_argument("--compare-aba", action="store_true", help="also time serial ABA on rank 0 (speedup)")
+    s.add_argument("--compare-aba", action="store_true",
+                   help="also time the serial algorithm on rank 0 (speedup): ABA, or CFA with --quantity constraint-forces")
     s.add_argument("--workers", type=int, default=2, help="dask: workers of the LocalCluster started (default 2)")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="dask: connect to this scheduler (tcp://host:8786 or a scheduler file) instead")

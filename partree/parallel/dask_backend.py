@@ -25,7 +25,7 @@ import numpy as np
 
 from ..algorithms import _checks
 from . import root as R
-from .serial import PATH_WEIGHT, build_part, early_kinematics_wanted, gravity_a0, make_partition
+from .serial import PATH_WEIGHT, PartLayout, build_part, early_kinematics_wanted, gravity_a0, make_partition
 
 
 REJOIN_WAIT = 10.0   # seconds to wait for a worker to (re)join when none is left before giving up
@@ -134,7 +134,7 @@ class DaskEngine:
         for k in range(pt.nparts):
             pk = build_part(model, pt, k)
             self.sel.append((pk.qix, pk.vix, pk.bix))
-            self.layout.append(_Layout(pk.bodies, pk.bix, pk.vix))
+            self.layout.append(PartLayout(model, pk))
         self.futures = [None] * pt.nparts
         self.workers = [None] * pt.nparts
         self.use_actors = bool(actors)
@@ -276,11 +276,15 @@ class DaskEngine:
         tau = _checks.vector(model, tau, model.nv, "tau", "nv")
         F, has_f = _checks.external_forces(model, f_ext)
         F = F if has_f else None
+        return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, wrenches))
+
+    def _with_retries(self, evaluate):
+        """evaluate(deadline), restarted after lost workers (``retries`` times) once the lost
+        parts are rebuilt on the workers still alive."""
         attempt = 0
         while True:
-            deadline = time.monotonic() + self.timeout
             try:
-                return self._fd(q, qd, tau, F, deadline, wrenches)
+                return evaluate(time.monotonic() + self.timeout)
             except _WorkerLost as e:
                 attempt += 1
                 if attempt > self.retries:
@@ -432,26 +436,31 @@ class DaskEngine:
         boundary data crosses the network.  Returns qdd (gathered to the client), or with
         ``gather=False`` a :class:`DaskResult` whose qdd stays on the workers (see
         :class:`DaskResult`)."""
-        if state.engine is not self:
-            raise ValueError("this DaskState belongs to another engine")
-        attempt = 0
-        while True:
-            deadline = time.monotonic() + self.timeout
-            try:
-                if state._lost():
-                    raise _WorkerLost("a state slice was lost before the evaluation")
-                out = self._rounds(state._args(), deadline, gather)
-                break
-            except _WorkerLost as e:
-                attempt += 1
-                if attempt > self.retries:
-                    raise DaskEngineError(f"Dask workers lost {attempt} times during one evaluation "
-                                          f"(last: {e}); giving up") from None
-                self.restarts += 1
-                self._recover()
+        out = self._state_rounds(state, gather, False)
         if not gather:
             return out if isinstance(out, DaskResult) else DaskResult(self, futures=out)
         return self._assemble(out)
+
+    def constraint_forces_state(self, state):
+        """The constraint forces (a ``CFAResult``, gathered to the client) of a state already on
+        the workers (:meth:`scatter_state`)."""
+        from .serial import assemble_constraint_forces
+
+        out = self._state_rounds(state, True, True)
+        qdd = self._assemble([x[0] for x in out])
+        return assemble_constraint_forces(self.model, state._arrays[0], qdd, self.layout, [x[1:] for x in out],
+                                          method="parallel-dask")
+
+    def _state_rounds(self, state, gather, wrenches):
+        if state.engine is not self:
+            raise ValueError("this DaskState belongs to another engine")
+
+        def evaluate(deadline):
+            if state._lost():
+                raise _WorkerLost("a state slice was lost before the evaluation")
+            return self._rounds(state._args(), deadline, gather, wrenches)
+
+        return self._with_retries(evaluate)
 
     def _assemble(self, parts_qdd):
         qdd = np.empty(self.model.nv)
@@ -479,13 +488,6 @@ class DaskEngine:
 
     def __exit__(self, *exc):
         self.close()
-
-
-class _Layout:
-    """Where a part's pieces go in the model's arrays (bodies, constraint rows, velocities)."""
-
-    def __init__(self, bodies, bix, vix):
-        self.bodies, self.bix, self.vix = bodies, bix, vix
 
 
 class _GroupActor:

@@ -359,6 +359,7 @@ class SerialEngine:
         self.parts = [build_part(model, self.partition, k, early_kinematics) for k in range(self.partition.nparts)]
         self.a0 = gravity_a0(model.gravity)
         self.owner = np.zeros(self.partition.nparts, dtype=np.int64)
+        self._layout = None
 
     @classmethod
     def for_ranks(cls, model, nranks, path_weight=PATH_WEIGHT):
@@ -396,32 +397,36 @@ class SerialEngine:
         One forward-dynamics evaluation, then each part's wrenches (``PartKernel.wrenches``)."""
         q, _ = _checks.state(self.model, q, qd)
         qdd = self.forward_dynamics(q, qd, tau, f_ext)
+        if self._layout is None:
+            self._layout = [PartLayout(self.model, pk) for pk in self.parts]
         pieces = [pk.wrenches() for pk in self.parts]
-        return assemble_constraint_forces(self.model, q, qdd, self.parts, pieces,
-                                          [pk.constraint_rows for pk in self.parts], "parallel-serial")
+        return assemble_constraint_forces(self.model, q, qdd, self._layout, pieces, method="parallel-serial")
 
 
-def assemble_constraint_forces(model, q, qdd, parts, pieces, rows=None, method="parallel"):
-    """A ``CFAResult`` from the parts' (F, FS, FT) (``PartKernel.wrenches``); ``parts`` gives each
-    piece's place in the model's arrays (``bodies``, ``bix``, ``vix``), ``rows`` the parts'
-    constraint rows (else formed from the model when first asked for)."""
+class PartLayout:
+    """Where a part's pieces go in the model's arrays: its bodies (``bix``), its joints' rows of
+    F_S (``six``) and its velocities (``vix``); slices where they are one run."""
+
+    def __init__(self, model, pk):
+        self.bix, self.vix = pk.bix, pk.vix
+        self.six = constraint_index(model, pk.bodies)
+
+
+def assemble_constraint_forces(model, q, qdd, layout, pieces, method="parallel"):
+    """A ``CFAResult`` from the parts' (F, FS, FT) (``PartKernel.wrenches``) placed by their
+    ``PartLayout``; its constraint rows are formed from the model when first asked for."""
     from ..algorithms.cfa import CFAResult
 
     ns_j = (6 - model.nv_j).astype(np.int64)
     idx_s = np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
-    ns = int(ns_j.sum())
     F = np.empty((model.n, 6))
-    FS = np.empty(ns)
+    FS = np.empty(int(ns_j.sum()))
     FT = np.empty(model.nv)
-    Wt = None if rows is None else np.empty((ns, 6))
-    for k, (pk, (Fk, FSk, FTk)) in enumerate(zip(parts, pieces)):
-        six = constraint_index(model, pk.bodies)
-        F[pk.bix] = Fk
-        FS[six] = FSk
-        FT[pk.vix] = FTk
-        if Wt is not None:
-            Wt[six] = rows[k]
-    return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=np.float64), idx_s, ns_j, [], Wt)
+    for lay, (Fk, FSk, FTk) in zip(layout, pieces):
+        F[lay.bix] = Fk
+        FS[lay.six] = FSk
+        FT[lay.vix] = FTk
+    return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=np.float64), idx_s, ns_j, [])
 
 
 def constraint_index(model, bodies):
