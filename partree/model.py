@@ -75,6 +75,33 @@ class JointNames(Sequence):
         return self._prefix
 
 
+def unit_heads(parent, units):
+    """Check per-body unit labels against the tree ``parent``; return (labels as int64, heads).
+
+    ``heads[i]`` is True where body i's parent lies outside its unit (or i is a root): the one body
+    of its unit that may be a part root.  Every unit must be connected, so it has exactly one head.
+    """
+    parent = np.asarray(parent, dtype=np.int64)
+    n = parent.shape[0]
+    labels = np.asarray(units)
+    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
+        raise PartreeInputError(f"units must be {n} integer labels, one per body; got dtype {labels.dtype} "
+                                f"and shape {labels.shape}")
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    heads = parent < 0
+    inner = np.flatnonzero(~heads)
+    heads[inner] = labels[parent[inner]] != labels[inner]
+    hl = np.sort(labels[heads])
+    twice = np.flatnonzero(hl[1:] == hl[:-1])
+    if twice.size:
+        lab = int(hl[twice[0]])
+        bad = np.flatnonzero(heads & (labels == lab))
+        shown = ", ".join(f"{int(i)} (parent {int(parent[i])})" for i in bad[:8]) + (", ..." if bad.size > 8 else "")
+        raise PartreeInputError(f"unit {lab} is not connected: its bodies {shown} all have their parent outside "
+                                f"the unit; a unit needs exactly one body whose parent lies outside it")
+    return labels, heads
+
+
 def _as(a, shape, name, dtype=float):
     a = np.ascontiguousarray(a, dtype=dtype)
     if a.shape != shape:
@@ -97,11 +124,14 @@ class Model:
         gravity  float[3]    in base coordinates (default 0, 0, -9.81)
         joint_names          optional list of n names; generated as 'j<i>' otherwise
         allow_massless       accept bodies with zero mass and zero inertia (URDF frames)
+        units    int[n]      optional unit label of every body (bodies with the same label form one
+                             repeated unit, e.g. a scissor unit); every unit must be connected.
+                             The partitioner (``partree.parallel.partition``) never splits a unit.
     """
 
     def __init__(self, parent, jtype, axis, E_tree, r_tree, mass, com, I_com, axis2=None,
                  gravity=(0.0, 0.0, -9.81), joint_names=None, body_names=None, name="model",
-                 allow_massless=False, validate=True):
+                 allow_massless=False, validate=True, units=None):
         parent = np.ascontiguousarray(parent, dtype=np.int64)
         if parent.ndim != 1:
             raise PartreeInputError(f"parent must be 1-D, got shape {parent.shape}")
@@ -130,6 +160,7 @@ class Model:
         self.allow_massless = bool(allow_massless)
         if validate:
             self.validate()
+        self.units = None if units is None else unit_heads(parent, units)[0]
         self.nq_j = J.NQ[self.jtype]
         self.nv_j = J.NV[self.jtype]
         self.idx_q = np.concatenate(([0], np.cumsum(self.nq_j)[:-1])).astype(np.int64)

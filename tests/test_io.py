@@ -11,7 +11,7 @@ import partree
 from partree import joints as J
 from partree.io import FORMAT_VERSION, load, load_model, load_urdf, save_model
 from partree.model import JointNames, Model, PartreeInputError
-from partree.models import auto_tree
+from partree.models import auto_tree, scissor_mast
 from partree.spatial import quat_to_matrix
 
 DATA = Path(__file__).parent / "data"
@@ -56,6 +56,16 @@ def assert_same(a, b):
         assert na.prefix == nb.prefix
         assert list(na) == list(nb), key
     assert a.nq == b.nq and a.nv == b.nv
+    assert (a.units is None) == (b.units is None)
+    if a.units is not None:
+        assert b.units.dtype == np.int64 and b.units.tobytes() == a.units.tobytes()
+
+
+def with_units(m, labels):
+    """m with unit labels (validated by the Model)."""
+    return Model(m.parent, m.jtype, m.axis, m.E_tree, m.r_tree, m.mass, m.com, m.I_com, axis2=m.axis2,
+                 gravity=m.gravity, joint_names=m.joint_names, body_names=m.body_names, name=m.name,
+                 units=labels)
 
 
 MODELS = {
@@ -64,6 +74,8 @@ MODELS = {
     "autotree": lambda: auto_tree(50, bf=2, skew=0.1, taper=0.95),
     "arm7-urdf": lambda: load_urdf(DATA / "arm7.urdf"),
     "branching-urdf-floating": lambda: load_urdf(DATA / "branching.urdf", floating_base=True),
+    "scissor-units": lambda: scissor_mast(4, hub_mass=0.1),
+    "autotree-units": lambda: with_units(auto_tree(15, bf=2), [-5, -5, 9, -5, 3, 9, 9, 0, 2, 3, 3, 6, 9, 7, 8]),
 }
 
 
@@ -76,6 +88,7 @@ def test_round_trip_is_exact(tmp_path, which, suffix):
     back = load_model(path)
     assert_same(m, back)
     assert_same(m, load(path))
+    assert (back.units is None) == (which not in ("scissor-units", "autotree-units"))
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".h5"])
@@ -289,6 +302,43 @@ def test_corrupt_json_is_refused(tmp_path, case):
     with pytest.raises(PartreeInputError, match=needle) as ei:
         load_model(p)
     assert str(p) in str(ei.value)
+
+
+def test_units_files(tmp_path):
+    """Units travel in every format, keep the engine's partition, and bad units are refused."""
+    from partree.parallel.partition import partition
+
+    m = scissor_mast(6)
+    for suffix in (".npz", ".h5", ".json"):
+        back = load_model(save_model(m, tmp_path / f"m{suffix}"))
+        assert back.units.tolist() == m.units.tolist()
+        assert np.array_equal(partition(back, 4).roots, partition(m, 4).roots)
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert [b["unit"] for b in doc["bodies"]] == m.units.tolist()
+    # JSON: a unit for some bodies only; not an integer; a unit that is not connected
+    for edit, needle in ((lambda d: d["bodies"][3].pop("unit"), "'unit' is given for some bodies only"),
+                         (lambda d: d["bodies"][3].__setitem__("unit", "1"), "not an integer"),
+                         (lambda d: d["bodies"][3].__setitem__("unit", 0), "unit 0 is not connected")):
+        d = json.loads(json.dumps(doc))
+        edit(d)
+        p = tmp_path / "bad.json"
+        p.write_text(json.dumps(d))
+        with pytest.raises(PartreeInputError, match=needle) as ei:
+            load_model(p)
+        assert str(p) in str(ei.value)
+    # npz: wrong dtype, wrong length, not connected
+    for edit, needle in ((lambda d: d.__setitem__("units", d["units"].astype(np.int32)), "'units' has dtype int32"),
+                         (lambda d: d.__setitem__("units", d["units"][:-1].copy()), "'units'"),
+                         (lambda d: d["units"].__setitem__(4, 0), "unit 0 is not connected")):
+        _rewrite_npz(tmp_path / "m.npz", tmp_path / "bad.npz", edit)
+        with pytest.raises(PartreeInputError, match=needle):
+            load_model(tmp_path / "bad.npz")
+    # a file without units (as written before units existed) loads as a model without units
+    _rewrite_npz(tmp_path / "m.npz", tmp_path / "old.npz", lambda d: d.pop("units"))
+    assert load_model(tmp_path / "old.npz").units is None
+    with np.load(save_model(auto_tree(5), tmp_path / "plain.npz")) as z:
+        assert "units" not in z.files
+    assert "unit" not in json.loads(Path(save_model(auto_tree(5), tmp_path / "plain.json")).read_text())["bodies"][0]
 
 
 def test_missing_h5py_gives_a_clear_error(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""Model generators (partree.models.generators) and the seed papers' examples (partree.models.seeds)."""
+"""Model generators (partree.models.generators) and the seed papers' examples (partree.models.seeds,
+partree.models.scissor)."""
 import time
 
 import numpy as np
@@ -9,6 +10,7 @@ from partree import joints as J
 from partree.models import (binary_tree, cardan_chain, chain, random_tree, space_robot, three_arm_inputs,
                             three_arm_manipulator)
 from partree.models.generators import binary_depth, random_parents
+from partree.models.scissor import rectangular_bar_inertia, scissor_mast
 from partree.models.seeds import hexagonal_prism_inertia, hexagonal_prism_volume, three_arm_link_inertia
 
 ALL_TYPES = ("revolute", "prismatic", "universal", "spherical", "free", "fixed")
@@ -324,10 +326,69 @@ def test_three_arm_inputs():
         assert np.all(np.isfinite(qdd_all))
 
 
+# ------------------------------------------------------------------------- seed 004: scissor mast
+def test_scissor_mast_parameters():
+    m = scissor_mast()                                   # the paper's 3-level mechanism
+    assert m.n == 6 and m.nv == 6 and np.all(m.jtype == J.REVOLUTE)
+    assert m.units.dtype == np.int64 and m.units.tolist() == [0, 0, 1, 1, 2, 2]
+    assert m.parent.tolist() == [-1, 0, 0, 2, 2, 4]      # A_k on A_{k-1}'s tip, B_k on A_k's midpoint
+    assert np.allclose(m.axis, [0.0, 1.0, 0.0])
+    bar = 2750.0 * 1.0 * 0.005 * 0.030                   # paper: 1 m, 5 mm x 30 mm, 2750 kg/m^3
+    assert np.allclose(m.mass, bar) and np.isclose(bar, 0.4125)
+    I = np.diag([bar * (0.005**2 + 0.03**2) / 12, bar * (1 + 0.03**2) / 12, bar * (1 + 0.005**2) / 12])
+    assert np.allclose(m.I_com, I)
+    assert np.allclose(rectangular_bar_inertia(bar, 1.0, 0.005, 0.03), I)
+    assert np.allclose(m.com[0::2], [0.5, 0, 0]) and np.allclose(m.com[1::2], 0.0)
+    assert_physical(m)
+    run_aba(m)
+
+
+@pytest.mark.parametrize("units,angle,hub", [(3, 30.0, 0.0), (6, 55.0, 0.0), (5, 30.0, 0.2)])
+def test_scissor_mast_geometry(units, angle, hub):
+    """At q = 0 the mast stands at the given angle and the pins left out of the tree close."""
+    from partree.algorithms.kinematics import forward_kinematics
+
+    m = scissor_mast(units, angle_deg=angle, hub_mass=hub)
+    per = 3 if hub else 2
+    assert m.n == per * units and m.units.tolist() == np.repeat(np.arange(units), per).tolist()
+    kin = forward_kinematics(m, m.neutral())
+
+    def point(i, x):                                     # world position of a point of body i
+        return kin.p[i] + kin.R[i] @ np.asarray(x, dtype=float)
+
+    c, s = np.cos(np.deg2rad(angle)), np.sin(np.deg2rad(angle))
+    A, B = per * np.arange(units), per * np.arange(units) + 1
+    for k in range(units):
+        sign = 1.0 if k % 2 == 0 else -1.0
+        assert np.allclose(point(A[k], [0, 0, 0]), [-sign * c / 2, 0, k * s])
+        assert np.allclose(point(A[k], [1, 0, 0]), [sign * c / 2, 0, (k + 1) * s])
+        assert np.allclose(point(B[k], [0, 0, 0]), [0, 0, (k + 0.5) * s])          # the scissor pin
+        assert np.allclose(point(B[k], [-0.5, 0, 0]), [sign * c / 2, 0, k * s])
+        if k + 1 < units:                                # left-out pin between B_k and B_{k+1}
+            assert np.allclose(point(B[k], [0.5, 0, 0]), point(B[k + 1], [-0.5, 0, 0]))
+        if hub:
+            assert np.allclose(point(A[k] + 2, [0, 0, 0]), point(A[k], [1, 0, 0]))
+            assert m.mass[A[k] + 2] == hub
+    assert np.allclose(kin.p[:, 1], 0.0)                 # planar: x-z plane
+    assert_physical(m)
+
+
+def test_scissor_mast_rejects_bad_input_and_builds_big():
+    for kw in ({"units": 0}, {"angle_deg": 90.0}, {"angle_deg": 0.0}, {"length": -1.0}, {"hub_mass": -1.0},
+               {"hub_mass": 1.0, "hub_radius": 0.0}):
+        with pytest.raises(ValueError):
+            scissor_mast(**kw)
+    t = time.perf_counter()
+    m = scissor_mast(500_000)
+    assert m.n == 10**6 and np.unique(m.units).size == 500_000
+    assert time.perf_counter() - t < 10.0
+
+
 # ----------------------------------------------------------------------------------- spec registry
 @pytest.mark.parametrize("spec,nv", [("chain:n=12,joint=universal", 24), ("binary:n=31", 31),
                                      ("random:n=40,seed=3,floating_base=true", None), ("spacerobot", 12),
-                                     ("cardan:n=5", 10), ("threearm", 10), ("threearm:floating_base=true", 16)])
+                                     ("cardan:n=5", 10), ("threearm", 10), ("threearm:floating_base=true", 16),
+                                     ("scissor", 6), ("scissor:units=5,hub_mass=0.1", 15)])
 def test_specs(spec, nv):
     specs = pytest.importorskip("partree.specs")
     m = specs.resolve_model(spec)
@@ -336,3 +397,4 @@ def test_specs(spec, nv):
     run_aba(m)
     if spec.startswith("random"):
         assert np.array_equal(m.parent, random_tree(40, seed=3, floating_base=True).parent)
+    assert (m.units is not None) == spec.startswith("scissor")

@@ -166,3 +166,216 @@ def test_partition_for_ranks_chain_keeps_one_part_per_rank():
     pt = partition_for_ranks(m, 2, path_weight=0.22)
     assert pt.nparts == 2                   # cutting a chain adds a whole path: not worth it
     assert pt.rank_loads().max() / pt.rank_loads().mean() < 1.002
+
+
+# ----------------------------------------------------------------------------------- units kept whole
+def _random_units(parent, rng, p_head):
+    """Random connected units: each body starts a new unit with probability p_head (roots always);
+    otherwise it joins its parent's unit."""
+    head = (rng.random(parent.size) < p_head) | (parent < 0)
+    labels = np.empty(parent.size, dtype=np.int64)
+    for i in range(parent.size):
+        labels[i] = i if head[i] else labels[parent[i]]
+    return 1000 + 3 * labels            # arbitrary label values: only equality matters
+
+
+def _splits_a_unit(pt, parent, labels):
+    """Whether some body lies in another part than its parent of the same unit."""
+    inside = np.flatnonzero((parent >= 0) & (labels[np.maximum(parent, 0)] == labels))
+    return bool(np.any(pt.part_of[inside] != pt.part_of[parent[inside]]))
+
+
+def _unit_models():
+    from partree.models import scissor_mast
+
+    rng = np.random.default_rng(11)
+    out = []
+    for m, p_head in [(auto_tree(300, bf=2), 0.3), (random_tree(400, seed=1), 0.2),
+                      (random_tree(300, seed=2, p_chain=0.8), 0.15), (auto_tree(200), 0.25),
+                      (random_tree(150, seed=4, max_children=3, floating_base=True), 0.4)]:
+        out.append((m, _random_units(m.parent, rng, p_head)))
+    for m in (scissor_mast(30), scissor_mast(25, hub_mass=0.05)):
+        out.append((m, m.units))
+    return out
+
+
+@pytest.mark.parametrize("mi", range(7))
+@pytest.mark.parametrize("P", [1, 2, 3, 5, 8, 13, 17, 25])
+@pytest.mark.parametrize("path_weight", [0.0, 0.22])
+def test_units_are_never_split(mi, P, path_weight):
+    m, labels = _unit_models()[mi]
+    pt = partition(m, P, units=labels, path_weight=path_weight)
+    pt.check(m.parent)
+    assert pt.nparts == P
+    assert not _splits_a_unit(pt, m.parent, labels)
+    # the same units as a list of body-index lists give the same partition
+    groups = [np.flatnonzero(labels == u).tolist() for u in np.unique(labels)]
+    assert np.array_equal(partition(m, P, units=groups, path_weight=path_weight).roots, pt.roots)
+
+
+def test_units_matter_and_all_units_can_be_parts():
+    """Without units the partitioner does cut inside units of these models; with them it never does,
+    up to one part per unit."""
+    split = 0
+    for m, labels in _unit_models():
+        U = np.unique(labels).size
+        for P in sorted({2, 5, 11, U // 2, U}):
+            split += _splits_a_unit(partition(m, P, units=False), m.parent, labels)
+            pt = partition(m, P, units=labels)
+            pt.check(m.parent)
+            assert pt.nparts == P and not _splits_a_unit(pt, m.parent, labels)
+        pt = partition(m, U, units=labels)
+        assert set(pt.roots.tolist()) == set(np.flatnonzero(
+            (m.parent < 0) | (labels[np.maximum(m.parent, 0)] != labels)).tolist())
+    assert split > 10
+
+
+@pytest.mark.parametrize("R", [2, 3, 4])
+def test_partition_for_ranks_respects_units(R):
+    from partree.models import scissor_mast
+    from partree.parallel.partition import partition_for_ranks
+
+    m = auto_tree(20_000, bf=2)
+    labels = _random_units(m.parent, np.random.default_rng(R), 0.6)     # small units (2 * 0.4 < 1 child)
+    plain = partition_for_ranks(m, R, path_weight=0.22, units=False)
+    pt = partition_for_ranks(m, R, path_weight=0.22, units=labels)
+    pt.check(m.parent)
+    assert not _splits_a_unit(pt, m.parent, labels)
+    assert pt.owner.shape == (pt.nparts,) and set(pt.owner.tolist()) == set(range(R))
+    rl = pt.rank_loads()
+    assert rl.max() / rl.mean() < 1.01
+    assert _splits_a_unit(plain, m.parent, labels)          # without units its extra cuts do split some
+    mast = scissor_mast(40, hub_mass=0.05)
+    assert _splits_a_unit(partition_for_ranks(mast, R, path_weight=0.22, units=False), mast.parent, mast.units)
+    pt = partition_for_ranks(mast, R, path_weight=0.22)                    # the model's own units
+    pt.check(mast.parent)
+    assert not _splits_a_unit(pt, mast.parent, mast.units)
+
+
+def test_model_units_are_used_by_default_and_false_ignores_them():
+    from partree.models import scissor_mast
+    from partree.parallel.partition import partition_for_ranks
+    from partree.parallel.serial import make_partition
+
+    m = scissor_mast(25, hub_mass=0.05)
+    bare = scissor_mast(25, hub_mass=0.05)
+    bare.units = None
+    split = []
+    for P in (4, 7, 9, 12):
+        pt = partition(m, P)
+        assert not _splits_a_unit(pt, m.parent, m.units)
+        assert np.array_equal(pt.roots, partition(m.parent, P, units=m.units).roots)
+        off = partition(m, P, units=False)
+        assert np.array_equal(off.part_of, partition(bare, P).part_of)
+        split.append(_splits_a_unit(off, m.parent, m.units))
+        # the backends' path (serial, MPI and Dask all call make_partition with the model)
+        assert np.array_equal(make_partition(m, P).roots, partition(m, P, path_weight=0.22).roots)
+    assert any(split)                       # ignoring the units does cut inside some
+    for R in (2, 3):
+        assert not _splits_a_unit(make_partition(m, None, nranks=R), m.parent, m.units)
+        assert np.array_equal(make_partition(m, None, nranks=R).roots,
+                              partition_for_ranks(m, R, path_weight=0.22).roots)
+
+
+def test_units_errors():
+    from partree.models import scissor_mast
+    from partree.parallel.partition import partition_for_ranks
+
+    par = np.array([-1, 0, 1, 1, 0, 4, 5])      # 0 -> 1 -> {2, 3};  0 -> 4 -> 5 -> 6
+    with pytest.raises(PartreeInputError, match=r"unit 7 is not connected: its bodies 2 \(parent 1\), 4 \(parent 0\)"):
+        partition(par, 2, units=[0, 1, 7, 2, 7, 7, 3])
+    with pytest.raises(PartreeInputError, match="unit 1 is not connected"):
+        partition(par, 2, units=[[1, 2], [3, 5]])
+    with pytest.raises(PartreeInputError, match="unit 1: body 2 is listed twice"):
+        partition(par, 2, units=[[1, 2], [2, 3]])
+    with pytest.raises(PartreeInputError, match="unit 0: 9 is not a body"):
+        partition(par, 2, units=[[1, 9]])
+    with pytest.raises(PartreeInputError, match="7 integer labels"):
+        partition(par, 2, units=np.zeros(6, dtype=np.int64))
+    with pytest.raises(PartreeInputError, match="integer labels"):
+        partition(par, 2, units=np.zeros(7))
+    # too many parts: the units that can be part roots are counted before any work
+    units = [[1, 2, 3], [4, 5, 6]]              # units {0}, {1, 2, 3}, {4, 5, 6}
+    assert partition(par, 3, units=units).roots.tolist() == [0, 1, 4]
+    with pytest.raises(PartreeInputError, match="cannot make 4 parts: the model has only 3 units"):
+        partition(par, 4, units=units)
+    with pytest.raises(PartreeInputError, match="cannot make 4 parts"):
+        partition_for_ranks(par, 4, units=units)
+    m = scissor_mast(5)
+    with pytest.raises(PartreeInputError, match="cannot make 6 parts: the model has only 5 units"):
+        partition(m, 6)
+    assert partition(m, 6, units=False).nparts == 6
+    # the model refuses a disconnected unit, too
+    with pytest.raises(PartreeInputError, match=r"unit 1 is not connected: its bodies 1 \(parent 0\), 3 \(parent 2\)"):
+        m.__class__(m.parent, m.jtype, m.axis, m.E_tree, m.r_tree, m.mass, m.com, m.I_com,
+                    units=np.array([0, 1, 0, 1, 2, 2, 3, 3, 4, 4]))
+    with pytest.raises(PartreeInputError, match="10 integer labels"):
+        m.__class__(m.parent, m.jtype, m.axis, m.E_tree, m.r_tree, m.mass, m.com, m.I_com, units=[0, 1])
+
+
+def test_partition_from_roots_refuses_roots_inside_a_unit():
+    from partree.models import scissor_mast
+
+    m = scissor_mast(4)                           # unit k: bar A (2k) and bar B (2k + 1)
+    pt = partition_from_roots(m, [2, 6])
+    pt.check(m.parent)
+    assert pt.roots.tolist() == [0, 2, 6]
+    with pytest.raises(PartreeInputError, match=r"body 3 cannot be a part root: it lies inside unit 1 \(its parent 2"):
+        partition_from_roots(m, [2, 3])
+    assert partition_from_roots(m, [2, 3], units=False).nparts == 3
+    with pytest.raises(PartreeInputError, match="inside unit 0"):
+        partition_from_roots(m.parent, [1], units=[[0, 1]])
+
+
+@pytest.mark.parametrize("hub_mass", [0.0, 0.05])
+def test_engine_with_units_equals_aba(hub_mass):
+    import partree
+    from partree.models import scissor_mast
+    from partree.parallel import forward_dynamics
+    from partree.parallel.serial import SerialEngine
+
+    m = scissor_mast(40, hub_mass=hub_mass)
+    rng = np.random.default_rng(3)
+    q = m.random_configuration(rng, scale=0.3)
+    qd = m.random_velocity(rng)
+    tau = m.random_velocity(rng)
+    ref = partree.aba(m, q, qd, tau)
+    for P in (2, 3, 8, 40):
+        assert not _splits_a_unit(SerialEngine(m, parts=P).partition, m.parent, m.units)
+        qdd = forward_dynamics(m, q, qd, tau, backend="serial", parts=P)
+        assert np.abs(qdd - ref).max() <= 1e-10 * np.abs(ref).max(), P
+
+
+# reference partitions made by the partitioner before units existed (no units): unchanged
+_BEFORE_UNITS = [
+    ("auto_tree(255, bf=2)", 8, 0.0, [0, 1, 3, 5, 7, 9, 11, 13]),
+    ("auto_tree(300, bf=1.3)", 5, 0.0, [0, 8, 13, 22, 25]),
+    ("random_tree(400, seed=1)", 7, 0.0, [0, 1, 3, 6, 7, 19, 22]),
+    ("random_tree(300, seed=2, p_chain=0.8)", 6, 0.22, [0, 12, 21, 26, 37, 39]),
+    ("auto_tree(1000)", 4, 0.22, [0, 237, 474, 711]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_BEFORE_UNITS)))
+def test_no_units_partition_is_unchanged(case):
+    expr, P, pw, roots = _BEFORE_UNITS[case]
+    m = eval(expr)
+    pt = partition(m, P, path_weight=pw)
+    assert pt.roots.tolist() == roots
+    # no units, an empty list, every body a unit of its own: all the same partition, bit for bit
+    for units in (None, False, [], np.arange(m.n), [[i] for i in range(m.n)]):
+        other = partition(m, P, path_weight=pw, units=units)
+        assert np.array_equal(other.part_of, pt.part_of) and other.target == pt.target
+        assert other.weights.tobytes() == pt.weights.tobytes()
+
+
+def test_no_units_partition_for_ranks_is_unchanged():
+    from partree.parallel.partition import partition_for_ranks
+
+    for m, R, roots, owner in [(auto_tree(100_000, bf=2), 2, [0, 1, 7, 97, 783], [1, 0, 1, 0, 1]),
+                               (random_tree(5000, seed=7), 3, [0, 3, 5, 9, 124, 195, 579, 1470],
+                                [0, 2, 1, 2, 0, 0, 1, 2])]:
+        pt = partition_for_ranks(m, R, path_weight=0.22)
+        assert pt.roots.tolist() == roots and pt.owner.tolist() == owner
+        same = partition_for_ranks(m, R, path_weight=0.22, units=np.arange(m.n))
+        assert np.array_equal(same.roots, pt.roots) and np.array_equal(same.owner, pt.owner)

@@ -12,7 +12,9 @@ The suffix picks the format:
 The binary forms store the model's arrays as they are (bitwise round trip), the model name, the
 ``allow_massless`` flag, the gravity vector and the names.  Generated names (``JointNames``
 without an explicit list) are stored as their prefix only, so a 10^7-body model carries no
-strings; explicit names are stored as one UTF-8 blob plus offsets.  Every file carries
+strings; explicit names are stored as one UTF-8 blob plus offsets.  A model's ``units`` (unit
+label of every body, optional) are stored as an int64 array ``units`` (in JSON as each body's
+``"unit"``); files without them load as models without units.  Every file carries
 ``format = "partree-model"`` and a format ``version``; unknown versions and malformed files are
 refused with ``PartreeInputError``.
 """
@@ -128,6 +130,8 @@ def save_model(model: Model, path, compressed=False):
     meta, payload = _meta(model)
     arrays = {k: getattr(model, k) for k in ARRAYS}
     arrays["gravity"] = model.gravity
+    if model.units is not None:
+        arrays["units"] = model.units
     arrays.update(payload)
     if kind == "npz":
         meta_arr = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
@@ -179,11 +183,14 @@ def _build(err, meta, get, validate):
     names = {}
     for key, _ in _NAME_SETS:
         names[key] = _decode_names(err, key, meta.get(key), get(f"{key}_blob"), get(f"{key}_offsets"), n)
+    units = get("units")
+    if units is not None and (units.dtype != np.int64 or units.shape != (n,)):
+        raise err(f"array 'units' has dtype {units.dtype} and shape {units.shape}; expected int64 and {(n,)}")
     return _make_model(err, arrs, g, names, meta.get("name", "model"), bool(meta.get("allow_massless", False)),
-                       validate)
+                       validate, units)
 
 
-def _make_model(err, arrs, gravity, names, name, allow_massless, validate):
+def _make_model(err, arrs, gravity, names, name, allow_massless, validate, units=None):
     n = arrs["parent"].shape[0]
     if validate is None:
         validate = n <= VALIDATE_MAX_BODIES
@@ -200,7 +207,7 @@ def _make_model(err, arrs, gravity, names, name, allow_massless, validate):
         return Model(arrs["parent"], arrs["jtype"], arrs["axis"], arrs["E_tree"], arrs["r_tree"], arrs["mass"],
                      arrs["com"], arrs["I_com"], axis2=arrs["axis2"], gravity=gravity,
                      joint_names=names["joint_names"], body_names=names["body_names"], name=name,
-                     allow_massless=allow_massless, validate=bool(validate))
+                     allow_massless=allow_massless, validate=bool(validate), units=units)
     except PartreeInputError as exc:
         raise err(str(exc)) from None
 
@@ -287,6 +294,8 @@ def _save_json(model, path):
             b["axis2"] = model.axis2[i].tolist()
         b["placement"] = {"E": model.E_tree[i].tolist(), "r": model.r_tree[i].tolist()}
         b["inertia"] = {"mass": float(model.mass[i]), "com": model.com[i].tolist(), "I_com": model.I_com[i].tolist()}
+        if model.units is not None:
+            b["unit"] = int(model.units[i])
         bodies.append(b)
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "name": str(model.name), "n": int(model.n),
            "gravity": model.gravity.tolist(), "allow_massless": bool(model.allow_massless),
@@ -334,6 +343,7 @@ def _load_json(err, path, validate):
 
     arrs = {k: np.zeros((n,) + shape, dtype=dtype) for k, (dtype, shape) in ARRAYS.items()}
     arrs["E_tree"][:] = np.eye(3)
+    units = np.zeros(n, dtype=np.int64) if isinstance(bodies[0], dict) and "unit" in bodies[0] else None
     jn, bn = [], []
     name_index = {}
     for i, b in enumerate(bodies):
@@ -373,6 +383,13 @@ def _load_json(err, path, validate):
         arrs["mass"][i] = num(i, "mass", inr["mass"], ())
         arrs["com"][i] = num(i, "com", inr.get("com", [0.0, 0.0, 0.0]), (3,))
         arrs["I_com"][i] = num(i, "I_com", inr.get("I_com", np.zeros((3, 3)).tolist()), (3, 3))
+        if ("unit" in b) != (units is not None):
+            raise err(f"body {i} ({nm!r}): 'unit' is given for some bodies only (give it for every body or none)")
+        if units is not None:
+            u = b["unit"]
+            if not isinstance(u, int) or isinstance(u, bool) or not -2**63 <= u < 2**63:
+                raise err(f"body {i} ({nm!r}): unit {u!r} is not an integer")
+            units[i] = u
     gravity = np.array(num(-1, "gravity", doc.get("gravity", [0.0, 0.0, -9.81]), (3,)))
     gen = doc.get("generated_names", {})
     if not isinstance(gen, dict):
@@ -385,4 +402,4 @@ def _load_json(err, path, validate):
         else:
             names[key] = JointNames(n, lst, dict(_NAME_SETS)[key])
     return _make_model(err, arrs, gravity, names, str(doc.get("name", "model")),
-                       bool(doc.get("allow_massless", False)), validate)
+                       bool(doc.get("allow_massless", False)), validate, units)

@@ -14,6 +14,13 @@ part into its parent part until there are exactly ``nparts`` parts.
 Parts are numbered by their root body, so the parts tree is itself in regular numbering
 (``part_parent[k] < k``), and the bodies of each part are listed in increasing global number
 (regular numbering inside the part, its root first).
+
+Units: repeated units (a scissor unit, a module of a deployable mast) can be kept whole.  Given
+per-body unit labels (``units=``, or a model's ``units`` attribute), a part root may only be a
+body whose parent lies outside its unit (or a model root), so no unit is ever split across parts:
+the greedy pass never cuts a child inside a unit and cuts a body on reaching the target only if it
+may be a part root; the fix-up split and ``partition_for_ranks``' extra cuts likewise pick only
+such bodies.
 """
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..model import PartreeInputError
+from ..model import PartreeInputError, unit_heads
 
 
 def default_weights(model):
@@ -173,47 +180,108 @@ class Partition:
                 assert self.part_of[h] == self.part_parent[k] < k
 
 
+def unit_labels(model, units=None):
+    """(labels, heads) of the units to keep whole, or (None, None) for none.
+
+    ``units``: per-body integer labels (bodies with the same label form one unit), or a list of
+    body-index sequences (each one unit; bodies not listed are units of their own), or None for the
+    model's own ``units`` attribute (if any), or False to ignore a model's units.  ``heads[i]``:
+    body i may be a part root (its parent lies outside its unit, or it is a model root).  A unit
+    that is not connected raises ``PartreeInputError`` naming the unit and its bodies."""
+    if units is None:
+        units = getattr(model, "units", None)
+    if units is None or units is False:
+        return None, None
+    parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
+    n = parent.shape[0]
+    if not isinstance(units, np.ndarray) and (len(units) == 0 or np.ndim(units[0]) == 1):   # a list of lists
+        units = _labels_from_lists(units, n)
+        if units is None:
+            return None, None
+    return unit_heads(parent, units)
+
+
+def _labels_from_lists(units, n):
+    """Per-body labels from a list of body-index sequences: unit u (its index in the list) gets
+    label u, every body not listed a label of its own.  None for an empty list."""
+    if len(units) == 0:
+        return None
+    nu = len(units)
+    labels = nu + np.arange(n, dtype=np.int64)
+    for u, seq in enumerate(units):
+        b = np.asarray(seq)
+        if b.size == 0 or not np.issubdtype(b.dtype, np.integer):
+            raise PartreeInputError(f"unit {u}: {list(seq)!r} is not a non-empty list of body indices")
+        b = b.astype(np.int64)
+        out = b[(b < 0) | (b >= n)]
+        if out.size:
+            raise PartreeInputError(f"unit {u}: {int(out[0])} is not a body (n = {n})")
+        sb = np.sort(b)
+        again = np.concatenate((b[labels[b] < nu], sb[1:][sb[1:] == sb[:-1]]))
+        if again.size:
+            raise PartreeInputError(f"unit {u}: body {int(again[0])} is listed twice (a body belongs to one unit)")
+        labels[b] = u
+    return labels
+
+
+def _cuttable(model, units):
+    """Bodies that may be part roots under ``units`` (see :func:`unit_labels`), or None for all."""
+    return unit_labels(model, units)[1]
+
+
 @njit(cache=True)
-def _greedy(parent, w, t, cptr, cidx, cut):
-    """One bottom-up cutting pass with target t; cut[i] = body i is a part root. Returns count."""
+def _greedy(parent, w, t, cptr, cidx, cuttable, cut):
+    """One bottom-up cutting pass with target t; cut[i] = body i is a part root; only bodies with
+    cuttable[i] (and model roots) become part roots. Returns count."""
     n = parent.shape[0]
     acc = np.empty(n)
     count = 0
     for i in range(n - 1, -1, -1):
         s = w[i]
-        nc = cptr[i + 1] - cptr[i]
         for j in range(cptr[i], cptr[i + 1]):
             c = cidx[j]
             if not cut[c]:
                 s += acc[c]
-        if s > t and nc > 0:
-            if nc == 1:
-                c = cidx[cptr[i]]
-                if not cut[c]:
-                    cut[c] = True
-                    count += 1
-                    s -= acc[c]
-            else:
-                vals = np.empty(nc)
-                for j in range(nc):
-                    c = cidx[cptr[i] + j]
-                    vals[j] = -1.0 if cut[c] else acc[c]
-                order = np.argsort(-vals)
-                for j in range(nc):
-                    if s <= t:
-                        break
-                    c = cidx[cptr[i] + order[j]]
-                    if not cut[c]:
-                        cut[c] = True
-                        count += 1
-                        s -= acc[c]
+        if s > t and cptr[i + 1] > cptr[i]:
+            s, k = _cut_children(i, s, t, acc, cptr, cidx, cuttable, cut)
+            count += k
         acc[i] = s
-        if s >= t or parent[i] < 0:
+        if (s >= t and cuttable[i]) or parent[i] < 0:
             cut[i] = True
             count += 1
         else:
             cut[i] = False
     return count
+
+
+@njit(cache=True)
+def _cut_children(i, s, t, acc, cptr, cidx, cuttable, cut):
+    """Body i's accumulated weight s is over the target t: cut off its heaviest uncut, cuttable
+    children until it fits.  Returns (s after the cuts, number of cuts).  Apart from ``_greedy``
+    so that its loop over all bodies stays small (it is the partitioner's hot loop)."""
+    nc = cptr[i + 1] - cptr[i]
+    k = 0
+    if nc == 1:
+        c = cidx[cptr[i]]
+        if not cut[c] and cuttable[c]:
+            cut[c] = True
+            k += 1
+            s -= acc[c]
+        return s, k
+    vals = np.empty(nc)
+    for j in range(nc):
+        c = cidx[cptr[i] + j]
+        vals[j] = -1.0 if cut[c] or not cuttable[c] else acc[c]
+    order = np.argsort(-vals)
+    for j in range(nc):
+        if s <= t:
+            break
+        c = cidx[cptr[i] + order[j]]
+        if not cut[c] and cuttable[c]:
+            cut[c] = True
+            k += 1
+            s -= acc[c]
+    return s, k
 
 
 @njit(cache=True)
@@ -268,7 +336,7 @@ def _inpart_subtree(parent, w, cut, b):
     return _subtree_sums(w, b, _local_parent(parent, b))
 
 
-def partition(model, nparts, weights=None, path_weight=0.0, iterations=4) -> Partition:
+def partition(model, nparts, weights=None, path_weight=0.0, iterations=4, units=None) -> Partition:
     """Split ``model`` (or a parent array) into ``nparts`` connected parts balanced by work.
 
     ``weights``: per-body work (default :func:`default_weights`: 2 + joint nv).
@@ -277,8 +345,16 @@ def partition(model, nparts, weights=None, path_weight=0.0, iterations=4) -> Par
     per such body).  When > 0 the partition is recomputed ``iterations`` times with the path
     bodies of the previous one weighted by 1 + path_weight, and the best (smallest maximal
     part cost, ``Partition.costs``) is kept.
+    ``units``: repeated units to keep whole (no unit is split across parts): per-body integer
+    labels or a list of body-index sequences (see :func:`unit_labels`); None (default) takes the
+    model's ``units`` attribute if it has one, False ignores it.  At most as many parts as units.
     """
-    pt = _partition(model, nparts, weights)
+    return _partition_paths(model, nparts, weights, path_weight, iterations, _cuttable(model, units))
+
+
+def _partition_paths(model, nparts, weights, path_weight, iterations, cuttable):
+    """:func:`partition` with the units already resolved to ``cuttable`` (None: every body)."""
+    pt = _partition(model, nparts, weights, cuttable)
     if path_weight <= 0:
         return pt
     if not np.any(pt.handle >= 0):
@@ -297,7 +373,7 @@ def partition(model, nparts, weights=None, path_weight=0.0, iterations=4) -> Par
         if not improved:
             break       # converged: a further re-weighting moves the cut by a few bodies at most
         prev = pt
-        pt = _partition(parent, nparts, w * (1.0 + path_weight * on))
+        pt = _partition(parent, nparts, w * (1.0 + path_weight * on), cuttable)
         pt.weights = np.bincount(pt.part_of, weights=w, minlength=pt.nparts)
         pt._w = w
         if np.array_equal(pt.roots, prev.roots):
@@ -326,7 +402,7 @@ def _mark_paths(parent, part_of, handles, mark):
             i = parent[i]
 
 
-def _partition(model, nparts, weights=None) -> Partition:
+def _partition(model, nparts, weights=None, cuttable=None) -> Partition:
     parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
     n = parent.shape[0]
     P = int(nparts)
@@ -334,6 +410,13 @@ def _partition(model, nparts, weights=None) -> Partition:
         raise PartreeInputError(f"nparts must be >= 1, got {nparts}")
     if P > n:
         raise PartreeInputError(f"cannot split {n} bodies into {P} parts: need nparts <= number of bodies")
+    if cuttable is None:
+        cuttable = np.ones(n, dtype=np.bool_)
+    else:
+        nunits = int(np.count_nonzero(cuttable))
+        if P > nunits:
+            raise PartreeInputError(f"cannot make {P} parts: the model has only {nunits} units, and no unit "
+                                    f"is split across parts (need nparts <= {nunits})")
     if weights is None:
         w = default_weights(model) if hasattr(model, "nv_j") else np.ones(n)
     else:
@@ -369,7 +452,7 @@ def _partition(model, nparts, weights=None) -> Partition:
         t = lo * (1.0 + f)
         if not lo < t < hi:
             break
-        if _greedy(parent, w, t, cptr, cidx, cut) <= P:
+        if _greedy(parent, w, t, cptr, cidx, cuttable, cut) <= P:
             hi = t
             best = (t, cut.copy())
             break
@@ -378,7 +461,7 @@ def _partition(model, nparts, weights=None) -> Partition:
     # 1e-5 of t: parts balanced far finer than their costs can be measured
     for _ in range(60):
         t = 0.5 * (lo + hi)
-        c = _greedy(parent, w, t, cptr, cidx, cut)
+        c = _greedy(parent, w, t, cptr, cidx, cuttable, cut)
         if c <= P:
             hi = t
             best = (t, cut.copy())
@@ -387,7 +470,7 @@ def _partition(model, nparts, weights=None) -> Partition:
         if hi - lo <= 1e-5 * hi:
             break
     if best is None:
-        _greedy(parent, w, total, cptr, cidx, cut)
+        _greedy(parent, w, total, cptr, cidx, cuttable, cut)
         best = (total, cut.copy())
     t, cut = best
 
@@ -398,14 +481,17 @@ def _partition(model, nparts, weights=None) -> Partition:
         pw = np.bincount(part_of, weights=w, minlength=k)
         roots = np.flatnonzero(cut)
         if k < P:
-            sizes = np.bincount(part_of, minlength=k)
-            cand = np.flatnonzero(sizes > 1)
+            # split the heaviest part that has a body other than its root that may be a part root
+            free = np.bincount(part_of[cuttable & ~cut], minlength=k)
+            cand = np.flatnonzero(free > 0)
             if cand.size == 0:
                 break
             kk = int(cand[np.argmax(pw[cand])])
             b = np.flatnonzero(part_of == kk)
             s = _inpart_subtree(parent, w, cut, b)
-            j = 1 + int(np.argmin(np.abs(s[1:] - 0.5 * pw[kk])))
+            d = np.abs(s[1:] - 0.5 * pw[kk])
+            d[~cuttable[b[1:]]] = np.inf
+            j = 1 + int(np.argmin(d))
             cut[b[j]] = True
         else:
             pr = parent[roots]
@@ -435,15 +521,25 @@ def _build(parent, w, cut, part_of, k, t):
                      handle=handle, weights=weights, sizes=sizes, target=float(t))
 
 
-def partition_from_roots(model, roots, weights=None) -> Partition:
+def partition_from_roots(model, roots, weights=None, units=None) -> Partition:
     """A Partition from explicit part roots (model roots are added).  For tests and hand-made
-    layouts."""
+    layouts.  ``units`` as for :func:`partition` (None: the model's own): a root inside a unit
+    (its parent in the same unit) is refused."""
     parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
     n = parent.shape[0]
     w = (default_weights(model) if hasattr(model, "nv_j") else np.ones(n)) if weights is None else \
         np.asarray(weights, dtype=float)
+    roots = np.asarray(roots, dtype=np.int64)
+    labels, heads = unit_labels(model, units)
+    if heads is not None:
+        inside = roots[~heads[roots]]
+        if inside.size:
+            i = int(inside[0])
+            raise PartreeInputError(f"body {i} cannot be a part root: it lies inside unit {int(labels[i])} "
+                                    f"(its parent {int(parent[i])} is in the same unit), and a unit is never "
+                                    f"split across parts")
     cut = np.zeros(n, dtype=np.bool_)
-    cut[np.asarray(roots, dtype=np.int64)] = True
+    cut[roots] = True
     cut[parent < 0] = True
     part_of = np.empty(n, dtype=np.int64)
     k = _label(parent, cut, part_of)
@@ -483,11 +579,12 @@ def _body_costs(parent, pt, w, path_weight):
 
 
 @njit(cache=True)
-def _best_cut(parent, b, c, extra, load_hi, load_lo):
+def _best_cut(parent, b, c, extra, cuttable, load_hi, load_lo):
     """Best body of part b (increasing bodies, its root first) to cut off onto the lightest rank:
-    the j >= 1 minimising max(load_hi - s_j + x_j, load_lo + s_j), where s_j is the in-part subtree
-    cost of b[j] and x_j the new path work in the donor part (``extra`` cumulated from its root to
-    b[j]'s parent).  Returns (j, that maximum); j = -1 when the part has one body."""
+    the j >= 1 with cuttable[b[j]] minimising max(load_hi - s_j + x_j, load_lo + s_j), where s_j is
+    the in-part subtree cost of b[j] and x_j the new path work in the donor part (``extra``
+    cumulated from its root to b[j]'s parent).  Returns (j, that maximum); j = -1 when the part has
+    no such body."""
     m = b.shape[0]
     loc = _local_parent(parent, b)
     s = _subtree_sums(c, b, loc)
@@ -497,13 +594,16 @@ def _best_cut(parent, b, c, extra, load_hi, load_lo):
         x[j] = x[loc[j]] + extra[b[j]]
     best, val = -1, np.inf
     for j in range(1, m):
+        if not cuttable[b[j]]:
+            continue
         v = max(load_hi - s[j] + x[loc[j]], load_lo + s[j])
         if v < val:
             best, val = j, v
     return best, val
 
 
-def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=None, tol=2e-3) -> Partition:
+def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=None, tol=2e-3,
+                        units=None) -> Partition:
     """A partition balanced over ``nranks`` ranks rather than over its parts, with ``owner`` set.
 
     Starts from ``partition(model, nranks)`` and the largest-first assignment, then, while the
@@ -513,24 +613,29 @@ def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=N
     Useful where equal parts cannot even out the ranks: a complete binary tree splits into subtrees
     of 2^k - 1 bodies, and with a partly filled last level its two halves differ by 5%.
     At most ``max_cuts`` (default: 2 * nranks) parts are added; a cut is kept only if it lowers the
-    heaviest rank's load."""
+    heaviest rank's load.  ``units`` as for :func:`partition` (None: the model's own): the extra
+    cuts, too, never split a unit."""
     parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
-    pt = partition(model, nranks, weights, path_weight)
+    cuttable = _cuttable(model, units)
+    pt = _partition_paths(model, nranks, weights, path_weight, 4, cuttable)
     w = pt._w
     nr = int(nranks)
     c, on = _body_costs(parent, pt, w, path_weight)
     pt.costs = np.bincount(pt.part_of, weights=c, minlength=pt.nparts)
     owner = assign_parts(pt.costs, nr)
     n = parent.shape[0]
+    if cuttable is None:
+        cuttable = np.ones(n, dtype=np.bool_)
+    nroots_max = int(np.count_nonzero(cuttable))       # bodies that may be part roots
     for _ in range(2 * nr if max_cuts is None else int(max_cuts)):
         loads = np.bincount(owner, weights=pt.costs, minlength=nr)
         hi, lo = int(np.argmax(loads)), int(np.argmin(loads))
-        if loads[hi] <= loads.mean() * (1.0 + tol) or pt.nparts >= n:
+        if loads[hi] <= loads.mean() * (1.0 + tol) or pt.nparts >= nroots_max:
             break
         extra = path_weight * w * (~on)
         best = (None, -1, loads[hi])
         for k in np.flatnonzero(owner == hi):
-            j, val = _best_cut(parent, pt.bodies(int(k)), c, extra, loads[hi], loads[lo])
+            j, val = _best_cut(parent, pt.bodies(int(k)), c, extra, cuttable, loads[hi], loads[lo])
             if j >= 0 and val < best[2]:
                 best = (int(k), j, val)
         k, j, val = best
