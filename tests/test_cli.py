@@ -51,3 +51,37 @@ def test_clear_errors(args, msg):
     r = run(*args)
     assert r.returncode == 2
     assert msg in r.stderr and "Traceback" not in r.stderr
+
+
+def test_partition_report(tmp_path):
+    """`partree partition`: the engine's partition of a model, readable and as JSON, units kept."""
+    import json
+
+    from partree.models import auto_tree
+    from partree.parallel.serial import make_partition
+
+    r = run("partition", "autotree:nb=4095,bf=2", "--ranks", "2")
+    assert r.returncode == 0, r.stderr
+    assert "balanced over 2 ranks" in r.stdout and "ranks max/mean load" in r.stdout and "boundary joints" in r.stdout
+    out = tmp_path / "parts.json"
+    r = run("partition", "autotree:nb=4095,bf=2", "--parts", "5", "--json", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d == json.loads(out.read_text())
+    pt = make_partition(auto_tree(4095, bf=2), 5)
+    assert d["nparts"] == 5 and [p["root_body"] for p in d["parts"]] == pt.roots.tolist()
+    assert [p["bodies"] for p in d["parts"]] == pt.sizes.tolist() and sum(d["sizes"]) == 4095
+    assert d["depth"] == pt.depth and d["imbalance"] == pytest.approx(pt.imbalance)
+    for p in d["parts"][1:]:          # a part's own root joint is its first boundary joint
+        assert p["boundary_joints"][0] == p["root_joint"] and p["parent_part"] < p["part"]
+    # a scissor mast's units are kept whole: every part root is the first body of a unit
+    r = run("partition", "scissor:units=30", "--parts", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    from partree.specs import resolve_model
+
+    m = resolve_model("scissor:units=30")
+    for p in json.loads(r.stdout)["parts"]:
+        b = p["root_body"]
+        assert m.parent[b] < 0 or m.units[m.parent[b]] != m.units[b]
+    r = run("partition", "autotree:nb=10", "--parts", "3", "--ranks", "2")
+    assert r.returncode == 2 and "--parts P or --ranks R" in r.stderr
