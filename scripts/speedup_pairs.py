@@ -1,7 +1,7 @@
 """P-rank speed-up of the MPI engine measured in back-to-back pairs of jobs.
 
     python scripts/speedup_pairs.py --model autotree:nb=1000000,bf=1 [--ranks 2] [--pairs 4]
-                                    [--repeat 9] [--json]
+                                    [--repeat 9] [--quantity constraint-forces] [--json]
 
 On a shared machine the speed drifts from minute to minute, so a 1-rank job timed now and a P-rank
 job timed ten minutes later say little.  This runs ``mpiexec -n 1 partree bench --backend mpi
@@ -18,9 +18,9 @@ import subprocess
 import sys
 
 
-def run_job(mpiexec, nranks, model, repeat, timeout):
+def run_job(mpiexec, nranks, model, repeat, timeout, quantity="forward-dynamics"):
     cmd = [*shlex.split(mpiexec), "-n", str(nranks), sys.executable, "-m", "partree", "bench", "--backend", "mpi", "--model",
-           model, "--repeat", str(repeat), "--json"]
+           model, "--repeat", str(repeat), "--quantity", quantity, "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
@@ -53,6 +53,8 @@ def main(argv=None):
     ap.add_argument("--ranks", type=int, default=2, help="P, the ranks of the parallel job (default 2)")
     ap.add_argument("--pairs", type=int, default=4, help="number of (1-rank, P-rank) pairs (default 4)")
     ap.add_argument("--repeat", type=int, default=9, help="evaluations timed per job, best taken (default 9)")
+    ap.add_argument("--quantity", choices=("forward-dynamics", "constraint-forces"), default="forward-dynamics",
+                    help="what one evaluation computes (partree bench --quantity; default forward-dynamics)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds one job may take (default 900)")
     ap.add_argument("--mpiexec", default=None,
                     help='launcher command, e.g. "mpiexec -bind-to core" (default: the venv\'s mpiexec)')
@@ -68,7 +70,7 @@ def main(argv=None):
     jobs = []
     for k in range(a.pairs):
         for n in (1, a.ranks):
-            jobs.append(run_job(mpiexec, n, a.model, a.repeat, a.timeout))
+            jobs.append(run_job(mpiexec, n, a.model, a.repeat, a.timeout, a.quantity))
             if not a.json:
                 j = jobs[-1]
                 g = j.get("seconds_per_eval_gathered")
@@ -76,6 +78,7 @@ def main(argv=None):
                       + (f"  (q̈ gathered {g * 1e3:.1f} ms)" if g is not None and n > 1 else ""), flush=True)
     s = summarize(jobs, a.ranks)
     s["model"] = a.model
+    s["quantity"] = a.quantity
     if a.json:
         print(json.dumps(s))
         return 0

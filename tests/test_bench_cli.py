@@ -215,3 +215,6 @@ def test_speedup_pairs_script_runs_mpi_jobs():
                          timeout=600)
     assert r["ranks"] == 2 and r["pairs"] == 1 and r["parts"] == 2 and r["bytes_per_eval"] == 432
     assert r["best_speedup"] == pytest.approx(r["seconds_1"][0] / r["seconds_p"][0]) and r["residual_p"] < 1e-10
+    r = _run_script_json("speedup_pairs", "--model", "autotree:nb=2000,bf=2", "--pairs", "1", "--repeat", "1",
+                         "--quantity", "constraint-forces", timeout=600)
+    assert r["quantity"] == "constraint-forces" and r["residual_kind"] == "cfa" and r["residual_p"] < 1e-10
