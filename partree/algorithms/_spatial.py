@@ -181,3 +181,14 @@ def congruence_add(E, r, Ia, out, T):
         for j in range(i, 3):
             out[3 + i, 3 + j] += T[3 + i, 3 + j]
             out[3 + j, 3 + i] = out[3 + i, 3 + j]
+
+
+@njit(cache=True, inline="always")
+def body_force(m, c, Ic, v, a, out, h, tmp):
+    """out = I a + v x* I v: the net wrench a body of velocity v needs for its acceleration a
+    (compact inertia m, c, Ic; h and tmp are 6-vector scratch)."""
+    inertia_times(m, c, Ic, a, out)
+    inertia_times(m, c, Ic, v, h)
+    cross_force(v, h, tmp)
+    for k in range(6):
+        out[k] += tmp[k]

@@ -63,7 +63,7 @@ from numba import njit
 
 from ..joints import (FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, joint_kinematics,
                       joint_kinematics_at)
-from ._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
+from ._spatial import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                        xform_force_T_add, xform_motion)
 from .aba import articulated_project
 
@@ -1148,12 +1148,9 @@ def newton_euler_wrenches(parent, idx_v, idx_s, ms, mass, com, I_com, a0, E, r, 
             for d in range(nv):
                 t += S[iv + d, k] * qdd[iv + d]
             a[j, k] = t
-        inertia_times(mass[j], com[j], I_com[j], a[j], F[j])
-        inertia_times(mass[j], com[j], I_com[j], v[j], h)
-        cross_force(v[j], h, tmp)
-        for k in range(6):
-            F[j, k] += tmp[k]
-            if has_fext:
+        body_force(mass[j], com[j], I_com[j], v[j], a[j], F[j], h, tmp)
+        if has_fext:
+            for k in range(6):
                 F[j, k] -= f_ext[j, k]
     for j in range(n - 1, -1, -1):
         pj = parent[j]

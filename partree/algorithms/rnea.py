@@ -9,7 +9,7 @@ from numba import njit
 
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from . import _checks
-from ._spatial import (cross_force, cross_motion, inertia_times, xform_force_T_add, xform_motion)
+from ._spatial import body_force, cross_motion, xform_force_T_add, xform_motion
 
 
 @njit(cache=True)
@@ -62,11 +62,7 @@ def rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, id
             cross_motion(v[i], vJ, tmp)
             for k in range(6):
                 a[i, k] += tmp[k]
-        inertia_times(mass[i], com[i], I_com[i], a[i], f[i])
-        inertia_times(mass[i], com[i], I_com[i], v[i], h)
-        cross_force(v[i], h, tmp)
-        for k in range(6):
-            f[i, k] += tmp[k]
+        body_force(mass[i], com[i], I_com[i], v[i], a[i], f[i], h, tmp)
         if has_fext:
             for k in range(6):
                 f[i, k] -= f_ext[i, k]

@@ -56,16 +56,7 @@ def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None,
     Bad arguments (unknown backend, parts not in 1..n, sizes that do not match the model) raise
     before any work starts.
     """
-    check_arguments(model, q, qd, tau, parts, f_ext, backend)
-    if backend == "serial":
-        return forward_dynamics_serial(model, q, qd, tau, parts=parts, f_ext=f_ext)
-    if backend == "mpi":
-        from .mpi import forward_dynamics_mpi
-
-        return forward_dynamics_mpi(model, q, qd, tau, comm=comm, parts=parts, f_ext=f_ext)
-    from .dask_backend import forward_dynamics_dask
-
-    return forward_dynamics_dask(model, q, qd, tau, client=client, parts=parts, f_ext=f_ext)
+    return _dispatch("forward_dynamics", model, q, qd, tau, backend, parts, comm, client, f_ext)
 
 
 def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
@@ -78,18 +69,18 @@ def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None
     gave it, so it costs no communication beyond forward dynamics (plus gathering the result).
     backend 'mpi': collective; the result on rank 0, None elsewhere.
     """
+    return _dispatch("constraint_forces", model, q, qd, tau, backend, parts, comm, client, f_ext)
+
+
+def _dispatch(what, model, q, qd, tau, backend, parts, comm, client, f_ext):
+    """``what`` ('forward_dynamics' or 'constraint_forces') on ``backend``, the arguments checked first."""
+    import importlib
+
     check_arguments(model, q, qd, tau, parts, f_ext, backend)
-    if backend == "serial":
-        from .serial import constraint_forces_serial
-
-        return constraint_forces_serial(model, q, qd, tau, parts=parts, f_ext=f_ext)
-    if backend == "mpi":
-        from .mpi import constraint_forces_mpi
-
-        return constraint_forces_mpi(model, q, qd, tau, comm=comm, parts=parts, f_ext=f_ext)
-    from .dask_backend import constraint_forces_dask
-
-    return constraint_forces_dask(model, q, qd, tau, client=client, parts=parts, f_ext=f_ext)
+    module = {"serial": ".serial", "mpi": ".mpi", "dask": ".dask_backend"}[backend]
+    fn = getattr(importlib.import_module(module, __name__), f"{what}_{backend}")
+    where = {"mpi": {"comm": comm}, "dask": {"client": client}}.get(backend, {})
+    return fn(model, q, qd, tau, parts=parts, f_ext=f_ext, **where)
 
 
 __all__ = ["forward_dynamics", "constraint_forces", "partition", "Partition", "SerialEngine", "PartKernel", "forward_dynamics_serial",

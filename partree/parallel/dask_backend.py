@@ -631,17 +631,17 @@ def _cancel_errors():
 
 def forward_dynamics_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
     """One evaluation over Dask (builds and scatters the parts; keep a DaskEngine to reuse them)."""
-    eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight)
-    try:
-        return eng.forward_dynamics(q, qd, tau, f_ext)
-    finally:
-        eng.close()
+    return _one_off("forward_dynamics", model, q, qd, tau, client, parts, path_weight, f_ext)
 
 
 def constraint_forces_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
     """One constraint-force evaluation over Dask (a ``CFAResult``; keep a DaskEngine to reuse the parts)."""
+    return _one_off("constraint_forces", model, q, qd, tau, client, parts, path_weight, f_ext)
+
+
+def _one_off(method, model, q, qd, tau, client, parts, path_weight, f_ext):
     eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight)
     try:
-        return eng.constraint_forces(q, qd, tau, f_ext)
+        return getattr(eng, method)(q, qd, tau, f_ext)
     finally:
         eng.close()

@@ -40,7 +40,7 @@ External forces: ``f_ext[i]`` (body coordinates, [n; f]) enters pA_i -= f_ext_i 
 import numpy as np
 from numba import njit
 
-from ..algorithms._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
+from ..algorithms._spatial import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
 from ..algorithms.aba import _spd_inverse, articulated_project
 from ..algorithms.cfa import project_wrench
@@ -807,11 +807,7 @@ def wrench_kernel(parent, idx_v, idx_s, mass, com, I_com, E, r, v, a, S, tau, Wt
     tmp = np.empty(6)
     G = np.empty((6, 6))
     for i in range(n):
-        inertia_times(mass[i], com[i], I_com[i], a[i], F[i])
-        inertia_times(mass[i], com[i], I_com[i], v[i], h)
-        cross_force(v[i], h, tmp)
-        for k in range(6):
-            F[i, k] += tmp[k]
+        body_force(mass[i], com[i], I_com[i], v[i], a[i], F[i], h, tmp)
         if has_fext:
             for k in range(6):
                 F[i, k] -= f_ext[i, k]

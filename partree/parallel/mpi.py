@@ -419,9 +419,9 @@ def build_vsel(model, pt, k):
     return _ranges(model.idx_v[b], model.nv_j[b])
 
 
-def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
-    """The constraint force algorithm over MPI (collective over ``comm``, default COMM_WORLD):
-    a ``CFAResult`` on rank 0, None on the others.  Arguments as for ``forward_dynamics_mpi``."""
+def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather):
+    """An engine for a one-off call: the model built and the arguments checked on every rank
+    before any partitioning."""
     if comm is None:
         from mpi4py import MPI
 
@@ -431,7 +431,13 @@ def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, pa
 
         model = _resolve(model_or_loader)
         check_arguments(model, q, qd, tau, parts, f_ext, "mpi")
-    eng = MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=True)
+    return MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather)
+
+
+def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
+    """The constraint force algorithm over MPI (collective over ``comm``, default COMM_WORLD):
+    a ``CFAResult`` on rank 0, None on the others.  Arguments as for ``forward_dynamics_mpi``."""
+    eng = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, True)
     return eng.constraint_forces(q, qd, tau, f_ext)
 
 
@@ -444,17 +450,7 @@ def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gat
     Returns qdd on rank 0 (None on the others); with ``return_info`` a pair (qdd, info) where
     info holds the bytes communicated per evaluation and the phase times.
     """
-    if comm is None:
-        from mpi4py import MPI
-
-        comm = MPI.COMM_WORLD
-    with _Abort(comm):
-        # build the model and check the arguments on every rank before any partitioning
-        from . import check_arguments
-
-        model = _resolve(model_or_loader)
-        check_arguments(model, q, qd, tau, parts, f_ext, "mpi")
-    eng = MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather)
+    eng = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather)
     qdd = eng.forward_dynamics(q, qd, tau, f_ext)
     if return_info:
         info = dict(eng.last_info)

@@ -41,10 +41,16 @@ for li, loader in enumerate(loaders):
     ref = partree.cfa(m, q, qd, tau, f_ext=F)
     name = m.joint_names[m.n // 2]
     for P in (None, size + 1, 2 * size + 3):
-        # a spec or loader: rank 0 builds the model and drops it (the constraint rows are gathered);
-        # a Model: rank 0 keeps the caller's model and forms the rows itself when asked
+        # an engine from a spec or loader: rank 0 builds the model and drops it (the constraint rows
+        # are gathered); from a Model: rank 0 keeps the caller's model and forms the rows when asked
         for src in (loader, m):
-            res = constraint_forces(src, q, qd, tau, backend="mpi", comm=comm, parts=P, f_ext=F)
+            if src is m:
+                res = constraint_forces(src, q, qd, tau, backend="mpi", comm=comm, parts=P, f_ext=F)
+            else:
+                res = MPIEngine(src, comm=comm, parts=P).constraint_forces(q, qd, tau, F)
+                if comm.rank == 0 and res._Wt is None:
+                    print("MISMATCH: no constraint rows gathered for a model rank 0 does not hold", flush=True)
+                    comm.Abort(7)
             if comm.rank == 0:
                 worst = max(worst, check(res, ref, f"model {li} P={P} {type(src).__name__}"))
                 if not np.allclose(res.constraint_force_of(name), ref.constraint_force_of(name), rtol=0, atol=1e-9):
