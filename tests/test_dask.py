@@ -222,6 +222,10 @@ def test_dask_constraint_forces_equal_cfa(client):
         res2 = eng.constraint_forces_state(st)
         assert np.array_equal(res2.joint_wrench, res.joint_wrench)
         assert np.array_equal(res2.constraint_force, res.constraint_force)
+        kept = eng.constraint_forces_state(st, gather=False)     # the pieces stay on the workers
+        res3 = kept.gather()
+        assert np.array_equal(res3.joint_wrench, res.joint_wrench) and np.array_equal(res3.qdd, res.qdd)
+        assert np.array_equal(res3.drive_force, res.drive_force)
         st.release()
         eng.close()
     q, qd, tau = _state(m, 40)

@@ -441,14 +441,24 @@ class DaskEngine:
             return out if isinstance(out, DaskResult) else DaskResult(self, futures=out)
         return self._assemble(out)
 
-    def constraint_forces_state(self, state):
-        """The constraint forces (a ``CFAResult``, gathered to the client) of a state already on
-        the workers (:meth:`scatter_state`)."""
+    def constraint_forces_state(self, state, gather=True):
+        """The constraint forces of a state already on the workers (:meth:`scatter_state`): a
+        ``CFAResult`` gathered to the client, or with ``gather=False`` a :class:`DaskResult` whose
+        pieces (every part's qdd, joint wrenches, constraint and drive forces) stay on the workers
+        until its ``gather()``."""
+        out = self._state_rounds(state, gather, True)
+        if not gather:
+            res = out if isinstance(out, DaskResult) else DaskResult(self, futures=out)
+            res.q = state._arrays[0]
+            return res
+        return self._assemble_wrenches(state._arrays[0], out)
+
+    def _assemble_wrenches(self, q, out):
+        """A ``CFAResult`` from every part's (qdd, F, FS, FT)."""
         from .serial import assemble_constraint_forces
 
-        out = self._state_rounds(state, True, True)
         qdd = self._assemble([x[0] for x in out])
-        return assemble_constraint_forces(self.model, state._arrays[0], qdd, self.layout, [x[1:] for x in out],
+        return assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:] for x in out],
                                           method="parallel-dask")
 
     def _state_rounds(self, state, gather, wrenches):
@@ -585,8 +595,11 @@ class DaskState:
 
 
 class DaskResult:
-    """qdd of a ``forward_dynamics_state(..., gather=False)`` left on the workers (valid until the
-    next such evaluation of the engine); ``gather()`` fetches it."""
+    """The result of a ``forward_dynamics_state`` / ``constraint_forces_state`` with
+    ``gather=False``, left on the workers (valid until the next such evaluation of the engine);
+    ``gather()`` fetches it: qdd, or the ``CFAResult`` of the constraint forces."""
+
+    q = None       # the state's q, for a constraint-force result
 
     def __init__(self, engine, key=None, futures=None):
         self.engine, self.key, self.futures = engine, key, futures
@@ -594,11 +607,13 @@ class DaskResult:
     def gather(self):
         eng = self.engine
         if self.futures is not None:
-            return eng._assemble(eng.client.gather(self.futures))
-        got = {}
-        for f in [a.result(self.key) for a in eng.actors.values()]:
-            got.update(f.result())
-        return eng._assemble([got[k] for k in range(len(eng.futures))])
+            out = eng.client.gather(self.futures)
+        else:
+            got = {}
+            for f in [a.result(self.key) for a in eng.actors.values()]:
+                got.update(f.result())
+            out = [got[k] for k in range(len(eng.futures))]
+        return eng._assemble(out) if self.q is None else eng._assemble_wrenches(self.q, out)
 
 
 def _has_n_workers(client):
