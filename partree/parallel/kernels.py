@@ -272,7 +272,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     nvt = S.shape[0]
     T = np.empty((6, 6))
     Ia = np.empty((6, 6))
-    Ib = np.empty((6, 6))      # IA_i
+    Ibuf = np.empty((6, 6))    # IA_i of a body no child hands or adds an inertia to
     Cb = np.empty((6, 6))      # X^T Ia X handed from body i to its parent i - 1
     D = np.empty((6, 6))
     tmp = np.empty(6)
@@ -285,15 +285,19 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
         p = parent[i]
-        inertia_from_compact(mass[i], com[i], I_com[i], Ib)
+        # IA_i, in place: the children already added their X^T Ia X to I_i (see below)
         if handed:
-            for k in range(6):
-                for l in range(6):
-                    Ib[k, l] += Cb[k, l]
-        if acc_has[i]:
-            for k in range(6):
-                for l in range(6):
-                    Ib[k, l] += IA[i, k, l]
+            Ib = Cb
+            if acc_has[i]:          # both hold I_i: take it out of one
+                inertia_from_compact(mass[i], com[i], I_com[i], Ibuf)
+                for k in range(6):
+                    for l in range(6):
+                        Ib[k, l] += IA[i, k, l] - Ibuf[k, l]
+        elif acc_has[i]:
+            Ib = IA[i]
+        else:
+            Ib = Ibuf
+            inertia_from_compact(mass[i], com[i], I_com[i], Ib)
         if nv == 1:
             Dd = 0.0
             uu = tau[iv]
@@ -346,16 +350,12 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
             articulated_project(Ib, pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
         handed = p >= 0 and p == i - 1
         if handed:
-            for k in range(6):
-                for l in range(6):
-                    Cb[k, l] = 0.0
+            inertia_from_compact(mass[p], com[p], I_com[p], Cb)
             congruence_add(E[i], r[i], Ia, Cb, T)
             xform_force_T_add(E[i], r[i], pa, pA[p])
         elif p >= 0:
             if acc_first[i]:
-                for k in range(6):
-                    for l in range(6):
-                        IA[p, k, l] = 0.0
+                inertia_from_compact(mass[p], com[p], I_com[p], IA[p])
             congruence_add(E[i], r[i], Ia, IA[p], T)
             xform_force_T_add(E[i], r[i], pa, pA[p])
         else:
