@@ -32,24 +32,26 @@ def _run(n, script, *args, timeout=240):
     return p, time.perf_counter() - t
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_mpi_matches_aba(n):
-    p, _ = _run(n, "fd_check.py")
+def _ok_line(n, script):
+    """Run a check script under mpiexec -n n; the fields of its 'OK ...' line (it must exit 0)."""
+    p, _ = _run(n, script)
     assert p.returncode == 0, p.stdout + p.stderr
     line = [s for s in p.stdout.splitlines() if s.startswith("OK")]
     assert line, p.stdout + p.stderr
-    _, err, nbytes = line[0].split()
+    return line[0].split()[1:]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_mpi_matches_aba(n):
+    err, nbytes = _ok_line(n, "fd_check.py")
     assert float(err) < 1e-10
     assert 0 < int(nbytes) < 200_000        # O(P) boundary data only
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_mpi_constraint_forces_match_cfa(n):
-    p, _ = _run(n, "cf_check.py")
-    assert p.returncode == 0, p.stdout + p.stderr
-    line = [s for s in p.stdout.splitlines() if s.startswith("OK")]
-    assert line, p.stdout + p.stderr
-    assert float(line[0].split()[1]) < 1e-10
+    (err,) = _ok_line(n, "cf_check.py")
+    assert float(err) < 1e-10
 
 
 @pytest.mark.parametrize("n,mode,msg", [(2, "nan", "is nan"), (3, "nan", "is nan"),
