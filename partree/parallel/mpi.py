@@ -7,14 +7,17 @@ never build or hold the model, so their memory is their parts' data alone (pass 
 spec string rather than a Model built on every rank to get that benefit).  ``distribute='each'``:
 every rank builds the model, computes the same deterministic partition and slices out its own
 parts (faster set-up, one model per rank at peak).  Afterwards rank 0 keeps only the O(P) parts
-tree (plus, to gather qdd, the v-indices of all parts).
+tree (plus, to gather results, the v-indices and body indices of all parts and every joint's nv:
+17 B per body for 1-DOF joints).
 
 One evaluation = four messages, all O(P) small matrices, independent of N:
   Gatherv  velocity maps (T_h, vrel_h per handle)         parts -> root
   Scatterv incoming velocities v_in                        root -> parts
   Gatherv  boundary relations (M, m0, Kt, Lam, beta)       parts -> root
   Scatterv a_in and the handle wrenches g                  root -> parts
-plus, optionally, a Gatherv of qdd to rank 0 (O(N), counted separately).
+plus, optionally, a Gatherv of qdd to rank 0 (O(N), counted separately).  The constraint forces
+(``constraint_forces``) add no message: each part forms its joint wrenches from its own
+back-substitution and the g it received; gathering them is O(N) again.
 
 Any exception on any rank prints ``partree MPI rank r: <message>`` to stderr and calls
 ``comm.Abort(1)`` so the whole job ends at once instead of hanging in a collective (on a
