@@ -206,11 +206,17 @@ class _Topology:
         one[self.cidx[self.cptr[:-1][lengths == 1]]] = True
         self.need_IA = self.tip_node | one
         self.need_IA_fs = self.tip_node.copy()
-        self.ns_j = 6 - model.nv_j
-        self.idx_s = np.concatenate(([0], np.cumsum(self.ns_j)[:-1])).astype(np.int64)
+        self.ns_j, self.idx_s = constraint_layout(model.nv_j)
         self.ns = int(self.ns_j.sum())
         self.max_chain = int(lengths.max())
         self.bad_inertia = _first_singular_inertia(model)
+
+
+def constraint_layout(nv_j):
+    """(ns_j, idx_s): every joint's number of constraint rows 6 - nv_j and the offset of its block
+    in the stacked F_S."""
+    ns_j = (6 - np.asarray(nv_j)).astype(np.int64)
+    return ns_j, np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
 
 
 class _Workspace:

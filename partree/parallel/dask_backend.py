@@ -298,22 +298,14 @@ class DaskEngine:
         P = len(self.futures)
         args = [(q[sel[k][0]], qd[sel[k][1]], tau[sel[k][1]], None if F is None else F[sel[k][2]]) for k in range(P)]
         out = self._rounds(args, deadline, gather=True, wrenches=wrenches)
-        parts_qdd = [x[0] for x in out] if wrenches else out
-        qdd = np.empty(self.model.nv)
-        for k in range(P):
-            qdd[sel[k][1]] = parts_qdd[k]
         if wrenches:
-            from .serial import assemble_constraint_forces
-
-            res = assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:] for x in out],
-                                             method="parallel-dask")
-            self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + tau.nbytes + qdd.nbytes
-                                                + (0 if F is None else F.nbytes) + res.joint_wrench.nbytes
-                                                + res.constraint_force.nbytes + res.drive_force.nbytes)
-            return res
-        st = q.nbytes + qd.nbytes + tau.nbytes + qdd.nbytes + (0 if F is None else F.nbytes)
-        self.last_info["state_bytes"] = int(st)
-        return qdd
+            res = self._assemble_wrenches(q, out)
+            back = res.qdd.nbytes + res.joint_wrench.nbytes + res.constraint_force.nbytes + res.drive_force.nbytes
+        else:
+            res = self._assemble(out)
+            back = res.nbytes
+        self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + tau.nbytes + (0 if F is None else F.nbytes) + back)
+        return res
 
     def _rounds(self, args, deadline, gather, wrenches=False):
         """One evaluation as one task graph.  args[k] = (q, qd, tau, f_ext) of part k: arrays

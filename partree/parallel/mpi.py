@@ -261,7 +261,7 @@ class MPIEngine:
         return recv[0] if recv is not None else None
 
     def _gather_wrenches(self, q, qdd):
-        from ..algorithms.cfa import CFAResult
+        from ..algorithms.cfa import CFAResult, constraint_layout
         from .serial import _ranges
 
         # the constraint rows travel too unless rank 0 holds the model (then they are formed there
@@ -269,7 +269,6 @@ class MPIEngine:
         with_rows = bool(self.comm.bcast(self._model is None if self.rank == 0 else None, root=0))
         pieces = list(zip(*self.local_wrenches)) if self.parts else [[], [], []]
         cat = [np.concatenate([np.ravel(x) for x in p]) if len(p) else np.zeros(0) for p in pieces]
-        rows = [pk.constraint_rows.ravel() for pk in self.parts]
         nvj = ns_counts = None
         if self.rank == 0:
             nvj = self._nv_j
@@ -281,13 +280,13 @@ class MPIEngine:
         FTb = self._gather_to_root(cat[2], None if nvj is None else self._qdd_counts)
         Wb = None
         if with_rows:
+            rows = [pk.constraint_rows.ravel() for pk in self.parts]
             Wb = self._gather_to_root(np.concatenate(rows) if rows else np.zeros(0),
                                       None if nvj is None else [6 * c for c in ns_counts])
         if self.rank != 0:
             return None
         n, nv = self.n, self.nv
-        ns_j = (6 - nvj).astype(np.int64)
-        idx_s = np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
+        ns_j, idx_s = constraint_layout(nvj)
         srows = _ranges(idx_s[self._body_index], ns_b)
         F = np.empty((n, 6))
         F[self._body_index] = Fb.reshape(-1, 6)

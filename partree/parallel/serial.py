@@ -253,12 +253,12 @@ class PartKernel:
         defines them.  The child parts' wrenches enter at the handles through the g of ``solve``;
         no further communication is needed.  Returns (F (m, 6), FS (ns,), FT (nv,)), views of the
         workspace, FS in the part's joint order (``constraint_index`` places them in the model's)."""
+        from ..algorithms.cfa import constraint_layout
         from ..algorithms.cfa_oddeven import rows_kernel
 
         ws = self._wrench_ws
         if ws is None:
-            ns_j = 6 - np.diff(np.append(self.idx_v, self.nv))
-            idx_s = np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
+            ns_j, idx_s = constraint_layout(np.diff(np.append(self.idx_v, self.nv)))
             ws = self._wrench_ws = {"idx_s": idx_s, "Wt": np.zeros((int(ns_j.sum()), 6)), "rows_ready": False,
                                     "F": np.zeros((self.m, 6)), "FS": np.zeros(int(ns_j.sum())),
                                     "FT": np.zeros(self.nv)}
@@ -395,8 +395,7 @@ class SerialEngine:
         """The constraint force algorithm through the decomposition: a ``CFAResult`` (qdd, every
         joint's wrench, its constraint force F_S and drive force F_T) equal to ``partree.cfa``'s.
         One forward-dynamics evaluation, then each part's wrenches (``PartKernel.wrenches``)."""
-        q, _ = _checks.state(self.model, q, qd)
-        qdd = self.forward_dynamics(q, qd, tau, f_ext)
+        qdd = self.forward_dynamics(q, qd, tau, f_ext)      # checks the arguments
         if self._layout is None:
             self._layout = [PartLayout(self.model, pk) for pk in self.parts]
         pieces = [pk.wrenches() for pk in self.parts]
@@ -415,10 +414,9 @@ class PartLayout:
 def assemble_constraint_forces(model, q, qdd, layout, pieces, method="parallel"):
     """A ``CFAResult`` from the parts' (F, FS, FT) (``PartKernel.wrenches``) placed by their
     ``PartLayout``; its constraint rows are formed from the model when first asked for."""
-    from ..algorithms.cfa import CFAResult
+    from ..algorithms.cfa import CFAResult, constraint_layout
 
-    ns_j = (6 - model.nv_j).astype(np.int64)
-    idx_s = np.concatenate(([0], np.cumsum(ns_j)[:-1])).astype(np.int64)
+    ns_j, idx_s = constraint_layout(model.nv_j)
     F = np.empty((model.n, 6))
     FS = np.empty(int(ns_j.sum()))
     FT = np.empty(model.nv)
