@@ -118,7 +118,7 @@ def _payload(a, address, nworkers):
 
     from distributed import Client
 
-    from partree.parallel.bench import main as bench_main
+    from partree.cli.bench import main as bench_main
 
     with Client(address) as c:
         c.wait_for_workers(nworkers, timeout=120)

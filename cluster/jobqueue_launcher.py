@@ -59,7 +59,7 @@ def main(argv=None):
             return 0
         cluster.scale(a.workers)
         nworkers = a.workers
-    from partree.parallel.bench import main as bench_main
+    from partree.cli.bench import main as bench_main
 
     try:
         with Client(cluster) as client:

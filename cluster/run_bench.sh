@@ -14,4 +14,4 @@ export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THRE
 args=(--backend mpi --model "$MODEL" --repeat "$REPEAT" --json)
 if [[ -n "${PARTS:-}" ]]; then args+=(--parts "$PARTS"); fi
 # shellcheck disable=SC2086
-exec $PARTREE_LAUNCH "$PYTHON" -m partree.parallel.bench "${args[@]}" ${BENCH_ARGS:-}
+exec $PARTREE_LAUNCH "$PYTHON" -m partree.cli.bench "${args[@]}" ${BENCH_ARGS:-}

@@ -1,7 +1,7 @@
 """partree: dynamics of very large tree-structured multibody systems."""
-from ._threads import limit_under_mpi as _limit_under_mpi
+from .mpienv import limit_under_mpi as _limit_under_mpi
 
-_limit_under_mpi()    # one BLAS thread per MPI rank (before NumPy starts its pool); see partree/_threads.py
+_limit_under_mpi()    # one BLAS thread per MPI rank (before NumPy starts its pool); see partree/mpienv.py
 
 from . import io, joints, models, spatial, specs
 from .algorithms.aba import aba
@@ -12,7 +12,8 @@ from .algorithms.kinematics import forward_kinematics
 from .algorithms.rnea import joint_wrenches, rnea
 from .configuration import integrate
 from .io import load_model, load_urdf, save_model
-from .model import Data, Model, PartreeInputError
+from .model import Data, Model
+from .errors import PartreeInputError
 from .specs import register_generator, resolve_model
 from .simulation import load_results, simulate
 from . import parallel

@@ -84,7 +84,7 @@ def integrate(model, q, v):
     q = np.array(q, dtype=np.float64)
     v = np.ascontiguousarray(v, dtype=np.float64)
     if q.shape != (model.nq,) or v.shape != (model.nv,):
-        from .model import PartreeInputError
+        from .errors import PartreeInputError
         raise PartreeInputError(f"integrate: q has shape {q.shape} and v {v.shape}; the model needs "
                                 f"({model.nq},) and ({model.nv},)")
     _integrate_kernel(model.jtype, model.idx_q, model.idx_v, q, v)

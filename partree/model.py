@@ -11,10 +11,7 @@ import numpy as np
 from numba import njit
 
 from . import joints as J
-
-
-class PartreeInputError(ValueError):
-    """Bad model or bad state; the message names what and where."""
+from .errors import PartreeInputError
 
 
 class JointNames(Sequence):

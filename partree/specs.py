@@ -24,7 +24,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .model import Model, PartreeInputError
+from .model import Model
+from .errors import PartreeInputError
 
 URDF_SUFFIXES = (".urdf",)
 NATIVE_SUFFIXES = (".npz", ".h5", ".hdf5", ".json")

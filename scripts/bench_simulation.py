@@ -132,7 +132,7 @@ def worker(a):
 
 
 def _run_mpi(bf, n, a):
-    from partree._threads import find_mpiexec
+    from partree.mpienv import find_mpiexec
 
     mpiexec = find_mpiexec()
     if mpiexec is None:

@@ -5,7 +5,7 @@
         [--weak-n N_PER_RANK] [--repeat R]
         [--bytes-n 10000,100000,1000000]
 
-Every point is one ``mpiexec -n P python -m partree.parallel.bench --model SPEC --json`` run
+Every point is one ``mpiexec -n P python -m partree.cli.bench --model SPEC --json`` run
 (P = 1 .. max ranks, default the cores of this machine), so each point sees a fresh job exactly as
 a user would launch it.  Families (spec strings):
     chain   autotree:nb=N,bf=1            binary  autotree:nb=N,bf=2
@@ -53,7 +53,7 @@ def run_point(launcher, ranks, spec, repeat, backend="mpi", residual="auto", tim
     """One bench run; returns the parsed JSON (plus 'wall' seconds) or raises RuntimeError."""
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "partree.parallel.bench", "--model", spec, "--repeat", str(repeat),
+    cmd = [sys.executable, "-m", "partree.cli.bench", "--model", spec, "--repeat", str(repeat),
            "--residual", residual, "--json", *extra]
     if backend == "mpi":
         cmd = [*shlex.split(launcher), "-n", str(ranks), *cmd, "--backend", "mpi"]
@@ -94,7 +94,7 @@ def main(argv=None):
         rows, brows = _read_csv(out / "scaling.csv"), _read_csv(out / "bytes.csv")
         _plots(out, rows, brows, sorted({r["ranks"] for r in rows}))
         return 0
-    from partree._threads import find_mpiexec
+    from partree.mpienv import find_mpiexec
 
     launcher = a.mpiexec or find_mpiexec()
     if launcher is None:

@@ -62,7 +62,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.ranks < 2 or a.pairs < 1 or a.repeat < 1:
         ap.error("need --ranks >= 2, --pairs >= 1, --repeat >= 1")
-    from partree._threads import find_mpiexec
+    from partree.mpienv import find_mpiexec
 
     mpiexec = a.mpiexec or find_mpiexec()
     if mpiexec is None:

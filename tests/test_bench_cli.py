@@ -1,4 +1,4 @@
-"""`partree bench` (partree.parallel.bench): serial in-process, MPI under `mpiexec -n 2`, Dask."""
+"""`partree bench` (partree.cli.bench): serial in-process, MPI under `mpiexec -n 2`, Dask."""
 import json
 import os
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from partree.parallel.bench import add_bench_parser, main, max_rss_bytes
+from partree.cli.bench import add_parser as add_bench_parser, main, max_rss_bytes
 
 MPIEXEC = next((str(p) for p in (Path(sys.executable).parent / "mpiexec", Path("/work/venv/bin/mpiexec"))
                 if p.exists()), None)
@@ -57,7 +57,7 @@ def test_parser_hook():
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 def test_mpi_two_ranks():
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "partree.parallel.bench", "--model",
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "partree.cli.bench", "--model",
                         "autotree:nb=4000,bf=2", "--repeat", "2", "--json"],
                        capture_output=True, text=True, timeout=180, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -95,7 +95,7 @@ def test_constraint_forces_quantity(backend, capsys):
         if MPIEXEC is None:
             pytest.skip("no mpiexec")
         env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-        p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "partree.parallel.bench", *args],
+        p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "partree.cli.bench", *args],
                            capture_output=True, text=True, timeout=180, env=env)
         assert p.returncode == 0, p.stdout + p.stderr
         d = _json(p.stdout)
@@ -137,7 +137,7 @@ def test_rnea_backward_error_is_scaled_by_the_terms_that_cancel(capsys):
     import numpy as np
 
     import partree
-    from partree.parallel.bench import _state, residual
+    from partree.cli.bench import _state, residual
 
     m = partree.resolve_model("autotree:nb=20000,bf=1")
     q, qd, tau = _state(m, 0)

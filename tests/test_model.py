@@ -143,7 +143,7 @@ def test_memory_per_body_generated_names():
 
 def test_spatial_kernels_against_6x6(rng):
     """The compact kernels agree with the textbook 6x6 matrices."""
-    from partree.algorithms import _spatial as S
+    from partree.algorithms import primitives as S
     E = axis_angle(rng.normal(size=3), 0.7).T
     r = rng.normal(size=3)
     I6 = spatial_inertia(2.0, rng.normal(size=3), np.diag([0.3, 0.4, 0.5]))

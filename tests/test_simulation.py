@@ -191,11 +191,8 @@ def test_backends():
 
 def test_cli_simulate_and_plot(tmp_path, capsys):
     import argparse
-    from partree.simulation.cli import add_plot_parser, add_simulate_parser
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="command")
-    add_simulate_parser(sub)
-    add_plot_parser(sub)
+    from partree.cli import build_parser
+    p = build_parser()
     out = tmp_path / "r.h5"
     a = p.parse_args(["simulate", "--t-end", "0.05", "--dt", "0.01", "--out", str(out), "--no-progress",
                       "--record", "all"])

@@ -7,9 +7,9 @@ import numpy as np
 from numba import njit
 
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
-from ..model import PartreeInputError
-from . import _checks
-from ._spatial import (congruence_add, cross_force, cross_motion, inertia_from_compact,
+from ..errors import PartreeInputError
+from .. import checks
+from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact,
                        inertia_times, xform_force_T_add, xform_motion)
 
 
@@ -233,11 +233,11 @@ def aba(model, q, qd, tau, f_ext=None, data=None):
     (n, 6) array or a dict {joint name: wrench}.  ``data``: a reusable workspace
     (``model.create_data()``); the model's own is used when omitted.
     """
-    q, qd = _checks.state(model, q, qd)
-    tau = _checks.vector(model, tau, model.nv, "tau", "nv")
-    F, has_f = _checks.external_forces(model, f_ext)
-    d = _checks.data_for(model, data)
-    bad = aba_kernel(*_checks.model_args(model), model.gravity, q, qd, tau, F, has_f,
+    q, qd = checks.state(model, q, qd)
+    tau = checks.vector(model, tau, model.nv, "tau", "nv")
+    F, has_f = checks.external_forces(model, f_ext)
+    d = checks.data_for(model, data)
+    bad = aba_kernel(*checks.model_args(model), model.gravity, q, qd, tau, F, has_f,
                      d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
     if bad >= 0:
         raise PartreeInputError(

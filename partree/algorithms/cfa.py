@@ -76,8 +76,8 @@ import weakref
 import numpy as np
 from numba import njit
 
-from ..model import PartreeInputError
-from . import _checks
+from ..errors import PartreeInputError
+from .. import checks
 from .aba import aba_kernel
 from .cfa_oddeven import (ERR_GRAM, ERR_MASSLESS, ERR_SINGULAR_A, ERR_SINGULAR_IA, ERR_SINGULAR_INERTIA,
                           ERR_UNIVERSAL, newton_euler_wrenches, oddeven_kernel, rows_kernel, setup_kernel)
@@ -326,7 +326,7 @@ def _a0(model):
 
 def _setup(model, ws, topo, q, qd, tau, F_ext, has_f, need_IA):
     ws.err[0] = 0
-    bad = setup_kernel(*_checks.model_args(model), topo.idx_s, q, qd, tau, F_ext, has_f, need_IA, ws.rows_ready,
+    bad = setup_kernel(*checks.model_args(model), topo.idx_s, q, qd, tau, F_ext, has_f, need_IA, ws.rows_ready,
                        ws.E, ws.r, ws.v, ws.c, ws.p, ws.IA, ws.S, ws.Wt, ws.FT, ws.err)
     if bad >= 0:
         ws.rows_ready = False
@@ -444,8 +444,8 @@ def _wrenches_from_articulated(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT):
 
 def _cfa_leaf_first(model, q, qd, tau, F_ext, has_f, data=None):
     topo = _topology(model)
-    d = _checks.data_for(model, data)
-    bad = aba_kernel(*_checks.model_args(model), model.gravity, q, qd, tau, F_ext, has_f,
+    d = checks.data_for(model, data)
+    bad = aba_kernel(*checks.model_args(model), model.gravity, q, qd, tau, F_ext, has_f,
                      d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
     if bad >= 0:
         raise PartreeInputError(
@@ -612,9 +612,9 @@ def cfa(model, q, qd, tau, f_ext=None, method=DEFAULT_METHOD, data=None, one_bod
         raise PartreeInputError(f"one_body_chains must be 'inertia' or 'constraint', got {one_body_chains!r}")
     if wrenches not in ("cfa", "newton-euler"):
         raise PartreeInputError(f"wrenches must be 'cfa' or 'newton-euler', got {wrenches!r}")
-    q, qd = _checks.state(model, q, qd)
-    tau = _checks.vector(model, tau, model.nv, "tau", "nv")
-    F_ext, has_f = _checks.external_forces(model, f_ext)
+    q, qd = checks.state(model, q, qd)
+    tau = checks.vector(model, tau, model.nv, "tau", "nv")
+    F_ext, has_f = checks.external_forces(model, f_ext)
     if method == "leaf-first":
         return _cfa_leaf_first(model, q, qd, tau, F_ext, has_f, data)
     if method == "general":
@@ -640,10 +640,10 @@ def _newton_euler(model, res, F_ext, has_f):
 def constraint_bases(model, q):
     """(Wt, idx_s): the constraint rows W_j^T of every joint at configuration q, stacked ((ns, 6);
     joint j's rows are Wt[idx_s[j]:idx_s[j] + 6 - nv_j]), as used by ``cfa``."""
-    q, _ = _checks.state(model, q)
+    q, _ = checks.state(model, q)
     topo, ws = _workspace(model)
     zero = np.zeros(model.nv)
-    Wt = _setup(model, ws, topo, q, zero, zero, *_checks.external_forces(model, None),
+    Wt = _setup(model, ws, topo, q, zero, zero, *checks.external_forces(model, None),
                 np.zeros(model.n, dtype=bool))
     return Wt.copy(), topo.idx_s.copy()
 

@@ -63,7 +63,7 @@ from numba import njit
 
 from ..joints import (FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, joint_kinematics,
                       joint_kinematics_at)
-from ._spatial import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
+from .primitives import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                        xform_force_T_add, xform_motion)
 from .aba import articulated_project
 

@@ -78,7 +78,7 @@ ABA's step (~1.9x ABA, as in the compliance form).
 import numpy as np
 from numba import njit
 
-from ._spatial import congruence_add, inertia_from_compact, inertia_times, xform_force_T_add, xform_motion
+from .primitives import congruence_add, inertia_from_compact, inertia_times, xform_force_T_add, xform_motion
 from .cfa_oddeven import (ERR_MASSLESS, ERR_SINGULAR_A, ERR_SINGULAR_IA, _spd_inv, _woodbury_backward_group,
                           _woodbury_forward_group)
 

@@ -11,9 +11,9 @@ import numpy as np
 from numba import njit
 
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
-from ..model import PartreeInputError
-from . import _checks
-from ._spatial import congruence_add, inertia_from_compact
+from ..errors import PartreeInputError
+from .. import checks
+from .primitives import congruence_add, inertia_from_compact
 from .aba import aba_kernel
 from .rnea import rnea_kernel
 
@@ -113,9 +113,9 @@ def _crba_entries(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M):
 
 
 def _prepare(model, q, data):
-    q, _ = _checks.state(model, q)
-    d = _checks.data_for(model, data)
-    a = _checks.model_args(model)
+    q, _ = checks.state(model, q)
+    d = checks.data_for(model, data)
+    a = checks.model_args(model)
     _composite_inertias(*a, q, d.E, d.r, d.IA, d.S)
     return d
 
@@ -168,7 +168,7 @@ def _operator_class():
 class _MassMatrixMethods:
     def __init__(self, model, q):
         self.model = model
-        self.q, _ = _checks.state(model, q)
+        self.q, _ = checks.state(model, q)
         self._data = model.create_data()
         self._zero_v = np.zeros(model.nv)
         self._g0 = np.zeros(3)
@@ -177,8 +177,8 @@ class _MassMatrixMethods:
     def _matvec(self, x):
         x = np.ascontiguousarray(np.ravel(x), dtype=np.float64)
         d = self._data
-        F, has_f = _checks.external_forces(self.model, None)
-        rnea_kernel(*_checks.model_args(self.model), self._g0, self.q, self._zero_v, x, F, has_f,
+        F, has_f = checks.external_forces(self.model, None)
+        rnea_kernel(*checks.model_args(self.model), self._g0, self.q, self._zero_v, x, F, has_f,
                     d.E, d.r, d.v, d.a, d.pA, d.S, d.tau)
         return d.tau.copy()
 
@@ -187,10 +187,10 @@ class _MassMatrixMethods:
 
     def solve(self, y):
         """M^{-1} y by one articulated-body pass with zero velocity and gravity."""
-        y = _checks.vector(self.model, y, self.model.nv, "y", "nv")
+        y = checks.vector(self.model, y, self.model.nv, "y", "nv")
         d = self._data
-        F, has_f = _checks.external_forces(self.model, None)
-        bad = aba_kernel(*_checks.model_args(self.model), self._g0, self.q, self._zero_v, y, F, has_f,
+        F, has_f = checks.external_forces(self.model, None)
+        bad = aba_kernel(*checks.model_args(self.model), self._g0, self.q, self._zero_v, y, F, has_f,
                          d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
         if bad >= 0:
             raise PartreeInputError(f"mass matrix is singular at joint {self.model.joint_names[bad]!r}")

@@ -2,8 +2,8 @@
 import numpy as np
 from numba import njit
 
-from . import _checks
-from ._spatial import inertia_times
+from .. import checks
+from .primitives import inertia_times
 from .kinematics import forward_kinematics
 
 

@@ -3,8 +3,8 @@ import numpy as np
 from numba import njit
 
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
-from . import _checks
-from ._spatial import xform_motion
+from .. import checks
+from .primitives import xform_motion
 
 
 @njit(cache=True)
@@ -64,11 +64,11 @@ class Kinematics:
 
 
 def forward_kinematics(model, q, qd=None, data=None):
-    q, qd = _checks.state(model, q, qd)
+    q, qd = checks.state(model, q, qd)
     if qd is None:
         qd = np.zeros(model.nv)
-    d = _checks.data_for(model, data)
+    d = checks.data_for(model, data)
     Rw = np.empty((model.n, 3, 3))
     pw = np.empty((model.n, 3))
-    kinematics_kernel(*_checks.model_args(model), q, qd, d.E, d.r, d.v, d.S, Rw, pw)
+    kinematics_kernel(*checks.model_args(model), q, qd, d.E, d.r, d.v, d.S, Rw, pw)
     return Kinematics(Rw, pw, d.v.copy(), d.E.copy(), d.r.copy())

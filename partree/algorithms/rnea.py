@@ -8,8 +8,8 @@ import numpy as np
 from numba import njit
 
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
-from . import _checks
-from ._spatial import body_force, cross_motion, xform_force_T_add, xform_motion
+from .. import checks
+from .primitives import body_force, cross_motion, xform_force_T_add, xform_motion
 
 
 @njit(cache=True)
@@ -85,11 +85,11 @@ def rnea(model, q, qd, qdd, f_ext=None, data=None, return_wrenches=False):
     With ``return_wrenches=True`` also returns the (n, 6) array of joint wrenches [n; f]: row i
     is the wrench transmitted from parent[i] to body i across joint i, in body i's frame.
     """
-    q, qd = _checks.state(model, q, qd)
-    qdd = _checks.vector(model, qdd, model.nv, "qdd", "nv")
-    F, has_f = _checks.external_forces(model, f_ext)
-    d = _checks.data_for(model, data)
-    rnea_kernel(*_checks.model_args(model), model.gravity, q, qd, qdd, F, has_f,
+    q, qd = checks.state(model, q, qd)
+    qdd = checks.vector(model, qdd, model.nv, "qdd", "nv")
+    F, has_f = checks.external_forces(model, f_ext)
+    d = checks.data_for(model, data)
+    rnea_kernel(*checks.model_args(model), model.gravity, q, qd, qdd, F, has_f,
                 d.E, d.r, d.v, d.a, d.pA, d.S, d.tau)
     if return_wrenches:
         return d.tau.copy(), d.pA.copy()

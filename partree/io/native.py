@@ -27,7 +27,8 @@ import zipfile
 import numpy as np
 
 from .. import joints as J
-from ..model import JointNames, Model, PartreeInputError
+from ..model import JointNames, Model
+from ..errors import PartreeInputError
 
 FORMAT = "partree-model"
 FORMAT_VERSION = 1

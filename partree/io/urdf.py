@@ -29,7 +29,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .. import joints as J
-from ..model import Model, PartreeInputError
+from ..model import Model
+from ..errors import PartreeInputError
 from ..spatial import rpy_to_matrix
 
 #: URDF joint type -> partree joint code

@@ -17,8 +17,9 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
     that is not in 1..n, or state / force arrays whose sizes do not match the model."""
     import numpy as np
 
-    from ..algorithms import _checks
-    from ..model import Model, PartreeInputError
+    from .. import checks
+    from ..model import Model
+    from ..errors import PartreeInputError
 
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -33,13 +34,13 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
     if isinstance(parts, Partition) and parts.n != model.n:
         raise PartreeInputError(f"the partition is for {parts.n} bodies, model {model.name!r} has {model.n}")
     if q is not None:
-        _checks.vector(model, q, model.nq, "q", "nq")
+        checks.vector(model, q, model.nq, "q", "nq")
     if qd is not None:
-        _checks.vector(model, qd, model.nv, "qd", "nv")
+        checks.vector(model, qd, model.nv, "qd", "nv")
     if tau is not None:
-        _checks.vector(model, tau, model.nv, "tau", "nv")
+        checks.vector(model, tau, model.nv, "tau", "nv")
     if f_ext is not None:
-        _checks.external_forces(model, f_ext)
+        checks.external_forces(model, f_ext)
     if q is not None and qd is None and tau is None:
         raise PartreeInputError("qd and tau are required")
 

@@ -23,16 +23,13 @@ import time
 
 import numpy as np
 
-from ..algorithms import _checks
+from .. import checks
+from ..errors import DaskEngineError
 from . import root as R
 from .serial import PATH_WEIGHT, PartLayout, build_part, early_kinematics_wanted, gravity_a0, make_partition
 
 
 REJOIN_WAIT = 10.0   # seconds to wait for a worker to (re)join when none is left before giving up
-
-
-class DaskEngineError(RuntimeError):
-    """The Dask evaluation could not complete (workers lost beyond the retries, or a timeout)."""
 
 
 class _WorkerLost(Exception):
@@ -272,9 +269,9 @@ class DaskEngine:
 
     def _evaluate(self, q, qd, tau, f_ext, wrenches):
         model = self.model
-        q, qd = _checks.state(model, q, qd)
-        tau = _checks.vector(model, tau, model.nv, "tau", "nv")
-        F, has_f = _checks.external_forces(model, f_ext)
+        q, qd = checks.state(model, q, qd)
+        tau = checks.vector(model, tau, model.nv, "tau", "nv")
+        F, has_f = checks.external_forces(model, f_ext)
         F = F if has_f else None
         return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, wrenches))
 
@@ -418,9 +415,9 @@ class DaskEngine:
         :class:`DaskState` for :meth:`forward_dynamics_state`.  The arrays are checked here, once;
         the client keeps references to them (not copies) to rebuild slices lost with a worker."""
         model = self.model
-        q, qd = _checks.state(model, q, qd)
-        tau = _checks.vector(model, tau, model.nv, "tau", "nv")
-        F, has_f = _checks.external_forces(model, f_ext)
+        q, qd = checks.state(model, q, qd)
+        tau = checks.vector(model, tau, model.nv, "tau", "nv")
+        F, has_f = checks.external_forces(model, f_ext)
         return DaskState(self, q, qd, tau, F if has_f else None)
 
     def forward_dynamics_state(self, state, gather=True):

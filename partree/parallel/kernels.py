@@ -40,7 +40,7 @@ External forces: ``f_ext[i]`` (body coordinates, [n; f]) enters pA_i -= f_ext_i 
 import numpy as np
 from numba import njit
 
-from ..algorithms._spatial import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact,
+from ..algorithms.primitives import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
 from ..algorithms.aba import _spd_inverse, articulated_project
 from ..algorithms.cfa import project_wrench

@@ -32,7 +32,8 @@ import traceback
 
 import numpy as np
 
-from ..model import Model, PartreeInputError
+from ..model import Model
+from ..errors import PartreeInputError
 from . import root as R
 from .partition import assign_parts  # noqa: F401  (re-exported: it used to live here)
 from .serial import PATH_WEIGHT, build_part, early_kinematics_wanted, gravity_a0, make_partition

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..model import PartreeInputError, unit_heads
+from ..model import unit_heads
+from ..errors import PartreeInputError
 
 
 def default_weights(model):

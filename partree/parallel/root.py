@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import PartreeInputError
+from ..errors import PartreeInputError
 
 
 @dataclass

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..algorithms import _checks
-from ..model import PartreeInputError
+from .. import checks
+from ..errors import PartreeInputError
 from . import kernels as K
 from . import root as R
 from .partition import Partition, on_path_mask, partition, partition_for_ranks
@@ -378,9 +378,9 @@ class SerialEngine:
         """qdd for the state (q, qd), joint forces tau and optional external body wrenches f_ext
         ((n, 6) in body coordinates, or a dict {joint: wrench}, as for ``partree.aba``)."""
         model = self.model
-        q, qd = _checks.state(model, q, qd)
-        tau = _checks.vector(model, tau, model.nv, "tau", "nv")
-        F, has_f = _checks.external_forces(model, f_ext)
+        q, qd = checks.state(model, q, qd)
+        tau = checks.vector(model, tau, model.nv, "tau", "nv")
+        F, has_f = checks.external_forces(model, f_ext)
         vel = [pk.velocity(q[pk.qix], qd[pk.vix]) for pk in self.parts]
         v_in = R.compose_velocities(self.tree, vel)
         red = [pk.reduce(v_in[k], tau[pk.vix], F[pk.bix] if has_f else None)

@@ -24,16 +24,13 @@ import zipfile
 
 import numpy as np
 
-from ..model import PartreeInputError
+from ..errors import CheckpointError, PartreeInputError
 
 FORMAT = "partree-checkpoint"
 VERSION = 1
 
 MODEL_ARRAYS = ("parent", "jtype", "axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com", "gravity")
 
-
-class CheckpointError(PartreeInputError):
-    """A checkpoint that is corrupt, or belongs to another model or other options."""
 
 
 def model_fingerprint(model):

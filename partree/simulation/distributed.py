@@ -54,7 +54,8 @@ import time
 
 import numpy as np
 
-from ..model import Model, PartreeInputError
+from ..model import Model
+from ..errors import PartreeInputError
 from .checkpoint import CheckpointError, Checkpointer, model_fingerprint
 from .dynamics import Dynamics, _Table, _is_table
 from .integrators import StateSpace, make_integrator
@@ -150,9 +151,9 @@ class LocalInputs:
             self.q_ref = np.asarray(dyn.q_ref)[keep].copy()
         self.f_ext = None
         if dyn._fext is not None:
-            from ..algorithms import _checks
+            from .. import checks
 
-            F, has = _checks.external_forces(model, dyn._fext)
+            F, has = checks.external_forces(model, dyn._fext)
             if has:
                 self.f_ext = np.ascontiguousarray(F[np.asarray(bodies, dtype=np.int64)])
 

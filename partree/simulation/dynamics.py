@@ -31,7 +31,7 @@ from .. import joints as J
 from ..algorithms.aba import aba
 from ..algorithms.crba import bias_forces, crba
 from ..algorithms.rnea import rnea
-from ..model import PartreeInputError
+from ..errors import PartreeInputError
 
 BACKENDS = ("serial", "mpi", "dask")
 

@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-from ..model import PartreeInputError
+from ..errors import PartreeInputError
 from .checkpoint import atomic_write
 
 FORMAT = "partree-simulation"

@@ -16,7 +16,8 @@ import time
 import numpy as np
 
 from ..algorithms.energy import energy as _energy
-from ..model import Model, PartreeInputError
+from ..model import Model
+from ..errors import PartreeInputError
 from .checkpoint import Checkpointer, model_fingerprint
 from .dynamics import Dynamics
 from .integrators import StateSpace, make_integrator

@@ -22,8 +22,8 @@ for large models, adds to the RNEA backward error |F - F_RNEA(q, qd, qdd)| / (|F
 Under mpiexec (more than one rank) the MPI backend is the default: every rank runs the command
 and only rank 0 prints.  With --json one JSON object is printed on stdout.
 
-``add_bench_parser(subparsers)`` adds the command to the ``partree`` CLI; ``main(argv)`` runs it
-stand-alone (``python -m partree.parallel.bench --model ...``).
+``add_parser(subparsers)`` adds the command to the ``partree`` CLI; ``main(argv)`` runs it
+stand-alone (``python -m partree.cli.bench --model ...``).
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def _fmt_bytes(b):
 
 # ---------------------------------------------------------------------------- backends
 def _bench_serial(a, model, q, qd, tau):
-    from .serial import SerialEngine
+    from ..parallel.serial import SerialEngine
 
     t0 = time.perf_counter()
     eng = SerialEngine(model, a.parts)
@@ -141,7 +141,7 @@ def _bench_serial(a, model, q, qd, tau):
 def _bench_dask(a, model, q, qd, tau):
     from distributed import Client, LocalCluster
 
-    from .dask_backend import DaskEngine
+    from ..parallel.dask_backend import DaskEngine
 
     cluster = None
     if a.scheduler:
@@ -207,7 +207,7 @@ def _worker_imbalance(eng):
 
 
 def _bench_mpi(a, model, q, qd, tau, comm):
-    from .mpi import MPIEngine
+    from ..parallel.mpi import MPIEngine
 
     # rank 0 passes its model; the others pass the spec, which they never build (distribute='root')
     eng = MPIEngine(model if comm.rank == 0 else a.model, comm=comm, parts=a.parts, gather=True)
@@ -260,7 +260,7 @@ def cmd_bench(a):
     if backend == "mpi":
         from mpi4py import MPI
 
-        from .mpi import _Abort
+        from ..parallel.mpi import _Abort
 
         comm = MPI.COMM_WORLD
     rank = 0 if comm is None else comm.rank
@@ -268,7 +268,7 @@ def cmd_bench(a):
         raise ValueError("--repeat must be >= 1")
     guard = _Abort(comm) if comm is not None else _Null()
     with guard:
-        from . import check_arguments
+        from ..parallel import check_arguments
 
         t0 = time.perf_counter()
         model = None
@@ -391,7 +391,7 @@ def _add_arguments(s):
     return s
 
 
-def add_bench_parser(subparsers):
+def add_parser(subparsers):
     """Add ``bench`` to the ``partree`` sub-commands (``sub = parser.add_subparsers(...)``)."""
     s = subparsers.add_parser("bench", help="time the parallel engine (serial, MPI, Dask)",
                               description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
@@ -400,8 +400,8 @@ def add_bench_parser(subparsers):
 
 
 def main(argv=None):
-    """Stand-alone entry point: ``python -m partree.parallel.bench --model SPEC ...``."""
-    from ..model import PartreeInputError
+    """Stand-alone entry point: ``python -m partree.cli.bench --model SPEC ...``."""
+    from ..errors import PartreeInputError
 
     p = argparse.ArgumentParser(prog="partree bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,13 +1,4 @@
-"""``partree simulate`` and ``partree plot``: argparse subcommands.
-
-Hook into ``partree/cli.py``'s ``build_parser``::
-
-    from .simulation.cli import add_plot_parser, add_simulate_parser
-    add_simulate_parser(sub)
-    add_plot_parser(sub)
-
-Each sets ``func`` to a function of the parsed arguments returning an exit code.
-"""
+"""``partree simulate``: integrate a model's motion, with progress, checkpoints and a results file."""
 from __future__ import annotations
 
 import sys
@@ -25,7 +16,7 @@ def _default_model_and_inputs():
     return m, dict(prescribed=inp, torques=torques, q0=q0, qd0=qd0)
 
 
-def add_simulate_parser(subparsers):
+def add_parser(subparsers):
     s = subparsers.add_parser(
         "simulate", help="simulate a model over time (results to .h5 / .npz)",
         description="Integrate the dynamics of a model from rest in its neutral configuration (or the bundled "
@@ -64,15 +55,15 @@ def add_simulate_parser(subparsers):
     s.add_argument("--keep-checkpoint", action="store_true", help="keep the checkpoint after the run")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--floating-base", action="store_true", help="URDF: attach the root link by a free joint")
-    s.set_defaults(func=cmd_simulate)
+    s.set_defaults(func=run)
     return s
 
 
-def cmd_simulate(a):
+def run(a):
     import numpy as np
 
-    from ..model import PartreeInputError
-    from .simulate import simulate
+    from ..errors import PartreeInputError
+    from ..simulation import simulate
     if a.model is None:
         model, kw = _default_model_and_inputs()
     else:
@@ -111,26 +102,3 @@ def cmd_simulate(a):
     if a.out is None:
         print("(no --out given: results not written)")
     return 0 if res is not None else 1
-
-
-def add_plot_parser(subparsers):
-    s = subparsers.add_parser(
-        "plot", help="plot a simulation's results",
-        description="Draw joint trajectories, energy, joint (constraint) forces and the tree's configuration "
-                    "at chosen times from a results file written by 'partree simulate'.")
-    s.add_argument("results", help="results file (.h5/.hdf5 or .npz)")
-    s.add_argument("--out", default=None, help="output folder (default: next to the results file)")
-    s.add_argument("--joints", nargs="+", default=None, metavar="JOINT", help="joints to plot (default: up to 6)")
-    s.add_argument("--times", nargs="+", type=float, default=None, metavar="T",
-                   help="times of the configuration pictures (default: 4 evenly spaced)")
-    s.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="figure format (default png)")
-    s.set_defaults(func=cmd_plot)
-    return s
-
-
-def cmd_plot(a):
-    from ..plotting import plot_results
-    files = plot_results(a.results, out_dir=a.out, joints=a.joints, times=a.times, fmt=a.format)
-    for f in files:
-        print(f"wrote {f}")
-    return 0

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from ..model import PartreeInputError
+from .errors import PartreeInputError
 
 
 def vector(model, x, size, name, what):
