@@ -78,7 +78,7 @@ def test_dask_local_cluster(capsys):
     assert d["residual"] < 1e-10 and 0 < d["bytes_per_eval"] < 20_000
     assert len(d["rss_bytes_per_rank"]) == 3            # client + 2 workers
     # the workers' modelled loads (3 parts on 2 workers), not the parts' weights
-    from partree.parallel.serial import make_partition
+    from partree.parallel.partition import make_partition
     from partree.specs import resolve_model
 
     loads = make_partition(resolve_model("autotree:nb=2000,bf=1.3"), 3).rank_loads(2)

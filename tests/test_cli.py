@@ -58,7 +58,7 @@ def test_partition_report(tmp_path):
     import json
 
     from partree.models import auto_tree
-    from partree.parallel.serial import make_partition
+    from partree.parallel.partition import make_partition
 
     r = run("partition", "autotree:nb=4095,bf=2", "--ranks", "2")
     assert r.returncode == 0, r.stderr

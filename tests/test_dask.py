@@ -79,15 +79,14 @@ def _kill(client, addr):
     client.run(os._exit, 1, workers=[addr], on_error="ignore")
 
 
-@pytest.mark.parametrize("actors", [True, False])
-def test_resident_state_and_both_paths(client, actors):
+def test_resident_state(client):
     """The state scattered once (``scatter_state``) gives the same qdd as arrays sent with every
-    evaluation, through the parts' actors and through plain task graphs; qdd left on the workers
-    (``gather=False``) gathers to the same values; external forces travel with the state."""
+    evaluation; qdd left on the workers (``gather=False``) gathers to the same values; external
+    forces travel with the state."""
     from partree.parallel.dask_backend import DaskEngine, DaskResult
 
     m = random_tree(180, seed=21, floating_base=True, joint_types=MIXED)
-    eng = DaskEngine(m, client=client, parts=5, actors=actors)
+    eng = DaskEngine(m, client=client, parts=5)
     try:
         for s in range(2):
             q, qd, tau = _state(m, 30 + s)
@@ -111,10 +110,9 @@ def test_resident_state_and_both_paths(client, actors):
         eng.close()
 
 
-@pytest.mark.parametrize("actors", [True, False])
-def test_worker_killed_mid_evaluation_recovers(actors):
+def test_worker_killed_mid_evaluation_recovers():
     """A real LocalCluster; one worker process is killed (os._exit) during an evaluation (after
-    its first round / once the graph is submitted): the evaluation restarts on the surviving /
+    its first round): the evaluation restarts on the surviving /
     restarted workers and is correct, with the state sent along or resident on the workers."""
     from partree.parallel.dask_backend import DaskEngine
 
@@ -124,7 +122,7 @@ def test_worker_killed_mid_evaluation_recovers(actors):
         m = random_tree(300, seed=5, floating_base=True, joint_types=MIXED)
         q, qd, tau = _state(m, 1)
         ref = partree.aba(m, q, qd, tau)
-        eng = DaskEngine(m, client=c, parts=4, timeout=60, actors=actors)
+        eng = DaskEngine(m, client=c, parts=4, timeout=60)
         assert np.abs(eng.forward_dynamics(q, qd, tau) - ref).max() < 1e-10 * np.abs(ref).max()
         victim = eng.workers[0]
         fired = []
@@ -207,8 +205,8 @@ def test_dask_constraint_forces_equal_cfa(client):
 
     m = random_tree(150, seed=5, floating_base=True, joint_types=MIXED)
     F = np.random.default_rng(6).normal(size=(m.n, 6))
-    for actors in (True, False):            # through the workers' actors, and as one task graph
-        eng = DaskEngine(m, client=client, parts=5, actors=actors)
+    for parts in (5, 2):
+        eng = DaskEngine(m, client=client, parts=parts)
         for s in range(2):
             q, qd, tau = _state(m, 30 + s)
             ref = partree.cfa(m, q, qd, tau, f_ext=F)

@@ -228,7 +228,7 @@ def test_partition_for_ranks_engine_equals_aba():
 
 def test_early_kinematics_only_where_a_rank_walks_a_long_path():
     from partree.parallel.partition import partition_for_ranks
-    from partree.parallel.serial import early_kinematics_wanted
+    from partree.parallel.part import early_kinematics_wanted
 
     chain_m = auto_tree(5000)
     pt = partition_for_ranks(chain_m, 2, path_weight=0.22)

@@ -119,7 +119,7 @@ def test_forest():
 def test_assign_parts_puts_the_most_handles_on_the_root_rank():
     """Equal loads either way; the group with the most handles (the most boundary data) is rank 0,
     whichever part happens to cost a little more."""
-    from partree.parallel.mpi import assign_parts
+    from partree.parallel.partition import assign_parts
 
     for costs in ([1.0, 1.01], [1.01, 1.0]):
         owner = assign_parts(costs, 2, handles=[1, 0])
@@ -255,7 +255,7 @@ def test_partition_for_ranks_respects_units(R):
 def test_model_units_are_used_by_default_and_false_ignores_them():
     from partree.models import scissor_mast
     from partree.parallel.partition import partition_for_ranks
-    from partree.parallel.serial import make_partition
+    from partree.parallel.partition import make_partition
 
     m = scissor_mast(25, hub_mass=0.05)
     bare = scissor_mast(25, hub_mass=0.05)

@@ -190,7 +190,6 @@ def test_backends():
 
 
 def test_cli_simulate_and_plot(tmp_path, capsys):
-    import argparse
     from partree.cli import build_parser
     p = build_parser()
     out = tmp_path / "r.h5"

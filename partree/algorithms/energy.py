@@ -2,7 +2,6 @@
 import numpy as np
 from numba import njit
 
-from .. import checks
 from .primitives import inertia_times
 from .kinematics import forward_kinematics
 

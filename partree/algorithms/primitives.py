@@ -148,7 +148,6 @@ def congruence_add(E, r, Ia, out, T):
         T[3 + i, 1] = m1
         T[3 + i, 2] = m2
     # N = rx C rx: first P = C rx, then rx P
-    p00 = T[3, 4] * r2 - T[3, 5] * r1
     p01 = -T[3, 3] * r2 + T[3, 5] * r0
     p02 = T[3, 3] * r1 - T[3, 4] * r0
     p10 = T[4, 4] * r2 - T[4, 5] * r1

@@ -260,13 +260,13 @@ def cmd_bench(a):
     if backend == "mpi":
         from mpi4py import MPI
 
-        from ..parallel.mpi import _Abort
+        from ..parallel.mpi import AbortOnError
 
         comm = MPI.COMM_WORLD
     rank = 0 if comm is None else comm.rank
     if a.repeat < 1:
         raise ValueError("--repeat must be >= 1")
-    guard = _Abort(comm) if comm is not None else _Null()
+    guard = AbortOnError(comm) if comm is not None else _Null()
     with guard:
         from ..parallel import check_arguments
 

@@ -53,7 +53,7 @@ def partition_report(model, pt, nranks=None):
 def run(a):
     import json
 
-    from ..parallel.serial import PATH_WEIGHT, make_partition
+    from ..parallel.partition import PATH_WEIGHT, make_partition
     if (a.parts is None) == (a.ranks is None):
         raise ValueError("give --parts P or --ranks R")
     m = load_model(a.model, a.floating_base)

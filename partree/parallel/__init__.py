@@ -5,7 +5,8 @@ small tree of parts at the root, back-substitute.  Backends: serial (the referen
     qdd = forward_dynamics(model, q, qd, tau, backend="serial", parts=8)
 """
 from .partition import Partition, partition
-from .serial import PartKernel, SerialEngine, forward_dynamics_serial
+from .part import PartKernel
+from .serial import SerialEngine, forward_dynamics_serial
 
 BACKENDS = ("serial", "mpi", "dask")
 

@@ -1,21 +1,23 @@
-"""Dask backend (distributed): parts scattered to the workers once and kept there as futures.
+"""Dask backend (distributed): parts scattered to the workers once and driven through actors.
 
 The client process partitions the model and builds every part (``PartKernel``), then scatters
-each part to one worker (largest first onto the least loaded worker).  One evaluation is one task
-graph submitted at once: per part a velocity, a reduce and a solve task pinned to the worker
-holding the part (the part's workspace is updated in place there), and the two root steps
-(velocity composition, root solve) as tasks on the worker of the root part.  Only boundary data
-(O(P) small matrices) moves between workers, and the client waits once per evaluation.  The
-state can stay on the workers too (``scatter_state`` / ``forward_dynamics_state``, as a
-distributed simulation keeps it); otherwise each part's slices of q, qd, tau travel with its
-tasks and qdd is gathered back.
+each part to one worker (largest first onto the least loaded worker) and starts one actor per
+worker holding all that worker's parts (objects already in its memory).  One evaluation is three
+rounds: the client calls every worker's actor directly (no scheduler round trip; one call per
+worker and round for all its parts) for the velocity maps, composes the parts' incoming
+velocities, calls the actors for the boundary relations, solves the root, and calls them for the
+back-substitution.  Only boundary data (O(P) small matrices) moves.  The state can stay on the
+workers too (``scatter_state`` / ``forward_dynamics_state``, as a distributed simulation keeps
+it), and the result with it (``gather=False``: a :class:`DaskResult`); otherwise each part's
+slices of q, qd, tau travel with the calls and qdd is gathered back.
 
-Failures.  The client never waits blindly: it polls the futures and the scheduler's worker list.
-When a worker holding parts leaves (crash, kill, nanny restart) or a task/part is lost, the
-evaluation is restarted from scratch after rebuilding the lost parts from the client's model
-and scattering them onto the workers still alive (``retries`` times, default 2); when no worker
-is left, or after ``timeout`` seconds, a :class:`DaskEngineError` says what happened.
-Exceptions raised inside the kernels (bad input) are re-raised as they are, not retried.
+Failures.  The client never waits blindly: it waits on each result for ``poll`` seconds at a time
+and checks the scheduler's worker list in between.  When a worker holding parts leaves (crash,
+kill, nanny restart), the evaluation is restarted from scratch after rebuilding the lost parts
+(and their actors and resident states) from the client's model on the workers still alive
+(``retries`` times, default 2); when no worker is left, or after ``timeout`` seconds, a
+:class:`~partree.errors.DaskEngineError` says what happened.  Exceptions raised inside the
+kernels (bad input) are re-raised as they are, not retried.
 """
 from __future__ import annotations
 
@@ -26,14 +28,15 @@ import numpy as np
 from .. import checks
 from ..errors import DaskEngineError
 from . import root as R
-from .serial import PATH_WEIGHT, PartLayout, build_part, early_kinematics_wanted, gravity_a0, make_partition
+from .part import PartLayout, build_part, early_kinematics_wanted, gravity_a0
+from .partition import PATH_WEIGHT, make_partition
 
 
 REJOIN_WAIT = 10.0   # seconds to wait for a worker to (re)join when none is left before giving up
 
 
-class _WorkerLost(Exception):
-    pass
+class WorkerLost(Exception):
+    """A worker holding parts left during a round (the caller rebuilds and retries, or gives up)."""
 
 
 def _velocity(pk, q, qd):
@@ -54,49 +57,32 @@ def _solve(pk, a_in, g, wrenches=False):
 
 
 # graph tasks: the root's steps run on a worker, between the parts' steps
-def _t_compose(tree, *vel):
-    return R.compose_velocities(tree, vel)
-
-
-def _t_reduce(pk, v_in, k, tau, f_ext):
-    return tuple(x.copy() for x in pk.reduce(v_in[k], tau, f_ext))
-
-
-def _t_root(tree, a0, *red):
-    return R.solve(tree, red, a0)
-
-
-def _t_solve(pk, sol, k, wrenches):
-    a_in, g = sol
-    return _solve(pk, a_in[k], g[k], wrenches)
-
-
-# up to this many parts, each part's task repeats the root's O(P) step instead of waiting for a
-# root task (the result is the same arithmetic, so every part sees identical values)
-FUSE_ROOT_MAX_PARTS = 32
-
-
-def _t_reduce_fused(pk, k, tree, tau, f_ext, *vel):
-    v_in = R.compose_velocities(tree, vel)
-    return tuple(x.copy() for x in pk.reduce(v_in[k], tau, f_ext))
-
-
-def _t_solve_fused(pk, k, tree, a0, wrenches, *red):
-    a_in, g = R.solve(tree, red, a0)
-    return _solve(pk, a_in[k], g[k], wrenches)
-
-
 class DaskEngine:
-    """Forward dynamics over a dask.distributed cluster.
+    """Forward dynamics and constraint forces over a dask.distributed cluster.
 
-    ``client``: a ``distributed.Client``; None starts ``LocalCluster(n_workers=2,
-    threads_per_worker=1)`` (closed by ``close()``).  ``parts``: number of parts (default: the
-    number of workers) or a Partition.  ``retries``: restarts of an evaluation after lost workers.
-    ``timeout``: seconds one evaluation may take before it is abandoned with an error.
+    Parameters
+    ----------
+    model : Model
+        The model; the client keeps it (to rebuild parts lost with a worker).
+    client : distributed.Client, optional
+        None starts ``LocalCluster(n_workers=2, threads_per_worker=1)``, closed by ``close()``.
+    parts : int or Partition, optional
+        Number of parts, or a partition; default: balanced over the workers.
+    path_weight : float
+        Extra relative work of a body on a handle path, for the partitioner.
+    retries : int
+        Restarts of an evaluation after lost workers.
+    timeout : float
+        Seconds one evaluation may take before it is abandoned with an error.
+    poll : float
+        Seconds between checks of the workers' liveness while waiting for a round.
+    evaluate : bool
+        False: only place the parts on the workers, without the evaluation actors, for a caller
+        that drives the parts with actors of its own (the distributed simulation).
     """
 
     def __init__(self, model, client=None, parts=None, path_weight=PATH_WEIGHT, retries=2, timeout=600.0,
-                 poll=0.25, actors=True):
+                 poll=0.25, evaluate=True):
         from distributed import Client, LocalCluster
 
         # everything that can be checked without the cluster is checked first
@@ -116,10 +102,10 @@ class DaskEngine:
         self.restarts = 0              # evaluations restarted after lost workers (for reports/tests)
         self._after_round = None       # test hook: called with the round name after each round
         self.last_info = None
-        workers = self._live_workers()
+        workers = self._workers_or_wait()
         if not workers:
             self.close()
-            raise DaskEngineError("the Dask cluster has no workers")
+            raise DaskEngineError(f"the Dask cluster has no workers (waited {REJOIN_WAIT:.0f} s for one)")
         if pt is None:
             pt = make_partition(model, None, path_weight, nranks=len(workers))
         self.partition = pt
@@ -134,7 +120,7 @@ class DaskEngine:
             self.layout.append(PartLayout(model, pk))
         self.futures = [None] * pt.nparts
         self.workers = [None] * pt.nparts
-        self.use_actors = bool(actors)
+        self.evaluates = bool(evaluate)
         self.actors = {}               # worker address -> the actor holding that worker's parts
         self._actor_futs = {}
         self._states = []              # DaskStates of this engine (to re-place after a lost worker)
@@ -162,7 +148,7 @@ class DaskEngine:
             # content-hashed keys, and releasing one engine's futures could drop the other's parts
             self.futures[k] = self.client.scatter(pk, workers=[self.workers[k]], direct=False, hash=False)
             del pk
-        if not self.use_actors:
+        if not self.evaluates:
             return list(which)
         # one actor per worker, holding all the worker's parts (objects already in its memory: no
         # copy): one call per worker and round, not one per part (each call costs ~1 ms)
@@ -186,17 +172,23 @@ class DaskEngine:
             g.setdefault(w, []).append(k)
         return g
 
-    def _recover(self):
+    def _workers_or_wait(self):
+        """The workers alive; when there are none (a cluster still starting, a nanny restarting
+        its worker), wait up to REJOIN_WAIT seconds for one."""
         workers = self._live_workers()
         t_end = time.monotonic() + REJOIN_WAIT
-        while not workers and time.monotonic() < t_end:     # a nanny may be restarting its worker
+        while not workers and time.monotonic() < t_end:
             time.sleep(0.2)
             workers = self._live_workers()
+        return workers
+
+    def _recover(self):
+        workers = self._workers_or_wait()
         if not workers:
             raise DaskEngineError("all Dask workers were lost; cannot continue the evaluation")
         lost = [k for k in range(len(self.futures))
                 if self.workers[k] not in workers or self.futures[k].status != "finished"
-                or (self.use_actors and (self.workers[k] not in self._actor_futs
+                or (self.evaluates and (self.workers[k] not in self._actor_futs
                                          or self._actor_futs[self.workers[k]].status != "finished"))]
         if not lost:
             return
@@ -211,51 +203,6 @@ class DaskEngine:
             st._place(sorted(set(lost) | set(resend)))
 
     # ------------------------------------------------------------------ rounds
-    def _submit(self, fn, k, *args):
-        return self.client.submit(fn, self.futures[k], *args, workers=[self.workers[k]],
-                                  allow_other_workers=False, pure=False)
-
-    def _collect(self, futs, deadline, name, fetch=True):
-        from distributed import wait
-        from distributed.client import FutureCancelledError
-
-        needed = set(self.workers)
-        while True:
-            try:
-                done = wait(futs, timeout=self.poll)
-                del done
-                break
-            except TimeoutError:
-                pass
-            except _cancel_errors() as e:
-                raise _WorkerLost(f"{name} round: {type(e).__name__}: {e}") from None
-            except Exception as e:          # distributed's own TimeoutError subclass, etc.
-                if "timeout" not in type(e).__name__.lower():
-                    raise
-            if any(f.status in ("cancelled", "lost") for f in futs):
-                raise _WorkerLost(f"a task of the {name} round was cancelled or lost")
-            alive = set(self._live_workers())
-            if not needed <= alive:
-                raise _WorkerLost(f"worker(s) {sorted(needed - alive)} left during the {name} round")
-            if time.monotonic() > deadline:
-                raise DaskEngineError(f"the {name} round did not finish within {self.timeout:.0f} s")
-        if not fetch:
-            if any(f.status != "finished" for f in futs):
-                bad = next(f for f in futs if f.status != "finished")
-                if bad.status == "error":
-                    bad.result()                     # re-raises the kernel's exception
-                raise _WorkerLost(f"a task of the {name} round ended as {bad.status!r}")
-            if self._after_round is not None:
-                self._after_round(name)
-            return None
-        try:
-            out = self.client.gather(futs)
-        except (FutureCancelledError,) + _cancel_errors() as e:
-            raise _WorkerLost(f"{name} round: {type(e).__name__}: {e}") from None
-        if self._after_round is not None:
-            self._after_round(name)
-        return out
-
     def forward_dynamics(self, q, qd, tau, f_ext=None):
         """qdd (gathered to the client) for the state (q, qd), joint forces tau and optional
         external body wrenches f_ext, as ``partree.aba``."""
@@ -282,7 +229,7 @@ class DaskEngine:
         while True:
             try:
                 return evaluate(time.monotonic() + self.timeout)
-            except _WorkerLost as e:
+            except WorkerLost as e:
                 attempt += 1
                 if attempt > self.retries:
                     raise DaskEngineError(f"Dask workers lost {attempt} times during one evaluation "
@@ -305,47 +252,13 @@ class DaskEngine:
         return res
 
     def _rounds(self, args, deadline, gather, wrenches=False):
-        """One evaluation as one task graph.  args[k] = (q, qd, tau, f_ext) of part k: arrays
-        (sent with the tasks) or futures already on the part's worker.
-
-        The whole graph is submitted at once: per part a velocity, a reduce and a solve task
-        pinned to the part's worker, and the two root tasks (velocity composition, root solve)
-        on the worker holding the root part.  Boundary data moves worker to worker; the client
-        only waits for the end.  Returns the parts' qdd (gathered), or their futures (left on
-        the workers) when ``gather`` is False."""
-        P = len(self.futures)
-        if any(f.status != "finished" for f in self.futures):
-            raise _WorkerLost("a part was lost before the evaluation")
-        if self.use_actors:
-            return self._rounds_actors(args, deadline, gather, wrenches)
-        w0 = self.workers[0]
-        sub = self.client.submit
-        vel = [self._submit(_velocity, k, args[k][0], args[k][1]) for k in range(P)]
-        if P <= FUSE_ROOT_MAX_PARTS:
-            # few parts: every part's task does the O(P) root step itself (3 dependent stages
-            # instead of 5: Dask's latency per stage is milliseconds)
-            red = [self._submit(_t_reduce_fused, k, k, self.tree, args[k][2], args[k][3], *vel) for k in range(P)]
-            futs = [self._submit(_t_solve_fused, k, k, self.tree, self.a0, wrenches, *red) for k in range(P)]
-        else:
-            v_in = sub(_t_compose, self.tree, *vel, workers=[w0], allow_other_workers=False, pure=False)
-            red = [self._submit(_t_reduce, k, v_in, k, args[k][2], args[k][3]) for k in range(P)]
-            sol = sub(_t_root, self.tree, self.a0, *red, workers=[w0], allow_other_workers=False, pure=False)
-            futs = [self._submit(_t_solve, k, sol, k, wrenches) for k in range(P)]
-        if self._after_round is not None:
-            self._after_round("submitted")
-        out = self._collect(futs, deadline, "evaluation", fetch=gather)
-        if not gather:
-            out = futs
-        self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
-                          "workers": len(set(self.workers))}
-        return out
-
-    def _rounds_actors(self, args, deadline, gather, wrenches=False):
         """The three rounds through the workers' actors: the client calls each worker's actor
         directly (no scheduler round trip per task; one call per worker and round for all its
         parts), composes the velocities and solves the root between the rounds.
         args[k]: arrays (sent with the call) or a state key (``DaskState``)."""
         P = len(self.futures)
+        if any(f.status != "finished" for f in self.futures):
+            raise WorkerLost("a part was lost before the evaluation")
         groups = self._groups()
         key = args[0] if P and isinstance(args[0], int) else None
 
@@ -354,7 +267,7 @@ class DaskEngine:
             for w, ks in groups.items():
                 x = [[e[k] for k in ks] for e in extra]
                 calls[w] = self._actor_call(w, method, ks, key, *x)
-            res = self._actor_collect(list(calls.values()), deadline, method)
+            res = self.collect(list(calls.values()), deadline, method)
             out = [None] * P
             for (w, ks), r in zip(groups.items(), res):
                 for k, x in zip(ks, r):
@@ -378,13 +291,13 @@ class DaskEngine:
         except RuntimeError as e:            # "Worker holding Actor was lost"
             if "lost" not in str(e):
                 raise
-            raise _WorkerLost(f"worker {w}: {e}") from None
+            raise WorkerLost(f"worker {w}: {e}") from None
 
     def _next_key(self):
         self._key = getattr(self, "_key", 0) + 1
         return self._key
 
-    def _actor_collect(self, futs, deadline, name):
+    def collect(self, futs, deadline, name):
         """The results of one round's actor calls.  Blocks on each result (no polling loop: on a
         machine with as many cores as workers a client spinning on ``done()`` takes CPU and the
         GIL from the messages it waits for) and checks every ``poll`` seconds that the workers
@@ -402,9 +315,9 @@ class DaskEngine:
                 except TimeoutError:
                     alive = set(self._live_workers())
                     if not needed <= alive:
-                        raise _WorkerLost(f"worker(s) {sorted(needed - alive)} left during the {name} round") from None
+                        raise WorkerLost(f"worker(s) {sorted(needed - alive)} left during the {name} round") from None
                 except (OSError,) + _cancel_errors() as e:
-                    raise _WorkerLost(f"{name} round: {type(e).__name__}: {e}") from None
+                    raise WorkerLost(f"{name} round: {type(e).__name__}: {e}") from None
         if self._after_round is not None:
             self._after_round(name)
         return out
@@ -426,9 +339,7 @@ class DaskEngine:
         ``gather=False`` a :class:`DaskResult` whose qdd stays on the workers (see
         :class:`DaskResult`)."""
         out = self._state_rounds(state, gather, False)
-        if not gather:
-            return out if isinstance(out, DaskResult) else DaskResult(self, futures=out)
-        return self._assemble(out)
+        return out if not gather else self._assemble(out)
 
     def constraint_forces_state(self, state, gather=True):
         """The constraint forces of a state already on the workers (:meth:`scatter_state`): a
@@ -437,14 +348,13 @@ class DaskEngine:
         until its ``gather()``."""
         out = self._state_rounds(state, gather, True)
         if not gather:
-            res = out if isinstance(out, DaskResult) else DaskResult(self, futures=out)
-            res.q = state._arrays[0]
-            return res
+            out.q = state._arrays[0]
+            return out
         return self._assemble_wrenches(state._arrays[0], out)
 
     def _assemble_wrenches(self, q, out):
         """A ``CFAResult`` from every part's (qdd, F, FS, FT)."""
-        from .serial import assemble_constraint_forces
+        from .part import assemble_constraint_forces
 
         qdd = self._assemble([x[0] for x in out])
         return assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:] for x in out],
@@ -455,8 +365,6 @@ class DaskEngine:
             raise ValueError("this DaskState belongs to another engine")
 
         def evaluate(deadline):
-            if state._lost():
-                raise _WorkerLost("a state slice was lost before the evaluation")
             return self._rounds(state._args(), deadline, gather, wrenches)
 
         return self._with_retries(evaluate)
@@ -466,10 +374,6 @@ class DaskEngine:
         for k, x in enumerate(parts_qdd):
             qdd[self.sel[k][1]] = x
         return qdd
-
-    def _wait(self, futs, deadline, name):
-        """Like ``_collect`` but leaves the results on the workers."""
-        self._collect(futs, deadline, name, fetch=False)
 
     def close(self):
         self.futures = []
@@ -527,7 +431,7 @@ class _GroupActor:
 
 class DaskState:
     """A state scattered over the workers of a :class:`DaskEngine`: every part's slices of q, qd,
-    tau (and f_ext) on the worker holding the part (in the part's actor, or as futures).
+    tau (and f_ext) in the actor of the worker holding the part.
     ``release()`` frees them."""
 
     def __init__(self, engine, q, qd, tau, F):
@@ -535,17 +439,12 @@ class DaskState:
         self._arrays = (q, qd, tau, F)
         P = len(engine.futures)
         self.key = engine._next_key()
-        self.futures = [None] * P
         self._at = [None] * P
         engine._states.append(self)
         self._place(range(P))
 
     def _args(self):
-        return [self.key] * len(self.futures) if self.engine.use_actors else self.futures
-
-    def _lost(self):
-        return not self.engine.use_actors and any(f.status != "finished" for fs in self.futures
-                                                  for f in fs if f is not None)
+        return [self.key] * len(self._at)
 
     def _place(self, which):
         """(Re)send the slices of the parts ``which`` (after placement changes or lost workers)."""
@@ -557,11 +456,7 @@ class DaskState:
             w = eng.workers[k]
             xs = [np.ascontiguousarray(q[qs]), np.ascontiguousarray(qd[vs]), np.ascontiguousarray(tau[vs]),
                   None if F is None else np.ascontiguousarray(F[bs])]
-            if eng.use_actors:
-                calls.append(eng._actor_call(w, "put_state", self.key, k, *xs))
-            else:
-                got = eng.client.scatter(xs[:3] + xs[3:] * (F is not None), workers=[w], direct=False, hash=False)
-                self.futures[k] = tuple(got) + ((None,) if F is None else ())
+            calls.append(eng._actor_call(w, "put_state", self.key, k, *xs))
             self._at[k] = w
         for c in calls:
             c.result()
@@ -570,13 +465,11 @@ class DaskState:
         eng = self.engine
         if self in eng._states:
             eng._states.remove(self)
-            if eng.use_actors:
-                for a in eng.actors.values():
-                    try:
-                        a.drop_state(self.key).result()
-                    except Exception:
-                        pass
-        self.futures = [None] * len(self.futures)
+            for a in eng.actors.values():
+                try:
+                    a.drop_state(self.key).result()
+                except Exception:     # noqa: BLE001 -- a worker gone with its states
+                    pass
 
     @property
     def nbytes(self):
@@ -590,18 +483,15 @@ class DaskResult:
 
     q = None       # the state's q, for a constraint-force result
 
-    def __init__(self, engine, key=None, futures=None):
-        self.engine, self.key, self.futures = engine, key, futures
+    def __init__(self, engine, key):
+        self.engine, self.key = engine, key
 
     def gather(self):
         eng = self.engine
-        if self.futures is not None:
-            out = eng.client.gather(self.futures)
-        else:
-            got = {}
-            for f in [a.result(self.key) for a in eng.actors.values()]:
-                got.update(f.result())
-            out = [got[k] for k in range(len(eng.futures))]
+        got = {}
+        for f in [a.result(self.key) for a in eng.actors.values()]:
+            got.update(f.result())
+        out = [got[k] for k in range(len(eng.futures))]
         return eng._assemble(out) if self.q is None else eng._assemble_wrenches(self.q, out)
 
 

@@ -1,7 +1,7 @@
 """Per-part kernels of the parallel engine: pure numba functions over one part's arrays.
 
 No communication and no allocation per body: every array is a caller-owned workspace
-(:class:`partree.parallel.serial.PartKernel` allocates them once).  Notation (Featherstone;
+(:class:`partree.parallel.part.PartKernel` allocates them once).  Notation (Featherstone;
 see ``partree.algorithms.aba``): the part's bodies are numbered locally 0..m-1 in regular
 numbering, body 0 is the part's root; ``v_in`` / ``a_in`` are the velocity / acceleration of the
 root's parent body in its own coordinates (zero / a0 = -gravity for a part hanging from the base).

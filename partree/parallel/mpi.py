@@ -34,9 +34,10 @@ import numpy as np
 
 from ..model import Model
 from ..errors import PartreeInputError
+from . import messages as msg
 from . import root as R
-from .partition import assign_parts  # noqa: F401  (re-exported: it used to live here)
-from .serial import PATH_WEIGHT, build_part, early_kinematics_wanted, gravity_a0, make_partition
+from .part import build_part, early_kinematics_wanted, gravity_a0, index_ranges
+from .partition import PATH_WEIGHT, make_partition
 
 
 def _resolve(model_or_loader):
@@ -49,11 +50,11 @@ def _resolve(model_or_loader):
     return resolve_model(model_or_loader)
 
 
-#: pause between writing the failing rank's message and MPI_Abort (see ``_Abort``)
+#: pause between writing the failing rank's message and MPI_Abort (see ``AbortOnError``)
 ABORT_GRACE_SECONDS = 0.5
 
 
-class _Abort:
+class AbortOnError:
     """Context: any exception -> message on stderr and comm.Abort (size > 1)."""
 
     def __init__(self, comm):
@@ -80,14 +81,20 @@ class _Abort:
         return False
 
 
-def _check_finite(x, sel, name, bodies_of, pk):
-    if x.size and math.isfinite(float(x @ x)):
+def check_finite(x, name, pk):
+    """Raise a PartreeInputError naming the global index, body and part of the first non-finite
+    entry of ``x``, a part's own slice of q (``name`` 'q'), of a velocity-sized vector ('qd',
+    'tau') or of its external wrenches ('f_ext', shape (m, 6)).  One dot product when all is well."""
+    x = np.ravel(x)
+    if x.size == 0 or math.isfinite(float(x @ x)) or np.isfinite(x).all():
         return
-    if not np.isfinite(x).all():
-        k = int(np.flatnonzero(~np.isfinite(x))[0])
-        g = int(sel[k])
-        body = int(pk.bodies[int(np.searchsorted(bodies_of, k, side="right") - 1)])
-        raise PartreeInputError(f"{name}[{g}] is {x[k]} (body {body}, part {pk.part_id})")
+    k = int(np.flatnonzero(~np.isfinite(x))[0])
+    if name == "f_ext":
+        body, where = int(pk.bodies[k // 6]), f"f_ext[{int(pk.bodies[k // 6])}, {k % 6}]"
+    else:
+        sel, first = (pk.qsel, pk.idx_q) if name == "q" else (pk.vsel, pk.idx_v)
+        body, where = int(pk.bodies[int(np.searchsorted(first, k, side="right") - 1)]), f"{name}[{int(sel[k])}]"
+    raise PartreeInputError(f"{where} is {x[k]} (body {body}, part {pk.part_id})")
 
 
 class MPIEngine:
@@ -109,7 +116,7 @@ class MPIEngine:
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.gather = gather
-        with _Abort(comm):
+        with AbortOnError(comm):
             t0 = time.perf_counter()
             # 'root': rank 0 builds the model and every part and sends each rank its parts, so the
             # whole model only ever exists on rank 0; 'each': every rank builds it and slices
@@ -154,9 +161,9 @@ class MPIEngine:
                 tree = R.PartsTree.from_partition(pt)
                 nh = tree.nh
             # fixed message layouts (doubles per part)
-            self._vel_len = 18 * nh
-            self._red_len = 42 + 36 * nh + 36 * nh * nh + 6 * nh
-            self._sol_len = 6 + 6 * nh
+            self._vel_len = msg.velocity_len(nh)
+            self._red_len = msg.reduction_len(nh)
+            self._sol_len = msg.solution_len(nh)
             self._v_len = np.full(P, 6)
             self.nparts = P
             self.imbalance = None
@@ -229,7 +236,7 @@ class MPIEngine:
         ``gather``: collect qdd on rank 0 (default: the engine's ``gather``).  Returns qdd on
         rank 0 when gathered, else None; each rank's pieces stay in ``local_qdd``."""
         gather = self._gather_flag(gather)
-        with _Abort(self.comm):
+        with AbortOnError(self.comm):
             return self._fd(q, qd, tau, f_ext, gather)
 
     def constraint_forces(self, q, qd, tau, f_ext=None, gather=None):
@@ -239,7 +246,7 @@ class MPIEngine:
         gathered, a ``CFAResult`` equal to ``partree.cfa``'s (None elsewhere); every rank keeps
         its parts' (F, F_S, F_T) in ``local_wrenches`` (in the order of ``parts``)."""
         gather = self._gather_flag(gather)
-        with _Abort(self.comm):
+        with AbortOnError(self.comm):
             qdd = self._fd(q, qd, tau, f_ext, gather)
             self.local_wrenches = [tuple(x.copy() for x in pk.wrenches()) for pk in self.parts]
             if not gather:
@@ -263,7 +270,6 @@ class MPIEngine:
 
     def _gather_wrenches(self, q, qdd):
         from ..algorithms.cfa import CFAResult, constraint_layout
-        from .serial import _ranges
 
         # the constraint rows travel too unless rank 0 holds the model (then they are formed there
         # when first asked for); every rank must take part in the same gathers
@@ -288,7 +294,7 @@ class MPIEngine:
             return None
         n, nv = self.n, self.nv
         ns_j, idx_s = constraint_layout(nvj)
-        srows = _ranges(idx_s[self._body_index], ns_b)
+        srows = index_ranges(idx_s[self._body_index], ns_b)
         F = np.empty((n, 6))
         F[self._body_index] = Fb.reshape(-1, 6)
         FS = np.empty(int(ns_j.sum()))
@@ -302,9 +308,65 @@ class MPIEngine:
         owner = self._model if self._model is not None else self._names
         return CFAResult(owner, "parallel-mpi", qdd, FS, FT, F, q.copy(), idx_s, ns_j, [], Wt)
 
-    def _fd(self, q, qd, tau, f_ext, gather):
+    def evaluate_local(self, qs, qds, taus, fs=None):
+        """One evaluation over this rank's parts (collective): the engine's four boundary messages
+        and nothing else.  ``qs``, ``qds``, ``taus`` (and ``fs``, or None): each local part's own
+        slices, in the order of ``parts``.  Returns each part's qdd (views of the parts'
+        workspaces: copy what must outlive the next evaluation).  Sets ``last_boundary_bytes``
+        (what this rank sent to / received from rank 0) and ``phase_seconds``."""
         self._bytes = 0
         t = {}
+        t0 = time.perf_counter()
+        # (a) velocity round
+        bufs = []
+        for j, pk in enumerate(self.parts):
+            check_finite(qs[j], "q", pk)
+            check_finite(qds[j], "qd", pk)
+            bufs.append(msg.pack_velocity(*pk.velocity(qs[j], qds[j])))
+        t["local_velocity"] = time.perf_counter() - t0
+        allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
+        vin_full = None
+        if self.rank == 0:
+            pieces = self._split(allv, self._vel_len)
+            vel = [msg.unpack_velocity(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
+            v_in = R.compose_velocities(self.tree, vel)
+            vin_full = np.ascontiguousarray(v_in[self._perm]).ravel()
+        v_loc = self._scatter("v", vin_full).reshape(-1, 6)
+        t1 = time.perf_counter()
+        # (b) reduction round
+        bufs = []
+        for j, pk in enumerate(self.parts):
+            check_finite(taus[j], "tau", pk)
+            fl = None if fs is None else fs[j]
+            if fl is not None:
+                check_finite(fl, "f_ext", pk)
+            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], taus[j], fl)
+            bufs.append(msg.pack_reduction(M, m0, Kt, Lam, beta))
+        t["local_reduce"] = time.perf_counter() - t1
+        allr = self._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
+        sol_full = None
+        if self.rank == 0:
+            tr = time.perf_counter()
+            pieces = self._split(allr, self._red_len)
+            red = [msg.unpack_reduction(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
+            a_in, g = R.solve(self.tree, red, self.a0)
+            sol_full = np.concatenate([msg.pack_solution(a_in[k], g[k]) for k in self._perm])
+            t["root_solve"] = time.perf_counter() - tr
+        sol = self._scatter("sol", sol_full)
+        t2 = time.perf_counter()
+        # (c) back-substitution
+        out = []
+        o = 0
+        for pk in self.parts:
+            a_in, g = msg.unpack_solution(sol[o:], pk.H)
+            o += msg.solution_len(pk.H)
+            out.append(pk.solve(a_in, g))
+        t["local_solve"] = time.perf_counter() - t2
+        self.last_boundary_bytes = self._bytes
+        self.phase_seconds = t
+        return out
+
+    def _fd(self, q, qd, tau, f_ext, gather):
         t0 = time.perf_counter()
         q = np.asarray(q, dtype=np.float64)
         qd = np.asarray(qd, dtype=np.float64)
@@ -312,77 +374,17 @@ class MPIEngine:
         for x, nm, size in ((q, "q", self.nq), (qd, "qd", self.nv), (tau, "tau", self.nv)):
             if x.shape != (size,):
                 raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
+        fs = None
         if f_ext is not None:
             f_ext = np.asarray(f_ext, dtype=np.float64)
             if f_ext.shape != (self.n, 6):
                 raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
-        # (a) velocity round
-        bufs = []
-        for pk in self.parts:
-            ql, qdl = q[pk.qix], qd[pk.vix]
-            _check_finite(ql, pk.qsel, "q", pk.idx_q, pk)
-            _check_finite(qdl, pk.vsel, "qd", pk.idx_v, pk)
-            TE, Tr, vrel = pk.velocity(ql, qdl)
-            bufs.append(np.concatenate((TE.ravel(), Tr.ravel(), vrel.ravel())))
-        t["local_velocity"] = time.perf_counter() - t0
-        allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
-        vin_full = None
-        if self.rank == 0:
-            pieces = self._split(allv, self._vel_len)
-            vel = []
-            for k in range(self.nparts):
-                H = int(self.nh[k])
-                b = pieces[k]
-                vel.append((b[:9 * H].reshape(H, 3, 3), b[9 * H:12 * H].reshape(H, 3), b[12 * H:].reshape(H, 6)))
-            v_in = R.compose_velocities(self.tree, vel)
-            vin_full = np.ascontiguousarray(v_in[self._perm]).ravel()
-        v_loc = self._scatter("v", vin_full).reshape(-1, 6)
-        t1 = time.perf_counter()
-        # (b) reduction
-        bufs = []
-        for j, pk in enumerate(self.parts):
-            tl = tau[pk.vix]
-            _check_finite(tl, pk.vsel, "tau", pk.idx_v, pk)
-            fl = None
-            if f_ext is not None:
-                fl = f_ext[pk.bix]
-                _check_finite(fl.ravel(), np.repeat(pk.bodies, 6), "f_ext (flat)", np.arange(0, 6 * pk.m, 6), pk)
-            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], tl, fl)
-            bufs.append(np.concatenate((M.ravel(), m0, Kt.ravel(), Lam.ravel(), beta.ravel())))
-        t["local_reduce"] = time.perf_counter() - t1
-        allr = self._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
-        sol_full = None
-        if self.rank == 0:
-            tr = time.perf_counter()
-            pieces = self._split(allr, self._red_len)
-            red = []
-            for k in range(self.nparts):
-                H = int(self.nh[k])
-                b = pieces[k]
-                M = b[:36].reshape(6, 6)
-                m0 = b[36:42]
-                o = 42
-                Kt = b[o:o + 36 * H].reshape(H, 6, 6)
-                o += 36 * H
-                Lam = b[o:o + 36 * H * H].reshape(H, H, 6, 6)
-                o += 36 * H * H
-                beta = b[o:o + 6 * H].reshape(H, 6)
-                red.append((M, m0, Kt, Kt.transpose(0, 2, 1), Lam, beta))
-            a_in, g = R.solve(self.tree, red, self.a0)
-            sol_full = np.concatenate([np.concatenate((a_in[k], g[k].ravel())) for k in self._perm])
-            t["root_solve"] = time.perf_counter() - tr
-        sol = self._scatter("sol", sol_full)
-        t2 = time.perf_counter()
-        # back-substitution
-        o = 0
-        self.local_qdd = []
-        for pk in self.parts:
-            a_in = sol[o:o + 6]
-            g = sol[o + 6:o + 6 + 6 * pk.H].reshape(pk.H, 6)
-            o += 6 + 6 * pk.H
-            self.local_qdd.append(pk.solve(a_in, g).copy())
-        t["local_solve"] = time.perf_counter() - t2
-        boundary_bytes = self._bytes
+            fs = [f_ext[pk.bix] for pk in self.parts]
+        local = self.evaluate_local([q[pk.qix] for pk in self.parts], [qd[pk.vix] for pk in self.parts],
+                                    [tau[pk.vix] for pk in self.parts], fs)
+        self.local_qdd = [x.copy() for x in local]
+        t = dict(self.phase_seconds)
+        boundary_bytes = self.last_boundary_bytes
         qdd = None
         gather_bytes = 0
         if gather:
@@ -416,10 +418,9 @@ class _JointIndex:
 
 
 def build_vsel(model, pt, k):
-    from .serial import _ranges
 
     b = pt.bodies(k)
-    return _ranges(model.idx_v[b], model.nv_j[b])
+    return index_ranges(model.idx_v[b], model.nv_j[b])
 
 
 def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather):
@@ -429,7 +430,7 @@ def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
-    with _Abort(comm):
+    with AbortOnError(comm):
         from . import check_arguments
 
         model = _resolve(model_or_loader)

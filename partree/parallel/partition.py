@@ -654,3 +654,27 @@ def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=N
     pt.owner = _most_handles_on_rank0(owner, nr, pt._nhandles())
     pt.nranks = nr
     return pt
+
+
+#: extra relative cost of a body on a handle path, measured with
+#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 r2 7``: 210 against 186 ns per
+#: body (0.13) on the planar chain, whose walk goes all the way up (Y = 0 past the first few hundred
+#: bodies, but e~, S~ and Y are still formed); 192 against 185 (0.04) on the 3-D chain (skew=0.5),
+#: whose walk stops after a few thousand bodies.  0.12 leaves both within 4% of balanced on 2 ranks
+#: (0.18, the figure before the path transforms were carried in registers, left the 3-D chain 6.5%
+#: off).  It was 0.45 before the walk skipped the bodies with zero Y.
+PATH_WEIGHT = 0.12
+
+
+def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
+    """A Partition from a number of parts or a Partition (checked).  ``parts`` None: one part, or
+    with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
+    nranks parts, more where equal parts cannot even the ranks out)."""
+    if isinstance(parts, Partition):
+        if parts.n != model.n:
+            raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")
+        return parts
+    if parts is None and nranks is not None and int(nranks) > 1:
+        return partition_for_ranks(model, int(nranks), path_weight=path_weight)
+    return partition(model, (1 if nranks is None else int(nranks)) if parts is None else int(parts),
+                     path_weight=path_weight)

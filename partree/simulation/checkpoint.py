@@ -24,7 +24,7 @@ import zipfile
 
 import numpy as np
 
-from ..errors import CheckpointError, PartreeInputError
+from ..errors import CheckpointError
 
 FORMAT = "partree-checkpoint"
 VERSION = 1

@@ -508,10 +508,7 @@ class MPILocalDynamics:
     One call = the engine's two communication rounds, nothing else (no full vector anywhere)."""
 
     def __init__(self, engine, layout, inputs):
-        from ..parallel.mpi import _check_finite
-
         self.eng, self.layout, self.inputs = engine, layout, inputs
-        self._check_finite = _check_finite
         self.last_tau = None
         self.nevals = 0
 
@@ -521,67 +518,16 @@ class MPILocalDynamics:
         return self.evaluate(q, v, tau, self.inputs.f_ext)
 
     def evaluate(self, q, v, tau, f_ext=None):
-        from ..parallel import root as R
-
-        eng, L = self.eng, self.layout
-        cf = self._check_finite
-        eng._bytes = 0
+        L = self.layout
         self.nevals += 1
-        # (a) velocity round
-        bufs = []
-        for j, pk in enumerate(eng.parts):
-            ql, vl = q[L.qsl[j]], v[L.vsl[j]]
-            cf(ql, pk.qsel, "q", pk.idx_q, pk)
-            cf(vl, pk.vsel, "qd", pk.idx_v, pk)
-            TE, Tr, vrel = pk.velocity(ql, vl)
-            bufs.append(np.concatenate((TE.ravel(), Tr.ravel(), vrel.ravel())))
-        allv = eng._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
-        vin_full = None
-        if eng.rank == 0:
-            pieces = eng._split(allv, eng._vel_len)
-            vel = []
-            for k in range(eng.nparts):
-                H = int(eng.nh[k])
-                b = pieces[k]
-                vel.append((b[:9 * H].reshape(H, 3, 3), b[9 * H:12 * H].reshape(H, 3), b[12 * H:].reshape(H, 6)))
-            v_in = R.compose_velocities(eng.tree, vel)
-            vin_full = np.ascontiguousarray(v_in[eng._perm]).ravel()
-        v_loc = eng._scatter("v", vin_full).reshape(-1, 6)
-        # (b) reduction round
-        bufs = []
-        for j, pk in enumerate(eng.parts):
-            tl = tau[L.vsl[j]]
-            cf(tl, pk.vsel, "tau", pk.idx_v, pk)
-            fl = None if f_ext is None else f_ext[L.bsl[j]]
-            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], tl, fl)
-            bufs.append(np.concatenate((M.ravel(), m0, Kt.ravel(), Lam.ravel(), beta.ravel())))
-        allr = eng._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
-        sol_full = None
-        if eng.rank == 0:
-            pieces = eng._split(allr, eng._red_len)
-            red = []
-            for k in range(eng.nparts):
-                H = int(eng.nh[k])
-                b = pieces[k]
-                o = 42
-                Kt = b[o:o + 36 * H].reshape(H, 6, 6)
-                o += 36 * H
-                Lam = b[o:o + 36 * H * H].reshape(H, H, 6, 6)
-                o += 36 * H * H
-                red.append((b[:36].reshape(6, 6), b[36:42], Kt, Kt.transpose(0, 2, 1), Lam,
-                            b[o:o + 6 * H].reshape(H, 6)))
-            a_in, g = R.solve(eng.tree, red, eng.a0)
-            sol_full = np.concatenate([np.concatenate((a_in[k], g[k].ravel())) for k in eng._perm])
-        sol = eng._scatter("sol", sol_full)
-        # back-substitution
+        P = len(self.eng.parts)
+        out = self.eng.evaluate_local([q[L.qsl[j]] for j in range(P)], [v[L.vsl[j]] for j in range(P)],
+                                      [tau[L.vsl[j]] for j in range(P)],
+                                      None if f_ext is None else [f_ext[L.bsl[j]] for j in range(P)])
         qdd = np.empty(L.nv)
-        o = 0
-        for j, pk in enumerate(eng.parts):
-            a_in = sol[o:o + 6]
-            g = sol[o + 6:o + 6 + 6 * pk.H].reshape(pk.H, 6)
-            o += 6 + 6 * pk.H
-            qdd[L.vsl[j]] = pk.solve(a_in, g)
-        self.last_bytes = eng._bytes
+        for j in range(P):
+            qdd[L.vsl[j]] = out[j]
+        self.last_bytes = self.eng.last_boundary_bytes
         return qdd
 
 
@@ -659,8 +605,8 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
     ``resume``, ``keep_checkpoint`` as in ``simulate``; a refused checkpoint raises the same
     ``CheckpointError`` on every rank).  ``_step_hook(k, t, q_loc, v_loc)`` sees each rank's
     local state."""
-    from ..parallel.mpi import MPIEngine, _Abort
-    from ..parallel.serial import PATH_WEIGHT
+    from ..parallel.mpi import AbortOnError, MPIEngine
+    from ..parallel.partition import PATH_WEIGHT
 
     if comm is None:
         from mpi4py import MPI
@@ -669,7 +615,7 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
     rank = comm.Get_rank()
     root = rank == 0
     t_wall0 = time.perf_counter()
-    with _Abort(comm):
+    with AbortOnError(comm):
         t_end, dt, save_every, record, iname = _check_common(t_end, dt, save_every, record, integrator)
         ckcfg = _checkpoint_config(checkpoint, checkpoint_every, checkpoint_seconds, resume, out)
         if verbose is None:
@@ -697,7 +643,7 @@ def simulate_mpi(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=N
         info = comm.bcast(_Checkpoints.summary(loaded) if root else None, root=0)
     eng = MPIEngine(model, comm=comm, parts=parts, path_weight=PATH_WEIGHT if path_weight is None else path_weight,
                     gather=False)
-    with _Abort(comm):
+    with AbortOnError(comm):
         L = LocalLayout(eng.parts)
         inputs = LocalInputs(dyn, model, L.vsel, L.qsel, L.bodies)
         q = q_full[L.qsel].copy()
@@ -984,7 +930,7 @@ class _DaskContext:
     def call(self, method, per_part, name=None):
         """One round trip: ``method`` of every part's actor with its queued operations first;
         per_part[k]: part k's arguments (a tuple), or one tuple for every part."""
-        from ..parallel.dask_backend import DaskEngineError, _WorkerLost
+        from ..parallel.dask_backend import DaskEngineError, WorkerLost
 
         P = self.nparts
         ops, self._pending = self._pending, [[] for _ in range(P)]
@@ -999,20 +945,20 @@ class _DaskContext:
         self.calls += 1
         try:
             futs = [self._send(k, method, ops[k], *[_k(a) for a in per_part[k]]) for k in range(P)]
-            return self.eng._actor_collect(futs, time.monotonic() + self.eng.timeout, name)
-        except _WorkerLost as e:
+            return self.eng.collect(futs, time.monotonic() + self.eng.timeout, name)
+        except WorkerLost as e:
             raise DaskEngineError(f"Dask worker lost during a distributed simulation ({e}); the state on it is "
                                   f"gone (restart the run)") from None
 
     def _send(self, k, method, *args):
-        from ..parallel.dask_backend import _WorkerLost
+        from ..parallel.dask_backend import WorkerLost
 
         try:
             return getattr(self.actors[k], method)(*args)
         except RuntimeError as e:            # "Worker holding Actor was lost"
             if "lost" not in str(e):
                 raise
-            raise _WorkerLost(f"part {k}: {e}") from None
+            raise WorkerLost(f"part {k}: {e}") from None
 
     def fetch(self, vecs):
         """The parts' slices of some vectors, in one round trip: a list (per vector) of lists (per part)."""
@@ -1148,7 +1094,8 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
     ``distributed.Client`` (None: a LocalCluster with 2 single-threaded workers, closed at the
     end).  ``_step_hook(k, t, q, v)`` gets ``DaskVector`` s."""
     from ..parallel.dask_backend import DaskEngine
-    from ..parallel.serial import PATH_WEIGHT, build_part
+    from ..parallel.part import build_part
+    from ..parallel.partition import PATH_WEIGHT
 
     t_wall0 = time.perf_counter()
     t_end, dt, save_every, record, iname = _check_common(t_end, dt, save_every, record, integrator)
@@ -1174,7 +1121,7 @@ def simulate_dask(model, t_end, dt, integrator="rk4", rtol=1e-8, atol=1e-10, q0=
         info = _Checkpoints.summary(loaded)
         if loaded is not None:
             q_full, v_full = loaded[1]["q"], loaded[1]["v"]
-    eng = DaskEngine(model, client=client, parts=parts, actors=False,
+    eng = DaskEngine(model, client=client, parts=parts, evaluate=False,
                      path_weight=PATH_WEIGHT if path_weight is None else path_weight)
     ctx = None
     try:

@@ -1,0 +1,358 @@
+"""One part of the parallel engine: its slice of the model, its boundary layout, its workspace.
+
+:class:`PartKernel` holds one part's arrays (sliced from the model, in local regular numbering)
+and its workspace, and exposes the per-part steps of an evaluation (``velocity``, ``reduce``,
+``solve`` and, for the constraint forces, ``wrenches``) over the compiled kernels of
+:mod:`partree.parallel.kernels`.  Every backend (serial, MPI, Dask) drives the same parts; only
+the way their boundary data travels differs.  :class:`PartLayout` and
+:func:`assemble_constraint_forces` place the parts' results in the model's arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..errors import PartreeInputError
+from . import kernels as K
+from .partition import on_path_mask
+
+
+@njit(cache=True)
+def _paths(parent_l, handles):
+    """Root-first paths to the handles (CSR), the path-slot of every body, and the common prefix
+    lengths cp[j, k] of paths j and k."""
+    m = parent_l.shape[0]
+    H = handles.shape[0]
+    depth = np.zeros(m, dtype=np.int64)
+    for i in range(m):
+        if parent_l[i] >= 0:
+            depth[i] = depth[parent_l[i]] + 1
+    ptr = np.zeros(H + 1, dtype=np.int64)
+    for k in range(H):
+        ptr[k + 1] = ptr[k] + depth[handles[k]] + 1
+    idx = np.empty(ptr[H], dtype=np.int64)
+    slot = -np.ones(m, dtype=np.int64)
+    for k in range(H):
+        i = handles[k]
+        pos = ptr[k + 1] - 1
+        while i >= 0:
+            idx[pos] = i
+            slot[i] = 0
+            pos -= 1
+            i = parent_l[i]
+    ns = 0
+    for i in range(m):
+        if slot[i] >= 0:
+            slot[i] = ns
+            ns += 1
+    cp = np.zeros((H, H), dtype=np.int64)
+    for j in range(H):
+        for k in range(j, H):
+            lj = ptr[j + 1] - ptr[j]
+            lk = ptr[k + 1] - ptr[k]
+            t = 0
+            while t < lj and t < lk and idx[ptr[j] + t] == idx[ptr[k] + t]:
+                t += 1
+            cp[j, k] = t
+            cp[k, j] = t
+    return ptr, idx, slot, ns, cp
+
+
+def fast_index(sel):
+    """A slice when the index array is one contiguous run (views instead of gathers), else sel."""
+    sel = np.asarray(sel, dtype=np.int64)
+    if sel.size == 0:
+        return slice(0, 0)
+    if int(sel[-1]) - int(sel[0]) + 1 == sel.size and np.all(np.diff(sel) == 1):
+        return slice(int(sel[0]), int(sel[-1]) + 1)
+    return sel
+
+
+def index_ranges(start, count):
+    """Concatenation of arange(start[i], start[i] + count[i])."""
+    tot = int(count.sum())
+    if tot == 0:
+        return np.zeros(0, dtype=np.int64)
+    off = np.repeat(start - np.concatenate(([0], np.cumsum(count)[:-1])), count)
+    return (np.arange(tot, dtype=np.int64) + off).astype(np.int64)
+
+
+class PartKernel:
+    """One part: its slice of the model, its boundary layout, and its workspace.
+
+    Built from a model and the part's bodies (increasing global ids, its root first) and handle
+    bodies (global ids); after construction it no longer refers to the model.
+    """
+
+    def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False):
+        b = np.ascontiguousarray(bodies, dtype=np.int64)
+        self.part_id = int(part_id)
+        self.bodies = b
+        m = b.size
+        self.m = m
+        par = model.parent[b]
+        loc = np.searchsorted(b, par)
+        inside = (par >= 0) & (loc < m)
+        inside[inside] = b[np.minimum(loc[inside], m - 1)] == par[inside]
+        self.parent = np.where(inside, loc, -1).astype(np.int64)
+        if m == 0 or np.count_nonzero(self.parent < 0) != 1 or self.parent[0] != -1:
+            raise PartreeInputError(f"part {part_id}: bodies are not one connected piece with its root first")
+        self.top = bool(model.parent[b[0]] < 0)
+        for name in ("jtype", "axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com"):
+            setattr(self, name, np.ascontiguousarray(getattr(model, name)[b]))
+        nq_j, nv_j = model.nq_j[b], model.nv_j[b]
+        self.idx_q = np.concatenate(([0], np.cumsum(nq_j)[:-1])).astype(np.int64)
+        self.idx_v = np.concatenate(([0], np.cumsum(nv_j)[:-1])).astype(np.int64)
+        self.nq = int(nq_j.sum())
+        self.nv = int(nv_j.sum())
+        self.qsel = index_ranges(model.idx_q[b], nq_j)
+        self.vsel = index_ranges(model.idx_v[b], nv_j)
+        # the same selections as slices where possible (a part is usually a contiguous range)
+        self.qix, self.vix, self.bix = fast_index(self.qsel), fast_index(self.vsel), fast_index(b)
+        hs = np.ascontiguousarray(np.unique(np.asarray(handles, dtype=np.int64)))
+        hl = np.searchsorted(b, hs)
+        if hs.size and (np.any(hl >= m) or np.any(b[np.minimum(hl, m - 1)] != hs)):
+            raise PartreeInputError(f"part {part_id}: a handle is not a body of the part")
+        self.handles_global = hs
+        self.handles = hl.astype(np.int64)
+        self.H = hs.size
+        self.path_ptr, self.path_idx, self.slot, self.ns, self.cp = _paths(self.parent, self.handles)
+        self.pbod = np.flatnonzero(self.slot >= 0).astype(np.int64)
+        # joint kinematics done in the velocity step: the path bodies only (fused into pass 1
+        # for the others: least memory traffic, best in one process), or every body
+        # (``early_kinematics``: balances the velocity round when parts run concurrently)
+        self.early_kinematics = bool(early_kinematics)
+        if early_kinematics:
+            self.kbod = np.arange(m, dtype=np.int64)
+            self.kslot = self.kbod.copy()
+        else:
+            self.kbod = self.pbod
+            self.kslot = self.slot
+        pv = model.nv_j[b][self.path_idx] if self.path_idx.size else np.zeros(0, dtype=np.int64)
+        self.yptr = np.concatenate(([0], np.cumsum(pv))).astype(np.int64)
+        self.ylo = self.path_ptr[:-1].copy()
+        self.acc_first, self.acc_has = _accumulation_flags(self.parent)
+        self._allocate()
+
+    #: the workspace: allocated where the part runs, never pickled (a part sent to an MPI rank or
+    #: a Dask worker carries its slice of the model only, ~4x less than with its workspace)
+    _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
+                  "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
+                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws")
+
+    def _allocate(self):
+        m, nv, H, ns = self.m, self.nv, self.H, self.ns
+        self.E = np.zeros((m, 3, 3))
+        self.r = np.zeros((m, 3))
+        self.S = np.zeros((nv, 6))
+        self.v = np.zeros((m, 6))
+        self.c = np.zeros((m, 6))
+        # articulated inertias: only the sums over the children not numbered right after their parent
+        # (see reduce_kernel; np.zeros leaves the pages of a chain's untouched array unmapped)
+        self.IA = np.zeros((m, 6, 6))
+        self.pA = np.zeros((m, 6))
+        self.a = np.zeros((m, 6))
+        self.U = np.zeros((nv, 6))
+        self.Dinv = np.zeros((nv, 6))
+        self.u = np.zeros(nv)
+        self.qdd = np.zeros(nv)
+        # path bodies only (by slot); G (per path position) only for the cross terms of H > 1
+        self.G = np.zeros((self.path_idx.size if H > 1 else 0, 6, 6))
+        self.cJb = np.zeros((self.kbod.size, 6))
+        self.vJb = np.zeros((self.kbod.size, 6))
+        self.TEb = np.zeros((ns, 3, 3))
+        self.Trb = np.zeros((ns, 3))
+        self.vrb = np.zeros((0 if self.top else ns, 6))     # (a part at the base: v, see velocity)
+        self.Yst = np.zeros((int(self.yptr[-1]), 6))
+        self._q = np.zeros(self.nq)
+        self._qd = np.zeros(nv)
+        self._fext = np.zeros((1, 6))
+        # boundary outputs
+        self.TE = np.zeros((H, 3, 3))
+        self.Tr = np.zeros((H, 3))
+        self.vrel = np.zeros((H, 6))
+        self.M = np.zeros((6, 6))
+        self.m0 = np.zeros(6)
+        self.Kt = np.zeros((H, 6, 6))
+        self.Psi = np.zeros((H, 6, 6))
+        self.Lam = np.zeros((H, H, 6, 6))
+        self.beta = np.zeros((H, 6))
+        self._tau = np.zeros(nv)
+        self._F, self._has_f = self._fext, False
+        self._g = np.zeros((H, 6))
+        self._wrench_ws = None         # constraint-force arrays, allocated on first use
+
+    def __getstate__(self):
+        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._allocate()
+
+    @property
+    def nbytes(self):
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
+    # ---------------------------------------------------------------- the three steps
+    def velocity(self, q, qd):
+        """Step (a). q, qd: this part's own coordinates (q[qsel], qd[vsel]).
+        Returns (TE, Tr, vrel) for its handles (views of the workspace).  Only the bodies on
+        handle paths are visited here; the others' joint kinematics is fused into ``reduce``.  A
+        part hanging from the base (v_in = 0) writes its path bodies' velocities straight into v."""
+        self._q = np.ascontiguousarray(q, dtype=np.float64)
+        self._qd = np.ascontiguousarray(qd, dtype=np.float64)
+        if self.kbod.size:
+            K.velocity_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
+                              self.idx_v, self._q, self._qd, self.kbod, self.kslot, self.slot, self.handles,
+                              not self.top, self.E, self.r,
+                              self.S, self.cJb, self.vJb, self.TEb, self.Trb, self.v if self.top else self.vrb,
+                              self.TE, self.Tr, self.vrel)
+        return self.TE, self.Tr, self.vrel
+
+    def reduce(self, v_in, tau, f_ext=None):
+        """Step (b). v_in: the incoming velocity; tau: this part's own joint forces; f_ext: this
+        part's external body wrenches (m, 6) in body coordinates, or None.
+        Returns (M, m0, Kt, Psi, Lam, beta)."""
+        self._tau = np.ascontiguousarray(tau, dtype=np.float64)
+        if f_ext is None:
+            F, has_f = self._fext, False
+        else:
+            F = np.ascontiguousarray(f_ext, dtype=np.float64)
+            if F.shape != (self.m, 6):
+                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
+            has_f = True
+        self._F, self._has_f = F, has_f
+        # a part hanging from the base left its path transforms out of the velocity step (its v_in
+        # is zero): pass 1 forms them, for the walk
+        form_T = self.top and self.H > 0
+        bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
+                              self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
+                              np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
+                              self.kslot, self.slot, self.cJb, self.vJb, form_T, self.TEb, self.Trb, self.yptr,
+                              self.Yst, self.ylo, self.acc_first, self.acc_has,
+                              self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
+                              self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
+        if bad >= 0:
+            gb = int(self.bodies[bad])
+            raise PartreeInputError(f"body {gb}: its subtree has a singular inertia along the joint's motion "
+                                    f"(massless subtree?); forward dynamics is undefined")
+        return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
+
+    def solve(self, a_in, g):
+        """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
+        Returns this part's qdd (a view of the workspace)."""
+        self._g = np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6)
+        K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self._g,
+                       self.path_ptr, self.path_idx, self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c,
+                       self.U, self.Dinv, self.u, self.a, self.qdd)
+        return self.qdd
+
+    def wrenches(self):
+        """Step (d), for the constraint forces, after ``solve``: every joint wrench of the part
+        (the wrench its parent transmits to body i across joint i, [n; f] in body i's frame) and
+        its split into the constraint force F_S = W^T F and the drive force F_T, as ``partree.cfa``
+        defines them.  The child parts' wrenches enter at the handles through the g of ``solve``;
+        no further communication is needed.  Returns (F (m, 6), FS (ns,), FT (nv,)), views of the
+        workspace, FS in the part's joint order (``constraint_index`` places them in the model's)."""
+        from ..algorithms.cfa import constraint_layout
+        from ..algorithms.cfa_oddeven import rows_kernel
+
+        ws = self._wrench_ws
+        if ws is None:
+            ns_j, idx_s = constraint_layout(np.diff(np.append(self.idx_v, self.nv)))
+            ws = self._wrench_ws = {"idx_s": idx_s, "Wt": np.zeros((int(ns_j.sum()), 6)), "rows_ready": False,
+                                    "F": np.zeros((self.m, 6)), "FS": np.zeros(int(ns_j.sum())),
+                                    "FT": np.zeros(self.nv)}
+        bad = rows_kernel(self.jtype, self.idx_v, ws["idx_s"], self.S, ws["rows_ready"], ws["Wt"])
+        if bad >= 0:
+            ws["rows_ready"] = False
+            raise PartreeInputError(f"body {int(self.bodies[bad])}: universal joint with parallel axes at this "
+                                    f"configuration; its constraint basis is undefined")
+        ws["rows_ready"] = True
+        K.wrench_kernel(self.parent, self.idx_v, ws["idx_s"], self.mass, self.com, self.I_com, self.E, self.r,
+                        self.v, self.a, self.S, self._tau, ws["Wt"], self._F, self._has_f, self.handles, self._g,
+                        ws["F"], ws["FS"], ws["FT"])
+        return ws["F"], ws["FS"], ws["FT"]
+
+    @property
+    def constraint_rows(self):
+        """W_j^T of the part's joints stacked (as ``CFAResult.constraint_rows``), at the
+        configuration of the last ``wrenches`` call."""
+        if self._wrench_ws is None:
+            raise RuntimeError("no constraint forces computed yet: call wrenches() after solve()")
+        return self._wrench_ws["Wt"]
+
+
+def _accumulation_flags(parent):
+    """For pass 2 of ``reduce_kernel``: ``first[i]``: body i is the first child of its parent (in
+    the reverse order of pass 2) among those not numbered right after it, and writes IA[p] rather
+    than adding to it; ``has[p]``: some child of p accumulates in IA[p]."""
+    m = parent.size
+    i = np.arange(m)
+    acc = np.flatnonzero((parent >= 0) & (parent != i - 1))
+    last = np.full(m, -1, dtype=np.int64)
+    np.maximum.at(last, parent[acc], acc)
+    first = np.zeros(m, dtype=np.bool_)
+    first[last[last >= 0]] = True
+    return first, last >= 0
+
+
+#: a rank's velocity step (its parts' handle paths) longer than this fraction of the bodies per rank
+#: makes the other ranks wait for their v_in: they then do their joint kinematics in that step
+EARLY_KINEMATICS_FRACTION = 0.02
+
+
+def early_kinematics_wanted(model, pt, owner):
+    """Whether the parts should do all their joint kinematics in the velocity step (see
+    ``PartKernel``): worth it when some rank's velocity step, which walks its parts' handle paths,
+    is long (a chain split across ranks), so that the others would wait for their incoming
+    velocities; otherwise (short paths: trees) fusing the kinematics into pass 1 is cheaper."""
+    owner = np.asarray(owner, dtype=np.int64)
+    nranks = int(owner.max()) + 1
+    if nranks < 2:
+        return False
+    on = on_path_mask(np.ascontiguousarray(model.parent, dtype=np.int64), pt)
+    per_rank = np.bincount(owner[pt.part_of[on]], minlength=nranks)
+    return bool(per_rank.max() > EARLY_KINEMATICS_FRACTION * pt.n / nranks)
+
+
+def build_part(model, pt, k, early_kinematics=False):
+    return PartKernel(model, pt.bodies(k), pt.handles(k), part_id=k, early_kinematics=early_kinematics)
+
+
+def gravity_a0(gravity):
+    a0 = np.zeros(6)
+    a0[3:] = -np.asarray(gravity, dtype=float)
+    return a0
+
+
+class PartLayout:
+    """Where a part's pieces go in the model's arrays: its bodies (``bix``), its joints' rows of
+    F_S (``six``) and its velocities (``vix``); slices where they are one run."""
+
+    def __init__(self, model, pk):
+        self.bix, self.vix = pk.bix, pk.vix
+        self.six = constraint_index(model, pk.bodies)
+
+
+def assemble_constraint_forces(model, q, qdd, layout, pieces, method="parallel"):
+    """A ``CFAResult`` from the parts' (F, FS, FT) (``PartKernel.wrenches``) placed by their
+    ``PartLayout``; its constraint rows are formed from the model when first asked for."""
+    from ..algorithms.cfa import CFAResult, constraint_layout
+
+    ns_j, idx_s = constraint_layout(model.nv_j)
+    F = np.empty((model.n, 6))
+    FS = np.empty(int(ns_j.sum()))
+    FT = np.empty(model.nv)
+    for lay, (Fk, FSk, FTk) in zip(layout, pieces):
+        F[lay.bix] = Fk
+        FS[lay.six] = FSk
+        FT[lay.vix] = FTk
+    return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=np.float64), idx_s, ns_j, [])
+
+
+def constraint_index(model, bodies):
+    """Rows of the bodies' joints in the model's F_S (joint j's block starts at 6 j - idx_v[j]):
+    a slice where they are one run."""
+    b = np.asarray(bodies, dtype=np.int64)
+    return fast_index(index_ranges(6 * b - model.idx_v[b], 6 - model.nv_j[b]))
