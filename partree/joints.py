@@ -181,15 +181,64 @@ def joint_kinematics(jt, a1, a2, q, iq, qd, iv, Et, rt, E, r, S, cJ, R, R2):
 
 @njit(cache=True)
 def joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2):
-    """``joint_kinematics`` of body i as a call rather than inlined, taking whole arrays and the index.
-
-    The hot loops inline ``joint_kinematics`` with the type a constant for their revolute and
-    prismatic joints and call this for the others.  One inlined copy generic over all joint types
-    (loops over a run-time nv, a switch over six types) made every body slower: ABA took 273 instead
-    of 159 ns per body on a revolute autoTree, same results bit for bit.  Whole arrays and the index,
-    rather than per-body views, keep the call cheap (a view passed to a call is reference counted):
-    mixed random trees 435 ns per body against 520 with views and 468 with the generic inlined copy;
-    spherical chains are ~10% slower than with the generic copy, revolute and prismatic ones
-    1.6-1.7x faster."""
+    """``joint_kinematics`` of body i as a call rather than inlined, taking whole arrays and the
+    index: the branch of :func:`joint_calc` for the joints of more than one degree of freedom.
+    Whole arrays and the index, rather than per-body views, keep the call cheap (a view passed to
+    a call is reference counted)."""
     return joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i], E[i], r[i],
                             S[iv:], cJ, R, R2)
+
+
+@njit(cache=True, inline="always")
+def joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2):
+    """The joint dispatch every algorithm uses (spatial_v2's ``jcalc``): joint kinematics of body i.
+
+    Writes X_up[i] = X_J(q) X_tree[i] as (E[i], r[i]), the motion subspace rows S[iv:iv + nv] and the
+    velocity-product term cJ, and returns nv.  Revolute and prismatic joints, the common case of
+    large trees, are inlined with their type a compile-time constant, so their kinematics is
+    straight-line code; the other types go through one call (:func:`joint_kinematics_at`).  One
+    inlined copy generic over all six types, with loops over a run-time nv, makes every body
+    slower; calls for every type make the 1-DOF joints slower (see docs/performance.md).
+
+    Parameters
+    ----------
+    i : int
+        Body index.
+    jtype, axis, axis2, idx_q, E_tree, r_tree : arrays
+        The model's per-body joint codes, axes, first configuration index and tree placements.
+    q, qd : (nq,), (nv,) float arrays
+        Configuration and velocity (qd is read only by universal joints, for cJ).
+    iv : int
+        Body i's first velocity index (``idx_v[i]``).
+    E, r : (n, 3, 3), (n, 3) float arrays
+        Written: body i's compact transform X_up.
+    S : (nv, 6) float array
+        Written: rows iv .. iv + nv - 1, the joint's motion subspace in body coordinates.
+    cJ : (6,) float array
+        Written: dS/dt qd.
+    R, R2 : (3, 3) float arrays
+        Scratch.
+    """
+    jt = jtype[i]
+    if jt == REVOLUTE:
+        return joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                E[i], r[i], S[iv:], cJ, R, R2)
+    if jt == PRISMATIC:
+        return joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                E[i], r[i], S[iv:], cJ, R, R2)
+    return joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+
+
+@njit(cache=True, inline="always")
+def joint_velocity(S, qd, iv, nv, vJ):
+    """vJ = S qd over the joint's nv rows of S starting at iv (the joint's relative velocity)."""
+    if nv == 1:
+        x = qd[iv]
+        for k in range(6):
+            vJ[k] = S[iv, k] * x
+        return
+    for k in range(6):
+        s = 0.0
+        for d in range(nv):
+            s += S[iv + d, k] * qd[iv + d]
+        vJ[k] = s

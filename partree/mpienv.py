@@ -2,14 +2,13 @@
 
 Under ``mpiexec -n P`` every rank is a process of its own, normally one per core.  NumPy's
 OpenBLAS (and MKL, and OpenMP runtimes) start one thread per core in every process and let them
-spin-wait after each call; with P ranks on P cores those threads steal the other ranks' cores.
-Measured on the 2-core development machine: one evaluation of a 10^6-body binary tree on 2 ranks
-took 0.33 s with the default BLAS threads against 0.18 s with one BLAS thread per rank.
+spin-wait after each call; with P ranks on P cores those threads steal the other ranks' cores
+(docs/performance.md has the figures).
 
 :func:`limit_under_mpi` is called when partree is imported.  When the process was started by an
 MPI launcher it sets ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` to 1
-unless the user has set one of them (or ``PARTREE_KEEP_THREADS``); if NumPy was imported first (so the variables come too late) it
-limits the loaded BLAS pools through threadpoolctl instead.  Outside a launcher it does nothing.
+unless the user has set one of them (or ``PARTREE_KEEP_THREADS``); if NumPy was imported first
+(so the variables come too late) it limits the loaded BLAS pools through threadpoolctl instead.  Outside a launcher it does nothing.
 """
 from __future__ import annotations
 

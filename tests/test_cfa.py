@@ -12,6 +12,7 @@ import pytest
 import partree
 from partree import joints as J
 from partree.algorithms.cfa import DEFAULT_METHOD, CFAResult, cfa, constraint_bases
+from partree.algorithms.cfa.common import workspace as cfa_workspace
 from partree.model import Model, PartreeInputError
 from partree.models import auto_tree
 from partree.models.generators import binary_tree, chain, random_tree
@@ -88,7 +89,7 @@ def test_cfa_matches_aba_and_rnea(name, method, rng):
         Wt, idx_s = constraint_bases(m, q)
         FS_ref = np.concatenate([Wt[idx_s[j]:idx_s[j] + 6 - m.nv_j[j]] @ W_ref[j] for j in range(m.n)])
         assert _rel(res.constraint_force, FS_ref) < 1e-10
-        S = partree.algorithms.cfa._workspace(m)[1].S
+        S = cfa_workspace(m)[1].S
         for j in range(m.n):
             Sj = S[m.v_slice(j)].T
             Wj = res.constraint_basis(j)
@@ -170,7 +171,7 @@ def test_constraint_bases_properties(rng):
     m = random_tree(80, seed=7, joint_types=ALL_TYPES, floating_base=True)
     q = m.random_configuration(rng)
     Wt, idx_s = constraint_bases(m, q)
-    S = partree.algorithms.cfa._workspace(m)[1].S
+    S = cfa_workspace(m)[1].S
     for j in range(m.n):
         nv = int(m.nv_j[j])
         W = Wt[idx_s[j]:idx_s[j] + 6 - nv].T

@@ -1,57 +1,58 @@
 """Articulated-body algorithm (Featherstone): forward dynamics in O(N).
 
-Three passes over the regular numbering: velocities and bias terms outward, articulated
-inertias IA and bias forces pA inward, accelerations outward.
+Three passes over the regular numbering, each a compiled function of its own, as in Pinocchio's
+``AbaForwardStep1`` / ``AbaBackwardStep`` / ``AbaForwardStep2``:
+
+1. :func:`aba_forward_pass1`, outward: joint kinematics, velocities v, velocity-product
+   accelerations c, rigid-body inertias IA = I and bias forces pA = v x* I v - f_ext;
+2. :func:`aba_backward_pass`, inward: at each body :func:`articulated_step` forms U = IA S,
+   D = S^T U, u = tau - S^T pA and hands the articulated inertia IA - U D^-1 U^T and bias force
+   pA + Ia c + U D^-1 u to its parent;
+3. :func:`aba_forward_pass2`, outward: accelerations a and qdd from the base acceleration.
+
+The parallel engine's parts run the same steps (``partree.parallel.kernels``): its reduce kernel
+uses :func:`articulated_step`, its back-substitution :func:`aba_forward_pass2`.
+
+Kernel arguments, shared by the passes (n bodies, nv velocity coordinates):
+
+==============================  ===================================================================
+parent (n,) int                 parent body, -1 for the base (regular numbering: parent[i] < i)
+jtype, axis, axis2              joint codes (``partree.joints``), unit axes (n, 3)
+E_tree, r_tree                  fixed placements X_tree: (n, 3, 3) rotations, (n, 3) offsets
+mass, com, I_com                body mass (n,), centre of mass (n, 3), inertia about it (n, 3, 3)
+idx_q, idx_v (n,) int           first configuration / velocity index of each joint
+gravity (3,)                    enters as the base acceleration a0 = [0; -g]
+q, qd, tau                      state and joint forces; f_ext (n, 6) body wrenches (``has_fext``)
+E, r, v, c, IA, pA, a, S        workspace (``Model.create_data``): X_up, velocities, c, articulated
+U, Dinv, u, qdd                 inertias and biases, accelerations, motion subspaces, U, D^-1, u, qdd
+==============================  ===================================================================
 """
 import numpy as np
 from numba import njit
 
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
-from ..errors import PartreeInputError
 from .. import checks
-from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact,
-                       inertia_times, xform_force_T_add, xform_motion)
+from ..errors import PartreeInputError
+from ..joints import joint_calc, joint_velocity
+from .linalg import spd_inverse
+from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
+                         xform_force_T_add, xform_motion)
 
 
 @njit(cache=True)
-def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-               q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd):
-    """Returns -1 on success, else the body whose joint-space inertia D is singular."""
+def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                      f_ext, has_fext, E, r, v, c, IA, pA, S):
+    """Pass 1, outward: X_up (E, r), S, v, c, IA = I (rigid-body inertias) and pA = v x* I v - f_ext."""
     n = parent.shape[0]
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
-    T = np.empty((6, 6))
-    Ia = np.empty((6, 6))
-    D = np.empty((6, 6))
     cJ = np.empty(6)
     vJ = np.empty(6)
     h = np.empty(6)
     tmp = np.empty(6)
-    pa = np.empty(6)
-    a0 = np.zeros(6)
-    a0[3] = -gravity[0]
-    a0[4] = -gravity[1]
-    a0[5] = -gravity[2]
-    # pass 1: velocities, velocity products, rigid-body inertias and bias forces
     for i in range(n):
         iv = idx_v[i]
-        if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
-            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                  E[i], r[i], S[iv:], cJ, R, R2)
-            for k in range(6):
-                vJ[k] = S[iv, k] * qd[iv]
-        elif jtype[i] == PRISMATIC:
-            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                  E[i], r[i], S[iv:], cJ, R, R2)
-            for k in range(6):
-                vJ[k] = S[iv, k] * qd[iv]
-        else:
-            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
-            for k in range(6):
-                vJ[k] = 0.0
-            for d in range(nv):
-                for k in range(6):
-                    vJ[k] += S[iv + d, k] * qd[iv + d]
+        nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+        joint_velocity(S, qd, iv, nv, vJ)
         p = parent[i]
         if p < 0:
             for k in range(6):
@@ -70,75 +71,111 @@ def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx
         if has_fext:
             for k in range(6):
                 pA[i, k] -= f_ext[i, k]
-    # pass 2: articulated inertias, inward
+
+
+@njit(cache=True, inline="always")
+def articulated_step(IA_i, pA_i, c_i, S, tau, iv, nv, project, U, Dinv, u, Ia, pa, D, T, tmp):
+    """ABA's inward step at one body of articulated inertia IA_i and bias force pA_i.
+
+    Writes U = IA S, D^-1 (rows iv.. of Dinv) and u = tau - S^T pA; with ``project`` also what
+    the body hands to its parent before the transform: Ia = IA - U D^-1 U^T and
+    pa = pA + Ia c + U D^-1 u.  The 1-DOF case is written out (the common case of large trees).
+    D, T are 6x6 scratch, tmp a 6-vector.  Returns False when D is not positive definite (a
+    subtree with no inertia along the joint's motion)."""
+    if nv == 1:
+        Dd = 0.0
+        uu = tau[iv]
+        for k in range(6):
+            sk = 0.0
+            for l in range(6):
+                sk += IA_i[k, l] * S[iv, l]
+            U[iv, k] = sk
+            Dd += S[iv, k] * sk
+            uu -= S[iv, k] * pA_i[k]
+        if not Dd > 0.0:
+            return False
+        Dinv[iv, 0] = 1.0 / Dd
+        u[iv] = uu
+        if not project:
+            return True
+        Di = 1.0 / Dd
+        for k in range(6):
+            tmp[k] = U[iv, k] * Di
+        for k in range(6):
+            for l in range(6):
+                Ia[k, l] = IA_i[k, l] - tmp[k] * U[iv, l]
+        w = uu * Di
+        for k in range(6):
+            s = pA_i[k] + U[iv, k] * w
+            for l in range(6):
+                s += Ia[k, l] * c_i[l]
+            pa[k] = s
+        return True
+    for d in range(nv):
+        for k in range(6):
+            s = 0.0
+            for l in range(6):
+                s += IA_i[k, l] * S[iv + d, l]
+            U[iv + d, k] = s
+        s = tau[iv + d]
+        for k in range(6):
+            s -= S[iv + d, k] * pA_i[k]
+        u[iv + d] = s
+    for d in range(nv):
+        for e in range(nv):
+            s = 0.0
+            for k in range(6):
+                s += S[iv + d, k] * U[iv + e, k]
+            D[d, e] = s
+    if nv > 1:
+        if not spd_inverse(D, nv, T):
+            return False
+        for d in range(nv):
+            for e in range(nv):
+                Dinv[iv + d, e] = T[d, e]
+    if project:
+        articulated_project(IA_i, pA_i, c_i, U, Dinv, u, iv, nv, Ia, pa, tmp)
+    return True
+
+
+@njit(cache=True)
+def aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u):
+    """Pass 2, inward: articulated inertias IA and bias forces pA (in place), U, D^-1, u.
+    Returns -1, or the body whose joint-space inertia D is singular."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    T = np.empty((6, 6))
+    Ia = np.empty((6, 6))
+    D = np.empty((6, 6))
+    tmp = np.empty(6)
+    pa = np.empty(6)
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
-        nv = idx_v[i + 1] - iv if i + 1 < n else S.shape[0] - iv
+        nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
         p = parent[i]
-        if nv == 1:
-            # the common case, written out: U = IA s, D = s^T U, u = tau - s^T pA
-            Dd = 0.0
-            uu = tau[iv]
-            for k in range(6):
-                sk = 0.0
-                for l in range(6):
-                    sk += IA[i, k, l] * S[iv, l]
-                U[iv, k] = sk
-                Dd += S[iv, k] * sk
-                uu -= S[iv, k] * pA[i, k]
-            if not Dd > 0.0:
-                return i
-            Dinv[iv, 0] = 1.0 / Dd
-            u[iv] = uu
-            if p < 0:
-                continue
-            Di = 1.0 / Dd
-            for k in range(6):
-                tmp[k] = U[iv, k] * Di
-            for k in range(6):
-                for l in range(6):
-                    Ia[k, l] = IA[i, k, l] - tmp[k] * U[iv, l]
-            w = uu * Di
-            for k in range(6):
-                s = pA[i, k] + U[iv, k] * w
-                for l in range(6):
-                    s += Ia[k, l] * c[i, l]
-                pa[k] = s
-        else:
-            for d in range(nv):
-                for k in range(6):
-                    s = 0.0
-                    for l in range(6):
-                        s += IA[i, k, l] * S[iv + d, l]
-                    U[iv + d, k] = s
-                s = tau[iv + d]
-                for k in range(6):
-                    s -= S[iv + d, k] * pA[i, k]
-                u[iv + d] = s
-            for d in range(nv):
-                for e in range(nv):
-                    s = 0.0
-                    for k in range(6):
-                        s += S[iv + d, k] * U[iv + e, k]
-                    D[d, e] = s
-            if nv > 1:
-                if not _spd_inverse(D, nv, T):
-                    return i
-                for d in range(nv):
-                    for e in range(nv):
-                        Dinv[iv + d, e] = T[d, e]
-            if p < 0:
-                continue
-            articulated_project(IA[i], pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
-        congruence_add(E[i], r[i], Ia, IA[p], T)
-        xform_force_T_add(E[i], r[i], pa, pA[p])
-    # pass 3: accelerations, outward
+        if not articulated_step(IA[i], pA[i], c[i], S, tau, iv, nv, p >= 0, U, Dinv, u, Ia, pa, D, T, tmp):
+            return i
+        if p >= 0:
+            congruence_add(E[i], r[i], Ia, IA[p], T)
+            xform_force_T_add(E[i], r[i], pa, pA[p])
+    return -1
+
+
+@njit(cache=True)
+def aba_forward_pass2(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd):
+    """Pass 3, outward: accelerations a and qdd = D^-1 (u - U^T a_i') from ``a_base``, the
+    acceleration of the bodies' common parent in its own coordinates (a0 = [0; -g] for the base;
+    a part's incoming acceleration in the parallel engine)."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    tmp = np.empty(6)
+    h = np.empty(6)
     for i in range(n):
         iv = idx_v[i]
-        nv = idx_v[i + 1] - iv if i + 1 < n else S.shape[0] - iv
+        nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
         p = parent[i]
         if p < 0:
-            xform_motion(E[i], r[i], a0, tmp)
+            xform_motion(E[i], r[i], a_base, tmp)
         else:
             xform_motion(E[i], r[i], a[p], tmp)
         for k in range(6):
@@ -165,6 +202,23 @@ def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx
         for d in range(nv):
             for k in range(6):
                 a[i, k] += S[iv + d, k] * qdd[iv + d]
+
+
+@njit(cache=True)
+def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+               q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd):
+    """The three passes (arguments: see the module docstring).  Returns -1 on success, else the
+    body whose joint-space inertia D is singular."""
+    aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                      f_ext, has_fext, E, r, v, c, IA, pA, S)
+    bad = aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u)
+    if bad >= 0:
+        return bad
+    a0 = np.zeros(6)
+    a0[3] = -gravity[0]
+    a0[4] = -gravity[1]
+    a0[5] = -gravity[2]
+    aba_forward_pass2(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd)
     return -1
 
 
@@ -196,34 +250,6 @@ def articulated_project(IA_i, pA_i, c_i, U, Dinv, u, iv, nv, Ia, pa, tmp):
             w += Dinv[iv + d, e] * u[iv + e]
         for k in range(6):
             pa[k] += U[iv + d, k] * w
-
-
-@njit(cache=True)
-def _spd_inverse(D, nv, out):
-    """Inverse of the symmetric positive-definite nv x nv block D (Gauss-Jordan without pivoting,
-    which is stable for SPD matrices).  Returns False when D is not positive definite."""
-    M = np.empty((6, 12))
-    for i in range(nv):
-        for j in range(nv):
-            M[i, j] = D[i, j]
-            M[i, nv + j] = 1.0 if i == j else 0.0
-    for k in range(nv):
-        piv = M[k, k]
-        if not piv > 0.0:
-            return False
-        inv = 1.0 / piv
-        for j in range(2 * nv):
-            M[k, j] *= inv
-        for i in range(nv):
-            if i != k:
-                f = M[i, k]
-                if f != 0.0:
-                    for j in range(2 * nv):
-                        M[i, j] -= f * M[k, j]
-    for i in range(nv):
-        for j in range(nv):
-            out[i, j] = M[i, nv + j]
-    return True
 
 
 def aba(model, q, qd, tau, f_ext=None, data=None):

@@ -151,7 +151,7 @@ class DaskEngine:
         if not self.evaluates:
             return list(which)
         # one actor per worker, holding all the worker's parts (objects already in its memory: no
-        # copy): one call per worker and round, not one per part (each call costs ~1 ms)
+        # copy): one call per worker and round, not one per part (each call costs a round trip)
         rebuilt = sorted({self.workers[k] for k in which})
         for w in list(self.actors):
             if w not in self.workers:

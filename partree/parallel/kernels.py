@@ -36,15 +36,59 @@ Kernels:
                    back-substituted accelerations, the child parts' wrenches g entering at the handles
 
 External forces: ``f_ext[i]`` (body coordinates, [n; f]) enters pA_i -= f_ext_i as in ABA.
+
+Kernel arguments (one meaning per name in every kernel; m bodies in the part, nv its velocity
+coordinates, H handles, ns path bodies; the arrays are :class:`~partree.parallel.part.PartKernel`
+attributes of the same names):
+
+==========================  ========================================================================
+the part's model slice
+parent (m,)                 local parent, -1 for the part's root
+jtype, axis, axis2          joint codes and axes (``partree.joints``)
+E_tree, r_tree              fixed placements X_tree (m, 3, 3), (m, 3)
+mass, com, I_com            body inertias: mass, centre of mass, inertia about it
+idx_q, idx_v (m,)           first configuration / velocity index of each joint (local)
+idx_s (m,)                  first row of each joint's F_S block (``constraint_layout``)
+the part's layout
+handles (H,)                local bodies where child parts attach
+slot (m,)                   index of a body among the path bodies, -1 off the paths
+kbod, kslot                 bodies whose kinematics the velocity kernel does (increasing), and
+                            their rows in cJb / vJb (-1: fused into pass 1 instead)
+path_ptr, path_idx          CSR of the root-first paths to the handles
+cp (H, H)                   common prefix length of two paths
+yptr, ylo                   row of each path position in Yst; first stored position of each path
+acc_first, acc_has (m,)     pass 2's inertia accumulation flags (see ``reduce_kernel``)
+state and inputs
+q, qd, tau                  the part's own slices of the configuration, velocity, joint forces
+f_ext (m, 6), has_fext      external body wrenches (body coordinates) and whether there are any
+v_in, a_in (6,)             velocity / acceleration of the root's parent (frame 0)
+g (H, 6)                    the child parts' wrenches at the handles (from the root solve)
+with_T, form_T              where the path transforms are formed (see above)
+workspace (written)
+E, r                        X_up of every body, compact
+S (nv, 6)                   motion subspaces (rows)
+v, c, a (m, 6)              velocities, velocity-product accelerations, accelerations
+IA, pA                      articulated inertias (accumulated sums, see ``reduce_kernel``), biases
+U, Dinv, u, qdd             ABA's U = IA S, D^-1, u = tau - S^T pA, and the accelerations
+cJb, vJb                    cJ and vJ of the multi-DOF joints done by the velocity kernel
+TEb, Trb, vrb               path transforms T_i and relative velocities, by slot
+G, Yst                      the walk's G~ per path position (H > 1) and its stored Y rows
+Wt                          constraint rows W^T (``wrench_kernel``)
+F, FS, FT                   joint wrenches, constraint forces, drive forces (``wrench_kernel``)
+boundary outputs (written)
+TE, Tr, vrel (H, ...)       the handle maps v_h = T_h v_in + vrel_h
+M, m0                       the root relation g_root = M a_in + m0 + sum_k Kt_k g_k
+Kt, Psi, Lam, beta          its sensitivities and the handle relations (see above)
+==========================  ========================================================================
 """
 import numpy as np
 from numba import njit
 
 from ..algorithms.primitives import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
-from ..algorithms.aba import _spd_inverse, articulated_project
-from ..algorithms.cfa import project_wrench
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from ..algorithms.aba import aba_forward_pass2, articulated_step
+from ..algorithms.cfa.bases import project_wrench
+from ..joints import PRISMATIC, REVOLUTE, joint_calc, joint_velocity
 
 
 @njit(cache=True, inline="always")
@@ -109,26 +153,13 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         i = kbod[ki]
         iv = idx_v[i]
         kk = kslot[i]
-        # 1-DOF joints (inlined with a constant type, see joints.joint_kinematics_at) have cJ = 0 and
-        # vJ = S qd: nothing is stored for them beyond E, r, S (pass 1 forms vJ again from S)
-        if jtype[i] == REVOLUTE:
-            joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                             E[i], r[i], S[iv:], cJ, R, R2)
+        nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+        joint_velocity(S, qd, iv, nv, vJ)
+        # 1-DOF joints have cJ = 0 and vJ = S qd: nothing is stored for them beyond E, r, S (pass 1
+        # forms vJ again from S)
+        if nv != 1:
             for k in range(6):
-                vJ[k] = S[iv, k] * qd[iv]
-        elif jtype[i] == PRISMATIC:
-            joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                             E[i], r[i], S[iv:], cJ, R, R2)
-            for k in range(6):
-                vJ[k] = S[iv, k] * qd[iv]
-        else:
-            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
-            for k in range(6):
-                s = 0.0
-                for d in range(nv):
-                    s += S[iv + d, k] * qd[iv + d]
-                vJ[k] = s
-                vJb[kk, k] = s
+                vJb[kk, k] = vJ[k]
                 cJb[kk, k] = cJ[k]
         si = slot[i]
         if si < 0:
@@ -200,24 +231,8 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         iv = idx_v[i]
         si = kslot[i]
         if si < 0:
-            if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
-                joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                 E[i], r[i], S[iv:], cJ, R, R2)
-                for k in range(6):
-                    vJ[k] = S[iv, k] * qd[iv]
-            elif jtype[i] == PRISMATIC:
-                joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                 E[i], r[i], S[iv:], cJ, R, R2)
-                for k in range(6):
-                    vJ[k] = S[iv, k] * qd[iv]
-            else:
-                nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ,
-                                         R, R2)
-                for k in range(6):
-                    s = 0.0
-                    for d in range(nv):
-                        s += S[iv + d, k] * qd[iv + d]
-                    vJ[k] = s
+            nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+            joint_velocity(S, qd, iv, nv, vJ)
         elif jtype[i] == REVOLUTE or jtype[i] == PRISMATIC:
             for k in range(6):
                 cJ[k] = 0.0
@@ -279,7 +294,8 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     pa = np.empty(6)
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
            v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA)
-    # pass 2 (as in ABA, written out; the part's root also forms Ia, pa: its boundary relation)
+    # pass 2: ABA's inward step (``articulated_step``); the part's root also forms Ia, pa: its
+    # boundary relation
     handed = False
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
@@ -298,56 +314,8 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
         else:
             Ib = Ibuf
             inertia_from_compact(mass[i], com[i], I_com[i], Ib)
-        if nv == 1:
-            Dd = 0.0
-            uu = tau[iv]
-            for k in range(6):
-                sk = 0.0
-                for l in range(6):
-                    sk += Ib[k, l] * S[iv, l]
-                U[iv, k] = sk
-                Dd += S[iv, k] * sk
-                uu -= S[iv, k] * pA[i, k]
-            if not Dd > 0.0:
-                return i
-            Dinv[iv, 0] = 1.0 / Dd
-            u[iv] = uu
-            Di = 1.0 / Dd
-            for k in range(6):
-                tmp[k] = U[iv, k] * Di
-            for k in range(6):
-                for l in range(6):
-                    Ia[k, l] = Ib[k, l] - tmp[k] * U[iv, l]
-            w = uu * Di
-            for k in range(6):
-                s = pA[i, k] + U[iv, k] * w
-                for l in range(6):
-                    s += Ia[k, l] * c[i, l]
-                pa[k] = s
-        else:
-            for d in range(nv):
-                for k in range(6):
-                    s = 0.0
-                    for l in range(6):
-                        s += Ib[k, l] * S[iv + d, l]
-                    U[iv + d, k] = s
-                s = tau[iv + d]
-                for k in range(6):
-                    s -= S[iv + d, k] * pA[i, k]
-                u[iv + d] = s
-            for d in range(nv):
-                for e in range(nv):
-                    s = 0.0
-                    for k in range(6):
-                        s += S[iv + d, k] * U[iv + e, k]
-                    D[d, e] = s
-            if nv > 1:
-                if not _spd_inverse(D, nv, T):
-                    return i
-                for d in range(nv):
-                    for e in range(nv):
-                        Dinv[iv + d, e] = T[d, e]
-            articulated_project(Ib, pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
+        if not articulated_step(Ib, pA[i], c[i], S, tau, iv, nv, True, U, Dinv, u, Ia, pa, D, T, tmp):
+            return i
         handed = p >= 0 and p == i - 1
         if handed:
             inertia_from_compact(mass[p], com[p], I_com[p], Cb)
@@ -372,13 +340,13 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
 
 
 #: the walk is latency-bound scalar code: let LLVM reassociate and contract (no nnan/ninf, so a NaN
-#: still propagates); ~2x faster than strict IEEE order
+#: still propagates); strict IEEE order serialises its sums
 _WALK_MATH = {"reassoc", "contract", "nsz", "arcp"}
 
 #: Along a long path the columns of G~ decay geometrically (the sensitivity of the part's root to
 #: a handle wrench in a direction the joints absorb).  Left alone they sink into the subnormal
-#: range, where every operation is slow (on a 4*10^4-body chain part half of the stored Y were
-#: subnormal and the walk took ~180 ns per body instead of ~70).  So a column of G~ whose entries
+#: range, where every operation is slow (on a long chain part about half of the stored Y would be
+#: subnormal, and the walk several times slower).  So a column of G~ whose entries
 #: are all below _TINY_REL * max(1, |T_h|) is set to zero: it is 10^44 below the rounding error of
 #: the entries G~ starts with, and what it could still contribute to Lam, beta, Kt and Y is as far
 #: below every result's rounding error.  A zero column stays zero (its Y entry is zero).  Once G~
@@ -644,8 +612,8 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
                 # y = S~^T G~; the updates (reached only while y is not zero) are a call.  Written
                 # in the loop, not as an inlined function: the arrays an inlined function takes are
                 # reference counted on every pass once its control flow gets too involved for
-                # numba's pruning (measured on a 4.5*10^5-body chain part: 17.7 ns per body
-                # written out, 52 inlined, 104 inlined around the call).
+                # numba's pruning, which makes the walk several times slower (see
+                # docs/parallel-engine.md).
                 yo = yptr[pos]
                 r0, r1, r2 = Trb[si, 0], Trb[si, 1], Trb[si, 2]
                 E00, E01, E02 = TEb[si, 0, 0], TEb[si, 0, 1], TEb[si, 0, 2]
@@ -747,8 +715,6 @@ def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, 
     n = parent.shape[0]
     H = path_ptr.shape[0] - 1
     nvt = S.shape[0]
-    tmp = np.empty(6)
-    h = np.empty(6)
     for kh in range(H):
         for pos in range(max(path_ptr[kh], ylo[kh]), path_ptr[kh + 1]):
             i = path_idx[pos]
@@ -760,38 +726,7 @@ def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, 
                 for l in range(6):
                     s += Yst[yo + d, l] * g[kh, l]
                 u[iv + d] -= s
-    for i in range(n):
-        iv = idx_v[i]
-        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
-        p = parent[i]
-        if p < 0:
-            xform_motion(E[i], r[i], a_in, tmp)
-        else:
-            xform_motion(E[i], r[i], a[p], tmp)
-        for k in range(6):
-            a[i, k] = tmp[k] + c[i, k]
-        if nv == 1:
-            s = u[iv]
-            for k in range(6):
-                s -= U[iv, k] * a[i, k]
-            x = Dinv[iv, 0] * s
-            qdd[iv] = x
-            for k in range(6):
-                a[i, k] += S[iv, k] * x
-            continue
-        for d in range(nv):
-            s = u[iv + d]
-            for k in range(6):
-                s -= U[iv + d, k] * a[i, k]
-            h[d] = s
-        for d in range(nv):
-            s = 0.0
-            for e in range(nv):
-                s += Dinv[iv + d, e] * h[e]
-            qdd[iv + d] = s
-        for d in range(nv):
-            for k in range(6):
-                a[i, k] += S[iv + d, k] * qdd[iv + d]
+    aba_forward_pass2(parent, idx_v, a_in, E, r, S, c, U, Dinv, u, a, qdd)
 
 
 @njit(cache=True)

@@ -135,7 +135,7 @@ class PartKernel:
         self._allocate()
 
     #: the workspace: allocated where the part runs, never pickled (a part sent to an MPI rank or
-    #: a Dask worker carries its slice of the model only, ~4x less than with its workspace)
+    #: a Dask worker carries its slice of the model only, a fraction of its workspace's size)
     _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
                   "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
                   "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws")
@@ -255,7 +255,7 @@ class PartKernel:
         no further communication is needed.  Returns (F (m, 6), FS (ns,), FT (nv,)), views of the
         workspace, FS in the part's joint order (``constraint_index`` places them in the model's)."""
         from ..algorithms.cfa import constraint_layout
-        from ..algorithms.cfa_oddeven import rows_kernel
+        from ..algorithms.cfa.bases import rows_kernel
 
         ws = self._wrench_ws
         if ws is None:

@@ -656,13 +656,11 @@ def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=N
     return pt
 
 
-#: extra relative cost of a body on a handle path, measured with
-#: ``python scripts/bench_parallel.py --profile autotree:nb=1000000,bf=1 r2 7``: 210 against 186 ns per
-#: body (0.13) on the planar chain, whose walk goes all the way up (Y = 0 past the first few hundred
-#: bodies, but e~, S~ and Y are still formed); 192 against 185 (0.04) on the 3-D chain (skew=0.5),
-#: whose walk stops after a few thousand bodies.  0.12 leaves both within 4% of balanced on 2 ranks
-#: (0.18, the figure before the path transforms were carried in registers, left the 3-D chain 6.5%
-#: off).  It was 0.45 before the walk skipped the bodies with zero Y.
+#: extra relative cost of a body on a handle path (the sensitivity walk and the carried path
+#: transforms), for the partitioner's weights: between the planar chain's (whose walk goes all the
+#: way up) and the 3-D chain's (whose walk stops after a few thousand bodies), so that both are
+#: balanced on 2 ranks; ``python scripts/benchmarks/bench_parallel.py --profile SPEC r2 7`` measures
+#: it, and docs/parallel-engine.md gives the figures.
 PATH_WEIGHT = 0.12
 
 

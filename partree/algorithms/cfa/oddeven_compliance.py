@@ -1,7 +1,6 @@
-"""Compiled kernels of the constraint force algorithm (CFA, seed 000): setup, constraint bases,
-the Newton-Euler wrenches, and the seed's compliance-form odd-even kernel
+"""The seed's compliance form of the odd-even constraint force algorithm
 (``cfa(..., method='odd-even-compliance')``; the default odd-even reduction is the scattering
-form of ``partree.algorithms.cfa_scattering``).
+form of :mod:`partree.algorithms.cfa.oddeven_scattering`).
 
 Notation (Featherstone; see ``partree.algorithms.cfa`` for the whole picture):
 body j, parent l = parent[j], X_j = X_up[j] (motion transform l -> j), S_j the motion subspace
@@ -46,7 +45,7 @@ forward (base first)
 
 Everything is O(N) for any tree; no allocation inside the loops.  The small block loops run with
 literal sizes for the common all-revolute/prismatic case (5 constraint directions per joint),
-which the compiler unrolls (about 2x faster than run-time sizes); mixed sizes take the run-time
+which the compiler unrolls; mixed sizes take the run-time
 path.  The stages are separately compiled functions (compile time), called once per chain or per
 height group.
 
@@ -61,121 +60,14 @@ chain (an inertia-weighted projection of the body equation is unstable on long c
 import numpy as np
 from numba import njit
 
-from ..joints import (FIXED, FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, joint_kinematics,
-                      joint_kinematics_at)
-from .primitives import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
-                       xform_force_T_add, xform_motion)
-from .aba import articulated_project
-
-#: error kinds returned by the kernels next to the offending body
-ERR_NONE, ERR_UNIVERSAL, ERR_MASSLESS, ERR_SINGULAR_INERTIA, ERR_SINGULAR_IA, ERR_SINGULAR_A, ERR_GRAM = range(7)
+from ..linalg import cholesky, lsolve_cols, lsolve_vec, ltsolve_vec, spd_inverse
+from ..primitives import congruence_add, xform_force_T_add, xform_motion
+from .result import CFAResult
+from .common import (ERR_MASSLESS, ERR_NONE, ERR_SINGULAR_A, ERR_SINGULAR_IA, ERR_SINGULAR_INERTIA, base_acceleration,
+                     check_invertible, raise_error, setup, trim_levels, woodbury_backward_group,
+                     woodbury_forward_group, workspace)
 
 
-# ----------------------------------------------------------------------------------------------
-# constraint bases
-# ----------------------------------------------------------------------------------------------
-@njit(cache=True, inline="always")
-def _perp_pair(a, u1, u2):
-    """Two unit vectors completing the unit vector a to a right-handed basis (u1, u2, a).
-
-    The fixed rule: e = the coordinate axis least aligned with a (smallest |a_k|, the first on
-    ties), u1 = normalise(e - (e.a) a), u2 = a x u1.  For a = z this gives u1 = x, u2 = y."""
-    k = 0
-    if abs(a[1]) < abs(a[k]):
-        k = 1
-    if abs(a[2]) < abs(a[k]):
-        k = 2
-    d = a[k]
-    x0 = -d * a[0]
-    x1 = -d * a[1]
-    x2 = -d * a[2]
-    if k == 0:
-        x0 += 1.0
-    elif k == 1:
-        x1 += 1.0
-    else:
-        x2 += 1.0
-    nn = 1.0 / np.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
-    u1[0] = x0 * nn
-    u1[1] = x1 * nn
-    u1[2] = x2 * nn
-    u2[0] = a[1] * u1[2] - a[2] * u1[1]
-    u2[1] = a[2] * u1[0] - a[0] * u1[2]
-    u2[2] = a[0] * u1[1] - a[1] * u1[0]
-
-
-@njit(cache=True)
-def constraint_rows(jt, S, iv, Wt, is_, u1, u2):
-    """Write W_j^T (rows) of joint type jt with motion subspace rows S[iv:iv+nv] into
-    Wt[is_:is_+6-nv].  Returns False when the subspace is degenerate (universal joint with
-    parallel axes)."""
-    m = 6
-    if jt == REVOLUTE:
-        m = 5
-    elif jt == PRISMATIC:
-        m = 5
-    elif jt == UNIVERSAL:
-        m = 4
-    elif jt == SPHERICAL:
-        m = 3
-    elif jt == FREE:
-        m = 0
-    for d in range(m):
-        for k in range(6):
-            Wt[is_ + d, k] = 0.0
-    if jt == REVOLUTE:
-        _perp_pair(S[iv, 0:3], u1, u2)
-        for k in range(3):
-            Wt[is_, k] = u1[k]
-            Wt[is_ + 1, k] = u2[k]
-        for d in range(3):
-            Wt[is_ + 2 + d, 3 + d] = 1.0
-    elif jt == PRISMATIC:
-        _perp_pair(S[iv, 3:6], u1, u2)
-        for d in range(3):
-            Wt[is_ + d, d] = 1.0
-        for k in range(3):
-            Wt[is_ + 3, 3 + k] = u1[k]
-            Wt[is_ + 4, 3 + k] = u2[k]
-    elif jt == UNIVERSAL:
-        b0, b1, b2 = S[iv, 0], S[iv, 1], S[iv, 2]
-        c0, c1, c2 = S[iv + 1, 0], S[iv + 1, 1], S[iv + 1, 2]
-        n0 = b1 * c2 - b2 * c1
-        n1 = b2 * c0 - b0 * c2
-        n2 = b0 * c1 - b1 * c0
-        nn = np.sqrt(n0 * n0 + n1 * n1 + n2 * n2)
-        if not nn > 1e-9:
-            return False
-        Wt[is_, 0] = n0 / nn
-        Wt[is_, 1] = n1 / nn
-        Wt[is_, 2] = n2 / nn
-        for d in range(3):
-            Wt[is_ + 1 + d, 3 + d] = 1.0
-    elif jt == SPHERICAL:
-        for d in range(3):
-            Wt[is_ + d, 3 + d] = 1.0
-    elif jt == FIXED:
-        for d in range(6):
-            Wt[is_ + d, d] = 1.0
-    return True
-
-
-@njit(cache=True)
-def rows_kernel(jtype, idx_v, idx_s, S, rows_ready, Wt):
-    """All constraint rows from the motion subspaces S (only the universal joints' when
-    ``rows_ready``).  Returns -1 or a degenerate universal joint."""
-    u1 = np.empty(3)
-    u2 = np.empty(3)
-    for i in range(jtype.shape[0]):
-        if not rows_ready or jtype[i] == UNIVERSAL:
-            if not constraint_rows(jtype[i], S, idx_v[i], Wt, idx_s[i], u1, u2):
-                return i
-    return -1
-
-
-# ----------------------------------------------------------------------------------------------
-# small dense helpers (all in caller-owned buffers)
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
 def _inv3_sym(Ic, J):
     """J = Ic^-1 for a symmetric 3x3; returns False when Ic is singular (relative test)."""
@@ -265,176 +157,6 @@ def _phi_moved(E, r, mass, com, J, Jt, out):
 
 
 @njit(cache=True, inline="always")
-def _chol(A, m):
-    """In-place lower Cholesky factor L of the leading m x m block of A, with the *reciprocal*
-    diagonal 1/L_kk stored on the diagonal (so that the solves multiply).  False if not SPD."""
-    for k in range(m):
-        s = A[k, k]
-        for t in range(k):
-            s -= A[k, t] * A[k, t]
-        if not s > 0.0:
-            return False
-        inv = 1.0 / np.sqrt(s)
-        A[k, k] = inv
-        for i in range(k + 1, m):
-            s = A[i, k]
-            for t in range(k):
-                s -= A[i, t] * A[k, t]
-            A[i, k] = s * inv
-    return True
-
-
-@njit(cache=True, inline="always")
-def _lsolve_cols(Lf, m, B, nc):
-    """B[:m, :nc] := L^-1 B (L from ``_chol``)."""
-    for col in range(nc):
-        for i in range(m):
-            s = B[i, col]
-            for t in range(i):
-                s -= Lf[i, t] * B[t, col]
-            B[i, col] = s * Lf[i, i]
-
-
-@njit(cache=True, inline="always")
-def _lsolve_vec(Lf, m, x):
-    for i in range(m):
-        s = x[i]
-        for t in range(i):
-            s -= Lf[i, t] * x[t]
-        x[i] = s * Lf[i, i]
-
-
-@njit(cache=True, inline="always")
-def _ltsolve_vec(Lf, m, x):
-    for i in range(m - 1, -1, -1):
-        s = x[i]
-        for t in range(i + 1, m):
-            s -= Lf[t, i] * x[t]
-        x[i] = s * Lf[i, i]
-
-
-@njit(cache=True)
-def _spd_inv(M, n, out, T):
-    """out = M^-1 for an SPD n x n M (Cholesky in the scratch T); False if not SPD."""
-    for i in range(n):
-        for j in range(n):
-            T[i, j] = M[i, j]
-    if not _chol(T, n):
-        return False
-    for col in range(n):
-        for i in range(n):
-            out[i, col] = 1.0 if i == col else 0.0
-        for i in range(col, n):
-            s = out[i, col]
-            for t in range(col, i):
-                s -= T[i, t] * out[t, col]
-            out[i, col] = s * T[i, i]
-        for i in range(n - 1, -1, -1):
-            s = out[i, col]
-            for t in range(i + 1, n):
-                s -= T[t, i] * out[t, col]
-            out[i, col] = s * T[i, i]
-    return True
-
-
-# ----------------------------------------------------------------------------------------------
-# pass 1: kinematics, bias forces, constraint bases, drive forces
-# ----------------------------------------------------------------------------------------------
-@njit(cache=True)
-def setup_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, idx_s,
-                 q, qd, tau, f_ext, has_fext, need_IA, rows_ready, E, r, v, c, p, IA, S, Wt, FT, err):
-    """Velocities v, velocity products c, bias forces p = v x* I v - f_ext, the rigid inertia
-    IA = I of the bodies flagged in need_IA, constraint rows Wt and drive forces
-    F_T = (S^T S)^-1 tau.  With ``rows_ready`` the rows of all but the universal joints (whose
-    basis depends on q) are kept from the previous call.  Returns -1, or the offending body
-    (err[0] says why)."""
-    n = parent.shape[0]
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    G = np.empty((6, 6))
-    Gi = np.empty((6, 6))
-    T = np.empty((6, 6))
-    cJ = np.empty(6)
-    vJ = np.empty(6)
-    h = np.empty(6)
-    tmp = np.empty(6)
-    u1 = np.empty(3)
-    u2 = np.empty(3)
-    for i in range(n):
-        iv = idx_v[i]
-        if jtype[i] == REVOLUTE:    # 1-DOF joints inlined with a constant type (see joints.joint_kinematics_at)
-            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                  E[i], r[i], S[iv:], cJ, R, R2)
-        elif jtype[i] == PRISMATIC:
-            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                  E[i], r[i], S[iv:], cJ, R, R2)
-        else:
-            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ,
-                                     R, R2)
-        for k in range(6):
-            vJ[k] = 0.0
-        for d in range(nv):
-            for k in range(6):
-                vJ[k] += S[iv + d, k] * qd[iv + d]
-        pi = parent[i]
-        if pi < 0:
-            for k in range(6):
-                v[i, k] = vJ[k]
-                c[i, k] = cJ[k]
-        else:
-            xform_motion(E[i], r[i], v[pi], tmp)
-            for k in range(6):
-                v[i, k] = tmp[k] + vJ[k]
-            cross_motion(v[i], vJ, tmp)
-            for k in range(6):
-                c[i, k] = cJ[k] + tmp[k]
-        inertia_times(mass[i], com[i], I_com[i], v[i], h)
-        cross_force(v[i], h, p[i])
-        if has_fext:
-            for k in range(6):
-                p[i, k] -= f_ext[i, k]
-        if need_IA[i]:
-            inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
-        if not rows_ready or jtype[i] == UNIVERSAL:
-            if not constraint_rows(jtype[i], S, iv, Wt, idx_s[i], u1, u2):
-                err[0] = ERR_UNIVERSAL
-                return i
-        # drive forces: F_T = (S^T S)^-1 tau  (= tau for an orthonormal S)
-        if nv == 1:
-            g = S[iv, 0] ** 2 + S[iv, 1] ** 2 + S[iv, 2] ** 2 + S[iv, 3] ** 2 + S[iv, 4] ** 2 + S[iv, 5] ** 2
-            FT[iv] = tau[iv] / g
-        elif nv > 1:
-            orth = True
-            for d in range(nv):
-                for e in range(nv):
-                    s = 0.0
-                    for k in range(6):
-                        s += S[iv + d, k] * S[iv + e, k]
-                    G[d, e] = s
-                    if abs(s - (1.0 if d == e else 0.0)) > 1e-14:
-                        orth = False
-            if orth:
-                for d in range(nv):
-                    FT[iv + d] = tau[iv + d]
-            else:
-                if not _spd_inv(G, nv, Gi, T):
-                    err[0] = ERR_GRAM
-                    return i
-                for d in range(nv):
-                    s = 0.0
-                    for e in range(nv):
-                        s += Gi[d, e] * tau[iv + e]
-                    FT[iv + d] = s
-    return -1
-
-
-
-# ----------------------------------------------------------------------------------------------
-# helpers of the odd-even kernel.  Block sizes are arguments; the kernel calls them with literal
-# sizes for the common case (revolute and prismatic joints: 5 constraint directions) so that the
-# compiler unrolls the small block loops, and with run-time sizes otherwise.
-# ----------------------------------------------------------------------------------------------
-@njit(cache=True, inline="always")
 def _mat6_vec(M, x, out):
     for i in range(6):
         out[i] = (M[i, 0] * x[0] + M[i, 1] * x[1] + M[i, 2] * x[2] + M[i, 3] * x[3]
@@ -493,7 +215,7 @@ def _coupling(Wt, isj, MJ, isp, MP, Kp, E, r, M1, z, out):
 def _body_phi(j, is_tip_node, mass, com, I_com, IA, J, Phi, T):
     """Phi_j into Phi (and J_j into J for a rigid body).  Returns an error kind or ERR_NONE."""
     if is_tip_node:
-        if not _spd_inv(IA[j], 6, Phi, T):
+        if not spd_inverse(IA[j], 6, Phi):
             return ERR_SINGULAR_IA
         return ERR_NONE
     if not mass[j] > 0.0:
@@ -505,66 +227,21 @@ def _body_phi(j, is_tip_node, mass, com, I_com, IA, J, Phi, T):
 
 
 @njit(cache=True, inline="always")
-def _aba_backward(j, pj, iv, nv, E, r, c, p, IA, S, FT, U, Dinv, u, Ia, pa, T, D, tmp):
-    """Inertia form of collapsing the one-body chain j onto its parent pj (ABA's step):
-    U = IA S, D = S^T IA S, u = tau - S^T pA, Ia = IA - U D^-1 U^T, pa = pA + Ia c + U D^-1 u.
-    (tau is recovered as S^T S F_T.)  Returns False when D is singular."""
-    for d in range(nv):
-        for k in range(6):
-            s = 0.0
-            for l in range(6):
-                s += IA[j, k, l] * S[iv + d, l]
-            U[iv + d, k] = s
-    for d in range(nv):
-        # tau_d = sum_e (S_d . S_e) F_T,e
-        t = 0.0
-        for e in range(nv):
-            g = 0.0
-            for k in range(6):
-                g += S[iv + d, k] * S[iv + e, k]
-            t += g * FT[iv + e]
-        for k in range(6):
-            t -= S[iv + d, k] * p[j, k]
-        u[iv + d] = t
-        for e in range(nv):
-            s = 0.0
-            for k in range(6):
-                s += S[iv + d, k] * U[iv + e, k]
-            D[d, e] = s
-    if nv == 1:
-        if not D[0, 0] > 0.0:
-            return False
-        Dinv[iv, 0] = 1.0 / D[0, 0]
-    elif nv > 1:
-        if not _spd_inv(D, nv, Ia, T):
-            return False
-        for d in range(nv):
-            for e in range(nv):
-                Dinv[iv + d, e] = Ia[d, e]
-    if pj < 0:
-        return True
-    articulated_project(IA[j], p[j], c[j], U, Dinv, u, iv, nv, Ia, pa, tmp)
-    congruence_add(E[j], r[j], Ia, IA[pj], T)
-    xform_force_T_add(E[j], r[j], pa, p[pj])
-    return True
-
-
-@njit(cache=True, inline="always")
 def _eliminate(A, Cup, Y2, rr, j, jd, has_d, M, MU, MD):
     """Phase 1 for the eliminated joint j (upper neighbour's size MU, lower neighbour jd's MD):
     L = chol(A_jj) in place, Y1 = L^-1 A_{j,up} in Cup[j], Y2 = L^-1 A_{j,down}, y = L^-1 r_j."""
     Aj = A[j]
-    if not _chol(Aj, M):
+    if not cholesky(Aj, M):
         return False
-    _lsolve_cols(Aj, M, Cup[j], MU)
+    lsolve_cols(Aj, M, Cup[j], MU)
     if has_d:
         Yj = Y2[j]
         Cd = Cup[jd]
         for d in range(M):
             for e in range(MD):
                 Yj[d, e] = Cd[e, d]
-        _lsolve_cols(Aj, M, Yj, MD)
-    _lsolve_vec(Aj, M, rr[j])
+        lsolve_cols(Aj, M, Yj, MD)
+    lsolve_vec(Aj, M, rr[j])
     return True
 
 
@@ -646,8 +323,6 @@ def _wrench_one(S, FT, Wt, FS, iv, NV, is_, M, Fj):
         Fj[k] = t
 
 
-# run-time-size variants (one compiled copy each, for mixed block sizes; the literal-size calls
-# are inlined)
 @njit(cache=True)
 def _eliminate_rt(A, Cup, Y2, rr, j, jd, has_d, M, MU, MD):
     return _eliminate(A, Cup, Y2, rr, j, jd, has_d, M, MU, MD)
@@ -680,9 +355,6 @@ def _proj_rt(Wt, isj, MJ, T, TW, Aj):
     _proj_sym(Wt, isj, MJ, T, TW, Aj)
 
 
-# ----------------------------------------------------------------------------------------------
-# the stages of the odd-even kernel (separately compiled: the kernel below runs them)
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _setup_chain(b0, L, cidx, idx_v, idx_s, ms, mass, com, I_com, E, r, c, p, IA, S, Wt, FT, tip_node,
                  A, Cup, rr, M6, V6, M3, err):
@@ -826,7 +498,7 @@ def _collapse_chain(j, parent, idx_v, idx_s, ms, E, r, p, IA, S, Wt, FT, A, rr, 
     mj = ms[j]
     nv = 6 - mj
     isj = idx_s[j]
-    if not _chol(A[j], mj):
+    if not cholesky(A[j], mj):
         return False
     pj = parent[j]
     if pj < 0:
@@ -835,10 +507,10 @@ def _collapse_chain(j, parent, idx_v, idx_s, ms, E, r, p, IA, S, Wt, FT, A, rr, 
     for d in range(mj):
         for kk in range(6):
             XW[d, kk] = Wt[isj + d, kk]
-    _lsolve_cols(A[j], mj, XW, 6)
+    lsolve_cols(A[j], mj, XW, 6)
     for kk in range(6):
         x[kk] = rr[j, kk] if kk < mj else 0.0
-    _lsolve_vec(A[j], mj, x)
+    lsolve_vec(A[j], mj, x)
     for kk in range(6):
         s2 = 0.0
         for d in range(nv):
@@ -864,7 +536,6 @@ def _forward_chain(b0, L, cidx, parent, idx_v, idx_s, ms, mass, com, I_com, a0, 
     equation A^ F_S = r^ + W^T X a_parent, back-substitution of the levels (last first), the
     joint wrenches F = S F_T + W F_S, then the accelerations along the chain."""
     T = M6[0]
-    T2 = M6[1]
     Phi = M6[2]
     D = M6[3]
     Ia = M6[4]
@@ -885,8 +556,8 @@ def _forward_chain(b0, L, cidx, parent, idx_v, idx_s, ms, mass, com, I_com, a0, 
     _rows_dot(Wt, isj, mj, tmp, x)
     for d in range(mj):
         x[d] += rr[j, d]
-    _lsolve_vec(A[j], mj, x)
-    _ltsolve_vec(A[j], mj, x)
+    lsolve_vec(A[j], mj, x)
+    ltsolve_vec(A[j], mj, x)
     for d in range(mj):
         FS[isj + d] = x[d]
     # back-substitution, last level first: x_e = L^-T (y - Y1 x_up - Y2 x_down)
@@ -938,11 +609,11 @@ def _forward_chain(b0, L, cidx, parent, idx_v, idx_s, ms, mass, com, I_com, a0, 
             for kk in range(6):
                 for ll in range(6):
                     T[kk, ll] = IA[jj, kk, ll]
-            _chol(T, 6)
+            cholesky(T, 6)
             for kk in range(6):
                 tmp2[kk] = g[kk]
-            _lsolve_vec(T, 6, tmp2)
-            _ltsolve_vec(T, 6, tmp2)
+            lsolve_vec(T, 6, tmp2)
+            ltsolve_vec(T, 6, tmp2)
         else:
             _inv3_sym(I_com[jj], J)
             _phi_body(mass[jj], com[jj], J, Phi)
@@ -967,7 +638,7 @@ def _forward_chain(b0, L, cidx, parent, idx_v, idx_s, ms, mass, com, I_com, a0, 
                     for kk in range(6):
                         t += S[ivj + d, kk] * S[ivj + e2, kk]
                     D[d, e2] = t
-            _spd_inv(D, nvj, Ia, T2)
+            spd_inverse(D, nvj, Ia)
             for d in range(nvj):
                 t = 0.0
                 for e2 in range(nvj):
@@ -980,82 +651,6 @@ def _forward_chain(b0, L, cidx, parent, idx_v, idx_s, ms, mass, com, I_com, a0, 
             a[jj, kk] = t
 
 
-@njit(cache=True, inline="always")
-def _woodbury_forward(j, a_parent, idx_v, idx_s, ms, E, r, c, p, IA, S, Wt, U, Dinv, u, FS, F, a, qdd, tmp, g):
-    """Forward step of a one-body chain in inertia form: qdd = D^-1 (u - U^T a), a += S qdd,
-    F = IA a + pA, F_S = W^T F."""
-    iv = idx_v[j]
-    mj = ms[j]
-    nv = 6 - mj
-    isj = idx_s[j]
-    xform_motion(E[j], r[j], a_parent, tmp)
-    for kk in range(6):
-        a[j, kk] = tmp[kk] + c[j, kk]
-    for d in range(nv):
-        t = u[iv + d]
-        for kk in range(6):
-            t -= U[iv + d, kk] * a[j, kk]
-        g[d] = t
-    for d in range(nv):
-        t = 0.0
-        for e2 in range(nv):
-            t += Dinv[iv + d, e2] * g[e2]
-        qdd[iv + d] = t
-    for d in range(nv):
-        for kk in range(6):
-            a[j, kk] += S[iv + d, kk] * qdd[iv + d]
-    for kk in range(6):
-        t = p[j, kk]
-        for ll in range(6):
-            t += IA[j, kk, ll] * a[j, ll]
-        F[j, kk] = t
-    for d in range(mj):
-        FS[isj + d] = (Wt[isj + d, 0] * F[j, 0] + Wt[isj + d, 1] * F[j, 1] + Wt[isj + d, 2] * F[j, 2]
-                       + Wt[isj + d, 3] * F[j, 3] + Wt[isj + d, 4] * F[j, 4] + Wt[isj + d, 5] * F[j, 5])
-
-
-@njit(cache=True)
-def _woodbury_backward_group(g0, g1, corder, cptr, cidx, parent, idx_v, ms, E, r, c, p, IA, S, FT, U, Dinv, u,
-                             err):
-    """Backward step of every one-body chain of the group, in inertia form (ABA's step)."""
-    Ia = np.empty((6, 6))
-    T = np.empty((6, 6))
-    D = np.empty((6, 6))
-    pa = np.empty(6)
-    tmp = np.empty(6)
-    for gi in range(g0, g1):
-        ch = corder[gi]
-        b0 = cptr[ch]
-        if cptr[ch + 1] - b0 != 1:
-            continue
-        j = cidx[b0]
-        if not _aba_backward(j, parent[j], idx_v[j], 6 - ms[j], E, r, c, p, IA, S, FT, U, Dinv, u, Ia, pa, T, D,
-                             tmp):
-            err[0] = ERR_SINGULAR_IA
-            return j
-    return -1
-
-
-@njit(cache=True)
-def _woodbury_forward_group(g0, g1, corder, cptr, cidx, parent, a0, idx_v, idx_s, ms, E, r, c, p, IA, S, Wt,
-                            U, Dinv, u, FS, F, a, qdd):
-    """Forward step of every one-body chain of the group, in inertia form."""
-    tmp = np.empty(6)
-    g = np.empty(6)
-    for gi in range(g0, g1):
-        ch = corder[gi]
-        b0 = cptr[ch]
-        if cptr[ch + 1] - b0 != 1:
-            continue
-        j = cidx[b0]
-        pj = parent[j]
-        _woodbury_forward(j, a0 if pj < 0 else a[pj], idx_v, idx_s, ms, E, r, c, p, IA, S, Wt, U, Dinv, u,
-                          FS, F, a, qdd, tmp, g)
-
-
-# ----------------------------------------------------------------------------------------------
-# the odd-even kernel
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True)
 def oddeven_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, E, r, c, p, IA, S, Wt, FT,
                    cptr, cidx, corder, gptr, tip_node, woodbury,
@@ -1079,7 +674,7 @@ def oddeven_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, E, r, c, p, I
         g1 = gptr[h + 1]
         # 1. every chain's block-tridiagonal system (one-body chains: ABA's step, Woodbury)
         if woodbury:
-            bad = _woodbury_backward_group(g0, g1, corder, cptr, cidx, parent, idx_v, ms, E, r, c, p, IA, S, FT, U,
+            bad = woodbury_backward_group(g0, g1, corder, cptr, cidx, parent, idx_v, ms, E, r, c, p, IA, S, FT, U,
                                            Dinv, u, err)
             if bad >= 0:
                 return bad
@@ -1111,7 +706,7 @@ def oddeven_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, E, r, c, p, I
     # ================================================================ forward: base first
     for h in range(ng - 1, -1, -1):
         if woodbury:
-            _woodbury_forward_group(gptr[h], gptr[h + 1], corder, cptr, cidx, parent, a0, idx_v, idx_s, ms, E, r, c,
+            woodbury_forward_group(gptr[h], gptr[h + 1], corder, cptr, cidx, parent, a0, idx_v, idx_s, ms, E, r, c,
                                     p, IA, S, Wt, U, Dinv, u, FS, F, a, qdd)
         for gi in range(gptr[h], gptr[h + 1]):
             ch = corder[gi]
@@ -1124,39 +719,20 @@ def oddeven_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, E, r, c, p, I
     return -1
 
 
-# ----------------------------------------------------------------------------------------------
-# optional: joint wrenches by the Newton-Euler inward pass from the computed qdd
-# ----------------------------------------------------------------------------------------------
-@njit(cache=True)
-def newton_euler_wrenches(parent, idx_v, idx_s, ms, mass, com, I_com, a0, E, r, v, c, S, Wt, qdd, f_ext, has_fext,
-                          a, F, FS):
-    """F_j = I_j a_j + v_j x* I_j v_j - f_ext,j + sum_c X_c^T F_c with a_j = X_j a_l + S_j qdd_j + c_j
-    (the inward pass of RNEA), then F_S,j = W_j^T F_j.  Uses the kinematics of ``setup_kernel``."""
-    n = parent.shape[0]
-    h = np.empty(6)
-    tmp = np.empty(6)
-    for j in range(n):
-        pj = parent[j]
-        if pj < 0:
-            xform_motion(E[j], r[j], a0, tmp)
-        else:
-            xform_motion(E[j], r[j], a[pj], tmp)
-        iv = idx_v[j]
-        nv = 6 - ms[j]
-        for k in range(6):
-            t = tmp[k] + c[j, k]
-            for d in range(nv):
-                t += S[iv + d, k] * qdd[iv + d]
-            a[j, k] = t
-        body_force(mass[j], com[j], I_com[j], v[j], a[j], F[j], h, tmp)
-        if has_fext:
-            for k in range(6):
-                F[j, k] -= f_ext[j, k]
-    for j in range(n - 1, -1, -1):
-        pj = parent[j]
-        if pj >= 0:
-            xform_force_T_add(E[j], r[j], F[j], F[pj])
-        is_ = idx_s[j]
-        for d in range(ms[j]):
-            FS[is_ + d] = (Wt[is_ + d, 0] * F[j, 0] + Wt[is_ + d, 1] * F[j, 1] + Wt[is_ + d, 2] * F[j, 2]
-                           + Wt[is_ + d, 3] * F[j, 3] + Wt[is_ + d, 4] * F[j, 4] + Wt[is_ + d, 5] * F[j, 5])
+def cfa_oddeven_compliance(model, q, qd, tau, F_ext, has_f, woodbury):
+    check_invertible(model, "odd-even-compliance")
+    topo, ws = workspace(model)
+    setup(model, ws, topo, q, qd, tau, F_ext, has_f, topo.need_IA if woodbury else topo.need_IA_fs)
+    FS = np.empty(topo.ns)
+    F = np.empty((model.n, 6))
+    qdd = np.empty(model.nv)
+    levels = np.zeros(64, dtype=np.int64)
+    ws.err[0] = 0
+    bad = oddeven_kernel(model.parent, model.idx_v, topo.idx_s, topo.ns_j, model.mass, model.com, model.I_com,
+                         base_acceleration(model), ws.E, ws.r, ws.c, ws.p, ws.IA, ws.S, ws.Wt, ws.FT,
+                         topo.cptr, topo.cidx, topo.corder, topo.gptr, topo.tip_node, bool(woodbury),
+                         ws.A, ws.Cup, ws.Y2, ws.rr, ws.U, ws.Dinv, ws.u, FS, F, ws.a, qdd, levels, ws.err)
+    if bad >= 0:
+        raise_error(model, bad, int(ws.err[0]), "odd-even-compliance")
+    return CFAResult(model, "odd-even-compliance", qdd, FS, ws.FT.copy(), F, q.copy(), topo.idx_s, topo.ns_j,
+                     trim_levels(levels))

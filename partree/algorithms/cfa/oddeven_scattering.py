@@ -1,7 +1,7 @@
 """Compiled kernels of the odd-even constraint force algorithm in scattering (Redheffer) form.
 
 This is the default chain reduction of ``cfa(..., method='odd-even')``; the seed's compliance
-form (``cfa_oddeven.oddeven_kernel``) stays available as ``method='odd-even-compliance'``.
+form (:mod:`partree.algorithms.cfa.oddeven_compliance`) stays available as ``method='odd-even-compliance'``.
 
 Segments
 --------
@@ -69,19 +69,18 @@ every chain body needs D_j = S_j^T I_j S_j > 0 (a massless body inside a chain i
 Block loops have literal sizes (6) and the 1-DOF case (revolute, prismatic) is written out; other
 joints take a run-time-size path.  No allocation inside the loops.
 
-Cost (one core, autoTree chain of 10^5 bodies, ABA ~30 ms): ~137 ms in all (~4.5x ABA): setup and
-kinematics ~14 ms, one-body segments ~20 ms, level-1 pair compositions ~15 ms, the 6x6
-compositions of levels >= 2 (one LU and ~1800 multiply-adds each) ~40 ms plus memory traffic,
-back-substitution with the per-body step ~28 ms.  Binary trees are one-body chains, which take
-ABA's step (~1.9x ABA, as in the compliance form).
+Cost: the 6x6 compositions of levels >= 2 (one LU and ~1800 multiply-adds each) dominate on long
+chains; binary trees are one-body chains, which take ABA's step, as in the compliance form
+(docs/performance.md has the measured figures).
 """
 import numpy as np
 from numba import njit
 
-from .primitives import congruence_add, inertia_from_compact, inertia_times, xform_force_T_add, xform_motion
-from .cfa_oddeven import (ERR_MASSLESS, ERR_SINGULAR_A, ERR_SINGULAR_IA, _spd_inv, _woodbury_backward_group,
-                          _woodbury_forward_group)
-
+from ..linalg import spd_inverse
+from ..primitives import congruence_add, inertia_from_compact, inertia_times, xform_force_T_add, xform_motion
+from .result import CFAResult
+from .common import (ERR_MASSLESS, ERR_SINGULAR_A, ERR_SINGULAR_IA, base_acceleration, raise_error, setup,
+                     trim_levels, woodbury_backward_group, woodbury_forward_group, workspace)
 
 #: floating-point contraction (a*b + c as one fused multiply-add, which rounds once) and
 #: reassociation of the short sums; no finite-math assumption, so NaN checks keep working
@@ -93,9 +92,6 @@ _FM = {"contract", "reassoc"}
 BLOCK = 64
 
 
-# ----------------------------------------------------------------------------------------------
-# small helpers
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True, fastmath=_FM, inline="always")
 def _xt_matrix(E, r, XT):
     """XT = X^T = [[E^T, rx E^T], [0, E^T]] for the motion transform X = (E, r)."""
@@ -199,8 +195,6 @@ def _copy6(A, B):
             B[i, j] = A[i, j]
 
 
-# 6x6 products with one row of the left factor held in registers (the compiler cannot prove that
-# the output does not alias the inputs, so it would otherwise reload every operand)
 @njit(cache=True, fastmath=_FM, inline="always")
 def _mm_ab(A, B, C):
     """C = A B."""
@@ -246,9 +240,6 @@ def _sym_add_atb(K, A, B, out):
             out[l, k] = out[k, l]
 
 
-# ----------------------------------------------------------------------------------------------
-# one body's segment
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True, fastmath=_FM, inline="always")
 def _mv6(M, v):
     """M v as a tuple (v a 6-tuple or array)."""
@@ -370,7 +361,7 @@ def _leafn(j, iv, nv, I6, E, r, cv, b, tau, S, U, Dinv, u, K, T, Phi, c, d, want
                 t += S[iv + dd, k] * U[iv + e, k]
             Dm[dd, e] = t
     if nv > 0:
-        if not _spd_inv(Dm, nv, Dm2, scr):
+        if not spd_inverse(Dm, nv, Dm2):
             return False
         for dd in range(nv):
             for e in range(nv):
@@ -435,9 +426,6 @@ def _leafn(j, iv, nv, I6, E, r, cv, b, tau, S, U, Dinv, u, K, T, Phi, c, d, want
     return True
 
 
-# ----------------------------------------------------------------------------------------------
-# compositions
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True, fastmath=_FM, inline="always")
 def _compose_one(s1, Dd1, Di1, K1, T1, c1, d1, K2, T2, P2, c2, d2, Ko, To, Po, co, do, Ps, Rs, es, want_tail,
                  G, hv, y, Z, w):
@@ -554,9 +542,6 @@ def _compose_gen(K1, T1, P1, c1, d1, K2, T2, P2, c2, d2, want_tail, keep_left, P
     return True
 
 
-# ----------------------------------------------------------------------------------------------
-# stages
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True, fastmath=_FM, inline="always")
 def _body_inertia(j, tipn, mass, com, I_com, IA, I6):
     if tipn:
@@ -843,9 +828,6 @@ def _level1_bodies(c0, c1, b0, L, cidx, ap0, idx_v, idx_s, ms, mass, com, I_com,
                            + Wt[is_ + d, 3] * Fj[3] + Wt[is_ + d, 4] * Fj[4] + Wt[is_ + d, 5] * Fj[5])
 
 
-# ----------------------------------------------------------------------------------------------
-# the kernel
-# ----------------------------------------------------------------------------------------------
 @njit(cache=True, fastmath=_FM)
 def scattering_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, tau, E, r, c, p, IA, S, Wt, FT,
                       cptr, cidx, corder, gptr, tip_node, woodbury,
@@ -870,7 +852,7 @@ def scattering_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, tau, E, r,
         g0 = gptr[h]
         g1 = gptr[h + 1]
         if woodbury:
-            bad = _woodbury_backward_group(g0, g1, corder, cptr, cidx, parent, idx_v, ms, E, r, c, p, IA, S, FT, U,
+            bad = woodbury_backward_group(g0, g1, corder, cptr, cidx, parent, idx_v, ms, E, r, c, p, IA, S, FT, U,
                                            Dinv, u, err)
             if bad >= 0:
                 return bad
@@ -905,7 +887,7 @@ def scattering_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, tau, E, r,
     # ================================================================ forward: base first
     for h in range(ng - 1, -1, -1):
         if woodbury:
-            _woodbury_forward_group(gptr[h], gptr[h + 1], corder, cptr, cidx, parent, a0, idx_v, idx_s, ms, E, r, c,
+            woodbury_forward_group(gptr[h], gptr[h + 1], corder, cptr, cidx, parent, a0, idx_v, idx_s, ms, E, r, c,
                                     p, IA, S, Wt, U, Dinv, u, FS, F, a, qdd)
         for gi in range(gptr[h], gptr[h + 1]):
             ch = corder[gi]
@@ -916,3 +898,22 @@ def scattering_kernel(parent, idx_v, idx_s, ms, mass, com, I_com, a0, tau, E, r,
             _chain_forward(b0, L, cidx, parent, idx_v, idx_s, ms, mass, com, I_com, a0, E, r, c, p, IA, S, Wt,
                            tip_node, U, Dinv, u, Km, Tm, Pm, Rm, cm, dm, fin, FS, F, a, qdd, V6)
     return -1
+
+
+def cfa_oddeven_scattering(model, q, qd, tau, F_ext, has_f, woodbury):
+    topo, ws = workspace(model)
+    setup(model, ws, topo, q, qd, tau, F_ext, has_f, topo.need_IA if woodbury else topo.need_IA_fs)
+    Km, Tm, Pm, Rm, cm, dm, fin = ws.scattering()
+    FS = np.empty(topo.ns)
+    F = np.empty((model.n, 6))
+    qdd = np.empty(model.nv)
+    levels = np.zeros(64, dtype=np.int64)
+    ws.err[0] = 0
+    bad = scattering_kernel(model.parent, model.idx_v, topo.idx_s, topo.ns_j, model.mass, model.com, model.I_com,
+                            base_acceleration(model), tau, ws.E, ws.r, ws.c, ws.p, ws.IA, ws.S, ws.Wt, ws.FT,
+                            topo.cptr, topo.cidx, topo.corder, topo.gptr, topo.tip_node, bool(woodbury),
+                            Km, Tm, Pm, Rm, cm, dm, fin, ws.U, ws.Dinv, ws.u, FS, F, ws.a, qdd, levels, ws.err)
+    if bad >= 0:
+        raise_error(model, bad, int(ws.err[0]), "odd-even")
+    return CFAResult(model, "odd-even", qdd, FS, ws.FT.copy(), F, q.copy(), topo.idx_s, topo.ns_j,
+                     trim_levels(levels))

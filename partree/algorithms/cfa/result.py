@@ -1,0 +1,72 @@
+"""The result of the constraint force algorithm, whichever method or backend computed it."""
+
+
+class CFAResult:
+    """The joint accelerations and every joint's wrench, split into constraint and drive forces.
+
+    Returned by :func:`partree.cfa` and by the parallel engine's ``constraint_forces``.
+
+    Attributes
+    ----------
+    qdd : ndarray, shape (nv,)
+        Joint accelerations.
+    constraint_force : ndarray, shape (ns,)
+        F_S of every joint, concatenated in body order, each in its joint's constraint basis W_j
+        (see :mod:`partree.algorithms.cfa`); ns = sum(6 - nv_j).
+    drive_force : ndarray, shape (nv,)
+        F_T = (S^T S)^-1 tau per joint (tau itself for orthonormal S).
+    joint_wrench : ndarray, shape (n, 6)
+        F_j = S_j F_T,j + W_j F_S,j, the wrench the parent transmits to body j across joint j,
+        in body j's frame, [n; f] (what ``rnea(..., return_wrenches=True)`` returns).
+    levels : list of int
+        levels[l] = number of joints eliminated at odd-even level l + 1 (summed over all
+        chains); empty for the other methods.
+    idx_s, ns_j : ndarray
+        Offset and size of each joint's block in ``constraint_force``.
+    method : str
+        The method (or backend) that computed the result.
+    """
+
+    def __init__(self, model, method, qdd, FS, FT, F, q, idx_s, ns_j, levels, Wt=None):
+        self._model = model
+        self.method = method
+        self.qdd = qdd
+        self.constraint_force = FS
+        self.drive_force = FT
+        self.joint_wrench = F
+        self._q = q
+        self._Wt = Wt
+        self.idx_s = idx_s
+        self.ns_j = ns_j
+        self.levels = levels
+
+    @property
+    def constraint_rows(self):
+        """(ns, 6): W_j^T of every joint stacked (rows idx_s[j] .. idx_s[j] + 6 - nv_j), computed
+        on first use at the configuration of this result."""
+        if self._Wt is None:
+            from .common import constraint_bases
+
+            self._Wt = constraint_bases(self._model, self._q)[0]
+        return self._Wt
+
+    def constraint_slice(self, name):
+        """The slice of ``constraint_force`` (and of ``constraint_rows``) holding joint ``name``'s F_S."""
+        j = self._model.joint_id(name)
+        return slice(int(self.idx_s[j]), int(self.idx_s[j] + self.ns_j[j]))
+
+    def constraint_force_of(self, name):
+        """F_S of the joint ``name`` (or body index), in its basis ``constraint_basis(name)``."""
+        return self.constraint_force[self.constraint_slice(name)].copy()
+
+    def constraint_basis(self, name):
+        """W_j (6 x (6 - nv_j)) of the joint ``name``, in body j's frame, at this configuration."""
+        return self.constraint_rows[self.constraint_slice(name)].T.copy()
+
+    def constraint_wrench_of(self, name):
+        """W_j F_S,j: the reaction part of joint ``name``'s wrench, [n; f] in body j's frame."""
+        return self.constraint_basis(name) @ self.constraint_force_of(name)
+
+    def __repr__(self):
+        return (f"<CFAResult {self.method}: nv={self.qdd.size}, ns={self.constraint_force.size}, "
+                f"levels={len(self.levels)}>")
