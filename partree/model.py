@@ -109,21 +109,55 @@ def _as(a, shape, name, dtype=float):
 class Model:
     """A tree of rigid bodies.
 
-    Parameters (n = number of bodies; all arrays indexed by body):
-        parent   int[n]      parent body, -1 for the base; regular numbering parent[i] < i
-        jtype    int[n]      joint codes (``partree.joints``) or names
-        axis     float[n,3]  joint axis (revolute, prismatic, first axis of universal)
-        axis2    float[n,3]  second axis of universal joints (zeros elsewhere); optional
-        E_tree   float[n,3,3], r_tree float[n,3]
-                             joint placement: rotation from the parent body's coordinates to the
-                             joint frame, and the joint frame's origin in the parent's coordinates
-        mass     float[n], com float[n,3] (body frame), I_com float[n,3,3] (about the CoM)
-        gravity  float[3]    in base coordinates (default 0, 0, -9.81)
-        joint_names          optional list of n names; generated as 'j<i>' otherwise
-        allow_massless       accept bodies with zero mass and zero inertia (URDF frames)
-        units    int[n]      optional unit label of every body (bodies with the same label form one
-                             repeated unit, e.g. a scissor unit); every unit must be connected.
-                             The partitioner (``partree.parallel.partition``) never splits a unit.
+    Every per-body quantity is an array indexed by body number (n bodies); joint i connects
+    ``parent[i]`` to body i.  After construction the model also holds the joint sizes
+    ``nq_j``, ``nv_j`` (int[n]), their offsets ``idx_q``, ``idx_v`` in q and v, and the totals
+    ``nq``, ``nv``.
+
+    Parameters
+    ----------
+    parent : int[n]
+        Parent body, -1 for the base; regular numbering ``parent[i] < i``.
+    jtype : int[n] or sequence of str or str
+        Joint codes (``partree.joints``) or names ('revolute', 'prismatic', 'universal',
+        'spherical', 'free', 'fixed'); one name for all joints.
+    axis : float[n, 3]
+        Joint axis, a unit vector in the joint frame (revolute, prismatic, first axis of
+        universal; ignored by the other types).
+    E_tree : float[n, 3, 3]
+        Joint placement: rotation from the parent body's coordinates to the joint frame.
+    r_tree : float[n, 3]
+        Joint placement: the joint frame's origin in the parent's coordinates.
+    mass : float[n]
+        Body masses.
+    com : float[n, 3]
+        Centres of mass, in body coordinates.
+    I_com : float[n, 3, 3]
+        Rotational inertias about the centres of mass, in body axes.
+    axis2 : float[n, 3], optional
+        Second axis of universal joints (zeros elsewhere).
+    gravity : float[3], optional
+        Gravity in base coordinates (default (0, 0, -9.81)).
+    joint_names : sequence of str, optional
+        n joint names; generated as 'j<i>' otherwise (no strings stored).
+    body_names : sequence of str, optional
+        n body names; generated as 'b<i>' otherwise.
+    name : str, optional
+        Name of the model.
+    allow_massless : bool, optional
+        Accept bodies with zero mass and zero inertia (URDF frames).
+    validate : bool, optional
+        Check the arrays (:meth:`validate`); default True.
+    units : int[n], optional
+        Unit label of every body: bodies with the same label form one repeated unit (e.g. a
+        scissor unit); every unit must be connected.  The partitioner
+        (``partree.parallel.partition``) never splits a unit.
+
+    Raises
+    ------
+    PartreeInputError
+        For arrays of the wrong shape and, with ``validate``, for anything :meth:`validate`
+        refuses.
     """
 
     def __init__(self, parent, jtype, axis, E_tree, r_tree, mass, com, I_com, axis2=None,
@@ -169,6 +203,13 @@ class Model:
 
     # ------------------------------------------------------------------ validation
     def validate(self):
+        """Check the model; raise :class:`~partree.errors.PartreeInputError` naming the body.
+
+        Checks regular numbering, joint codes, finite values, unit axes, rotation matrices in
+        ``E_tree``, positive masses (zero with zero inertia where ``allow_massless``) and
+        physical inertias (symmetric, positive semi-definite, triangle inequality of the
+        principal moments).
+        """
         n, p = self.n, self.parent
         bad = np.flatnonzero((p >= np.arange(n)) | (p < -1))
         if bad.size:
@@ -251,14 +292,17 @@ class Model:
         return self.joint_names.index(name)
 
     def q_slice(self, name):
+        """Slice of the joint ``name`` (or body index) in q."""
         i = self.joint_id(name)
         return slice(int(self.idx_q[i]), int(self.idx_q[i] + self.nq_j[i]))
 
     def v_slice(self, name):
+        """Slice of the joint ``name`` (or body index) in v (qd, qdd, tau)."""
         i = self.joint_id(name)
         return slice(int(self.idx_v[i]), int(self.idx_v[i] + self.nv_j[i]))
 
     def joint_type(self, name):
+        """Type name ('revolute', ...) of the joint ``name`` (or body index)."""
         return J.NAMES[int(self.jtype[self.joint_id(name)])]
 
     @property
@@ -268,6 +312,7 @@ class Model:
                                                          "mass", "com", "I_com", "nq_j", "nv_j", "idx_q", "idx_v"))
 
     def total_mass(self):
+        """Sum of the body masses."""
         return float(self.mass.sum())
 
     # ------------------------------------------------------------------ configurations
@@ -296,6 +341,7 @@ class Model:
         return q
 
     def random_velocity(self, rng=None, scale=1.0):
+        """Random velocity: every entry uniform in [-scale, scale]."""
         rng = np.random.default_rng(rng)
         return rng.uniform(-scale, scale, self.nv)
 
@@ -327,9 +373,11 @@ class Model:
         return idx[ptr[i]:ptr[i + 1]]
 
     def roots(self):
+        """Bodies attached to the base (parent -1)."""
         return np.flatnonzero(self.parent < 0)
 
     def num_children(self):
+        """Number of children of every body."""
         ptr, _ = self.children()
         return np.diff(ptr)
 
@@ -368,6 +416,7 @@ class Model:
 
     # ------------------------------------------------------------------ workspace
     def create_data(self):
+        """A new workspace (:class:`Data`) for this model."""
         return Data(self)
 
     @property

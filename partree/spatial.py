@@ -27,11 +27,13 @@ def rotx(t):
 
 
 def roty(t):
+    """Coordinate rotation E for a frame rotated by t about y (Featherstone's roty)."""
     c, s = np.cos(t), np.sin(t)
     return np.array([[c, 0.0, -s], [0.0, 1.0, 0.0], [s, 0.0, c]])
 
 
 def rotz(t):
+    """Coordinate rotation E for a frame rotated by t about z (Featherstone's rotz)."""
     c, s = np.cos(t), np.sin(t)
     return np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
 

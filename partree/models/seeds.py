@@ -146,19 +146,19 @@ def cardan_chain(n=10, length=1.0, mass=1.0, radius=0.05, gravity=(0.0, 0.0, -9.
     named ``'j<i-1>'``.  Every joint is a ``universal`` joint (nq = nv = 2 per body, so
     nq = nv = 2 n).
 
-    ========================  =========================================================  ======
-    parameter                 value                                                      source
-    ========================  =========================================================  ======
-    topology                  a simple chain, body 1 on the given-motion body 0          paper
-    joints                    2-DOF Cardan (universal) joints                            paper
-    number of bodies          n (the benchmark uses 5 .. 50)                             paper
-    body 0's motion           none (held fixed)                                          chosen
+    ========================  ==========================================================  ======
+    parameter                 value                                                       source
+    ========================  ==========================================================  ======
+    topology                  a simple chain, body 1 on the given-motion body 0           paper
+    joints                    2-DOF Cardan (universal) joints                             paper
+    number of bodies          n (the benchmark uses 5 .. 50)                              paper
+    body 0's motion           none (held fixed)                                           chosen
     bodies                    identical uniform solid cylinders along x, length 1 m,      chosen
                               mass 1 kg, radius 0.05 m
     Cardan axes               first about y, then about the rotated z (a Hooke joint      chosen
                               between shafts along x), joint at the body's inner end
     gravity                   (0, 0, -9.81) m/s^2 (the chain starts horizontal, along x)  chosen
-    ========================  =========================================================  ======
+    ========================  ==========================================================  ======
     """
     n = int(n)
     return chain(n, joint="universal", length=length, mass=mass, radius=radius, gravity=gravity,
