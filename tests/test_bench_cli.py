@@ -116,10 +116,10 @@ def test_constraint_forces_quantity(backend, capsys):
 
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 def test_scaling_script_small(tmp_path):
-    """scripts/scaling.py end to end on a tiny model: CSVs, plots, and N-independent bytes."""
+    """scripts/benchmarks/scaling.py end to end on a tiny model: CSVs, plots, and N-independent bytes."""
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, str(root / "scripts" / "scaling.py"), "--out", str(tmp_path), "--quick",
+    p = subprocess.run([sys.executable, str(root / "scripts" / "benchmarks" / "scaling.py"), "--out", str(tmp_path), "--quick",
                         "--families", "chain", "--max-ranks", "2", "--strong-n", "2000", "--weak-n", "1000",
                         "--repeat", "1", "--bytes-n", "1000,4000", "--mpiexec", MPIEXEC],
                        capture_output=True, text=True, timeout=300, env=env)
@@ -154,11 +154,11 @@ def test_rnea_backward_error_is_scaled_by_the_terms_that_cancel(capsys):
     assert d["residual_kind"] == "rnea" and d["residual"] < 1e-13
 
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "benchmarks"
 
 
 def _script_module(name):
-    """scripts/<name>.py imported as a module (the scripts are not a package)."""
+    """scripts/benchmarks/<name>.py imported as a module (the scripts are not a package)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(f"partree_script_{name}", SCRIPTS / f"{name}.py")
@@ -168,7 +168,7 @@ def _script_module(name):
 
 
 def _run_script_json(name, *args, timeout=300):
-    """Run scripts/<name>.py with --json in a subprocess; its last stdout line parsed."""
+    """Run scripts/benchmarks/<name>.py with --json in a subprocess; its last stdout line parsed."""
     p = subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), *args, "--json"], capture_output=True,
                        text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr
@@ -176,7 +176,7 @@ def _run_script_json(name, *args, timeout=300):
 
 
 def test_contention_shares_replay_the_evaluation():
-    """scripts/contention.py times each rank's share by replaying its parts with the inputs of a
+    """scripts/benchmarks/contention.py times each rank's share by replaying its parts with the inputs of a
     full evaluation: run one share after the other, they give back every part's piece of qdd."""
     import numpy as np
 

@@ -418,7 +418,7 @@ def test_bad_arguments():
 # ----------------------------------------------------------------------------------------------
 def test_space_robot_script_short(tmp_path):
     pytest.importorskip("matplotlib")
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "space_robot_cfa.py"), "--t-end", "0.02",
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "examples", "space_robot_cfa.py"), "--t-end", "0.02",
                           "--out", str(tmp_path), "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "CFA odd-even" in out.stdout
@@ -427,7 +427,7 @@ def test_space_robot_script_short(tmp_path):
 
 
 def test_bench_script_small():
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_cfa.py"), "--sizes", "300",
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmarks", "bench_cfa.py"), "--sizes", "300",
                           "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "odd-even" in out.stdout and "ABA" in out.stdout

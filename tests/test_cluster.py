@@ -29,7 +29,7 @@ def test_job_scripts_are_wellformed(script):
     assert text.startswith("#!/usr/bin/env bash")
     directive = "#SBATCH" if script.startswith("slurm") else "#PBS"
     assert re.search(rf"^{directive} ", text, re.M)
-    assert ("cluster/run_bench.sh" in text) or ("scripts/scaling.py" in text)
+    assert ("cluster/run_bench.sh" in text) or ("scripts/benchmarks/scaling.py" in text)
     subprocess.run(["bash", "-n", str(CL / script)], check=True)
 
 

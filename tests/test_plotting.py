@@ -25,7 +25,7 @@ def test_plot_writes_pngs(tmp_path):
 def test_seed_examples_quick(tmp_path):
     import importlib.util
     import pathlib
-    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "seed_examples.py"
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "examples" / "seed_examples.py"
     spec = importlib.util.spec_from_file_location("seed_examples", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

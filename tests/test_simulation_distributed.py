@@ -292,8 +292,8 @@ def test_dask_cli_checkpoint_resume(tmp_path):
 
 
 def test_bench_simulation_script_smoke(tmp_path):
-    """scripts/bench_simulation.py: a tiny serial case, table + CSV + markdown."""
-    script = Path(__file__).parent.parent / "scripts" / "bench_simulation.py"
+    """scripts/benchmarks/bench_simulation.py: a tiny serial case, table + CSV + markdown."""
+    script = Path(__file__).parent.parent / "scripts" / "benchmarks" / "bench_simulation.py"
     csv_path = tmp_path / "b.csv"
     p = subprocess.run([sys.executable, str(script), "--sizes", "100", "--backends", "serial", "--steps", "3",
                         "--repeat", "1", "--csv", str(csv_path), "--markdown"],

@@ -27,29 +27,6 @@ def add_parser(sub):
     return s
 
 
-def partition_report(model, pt, nranks=None):
-    """A JSON-ready description of a partition: totals (``Partition.summary``) and per part its
-    root joint, parent part, handle body, size, weight, cost, rank and boundary joints."""
-    out = pt.summary()
-    out.update({"model": model.name, "n": int(model.n), "total_weight": float(pt.weights.sum())})
-    owner = pt.owner_for(nranks) if nranks else None
-    if nranks:
-        loads = pt.rank_loads(nranks)
-        out.update({"ranks": int(nranks), "rank_loads": loads.tolist(),
-                    "rank_imbalance": float(loads.max() / loads.mean())})
-    parts = []
-    for k in range(pt.nparts):
-        r = int(pt.roots[k])
-        parts.append({"part": k, "root_body": r, "root_joint": model.joint_names[r],
-                      "parent_part": int(pt.part_parent[k]), "handle_body": int(pt.handle[k]),
-                      "bodies": int(pt.sizes[k]), "weight": float(pt.weights[k]),
-                      "cost": float(pt.costs[k] if pt.costs is not None else pt.weights[k]),
-                      "rank": None if owner is None else int(owner[k]),
-                      "boundary_joints": [model.joint_names[int(j)] for j in pt.boundary_joints(k)]})
-    out["parts"] = parts
-    return out
-
-
 def run(a):
     import json
 
@@ -61,7 +38,7 @@ def run(a):
     pw = PATH_WEIGHT if a.path_weight is None else a.path_weight
     pt = make_partition(m, a.parts, pw, nranks=a.ranks)
     dt = time.perf_counter() - t0
-    rep = partition_report(m, pt, a.ranks)
+    rep = pt.report(m, a.ranks)
     rep["seconds"] = dt
     if a.out:
         with open(a.out, "w") as f:

@@ -4,7 +4,7 @@ small tree of parts at the root, back-substitute.  Backends: serial (the referen
     from partree.parallel import forward_dynamics, partition
     qdd = forward_dynamics(model, q, qd, tau, backend="serial", parts=8)
 """
-from .partition import Partition, partition
+from .partition import Partition, partition, partition_for_ranks
 from .part import PartKernel
 from .serial import SerialEngine, forward_dynamics_serial
 
@@ -14,7 +14,7 @@ BACKENDS = ("serial", "mpi", "dask")
 def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, backend="serial"):
     """Validate a call before any work starts (no partition built, no worker contacted).
 
-    Raises ValueError for an unknown backend and PartreeInputError (a ValueError) for a part count
+    Raises PartreeInputError (a ValueError) for an unknown backend, for a part count
     that is not in 1..n, or state / force arrays whose sizes do not match the model."""
     import numpy as np
 
@@ -23,7 +23,7 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
     from ..errors import PartreeInputError
 
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise PartreeInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if not isinstance(model, Model):
         return
     if parts is not None and not isinstance(parts, Partition):
@@ -47,29 +47,54 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
 
 
 def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
-    """Forward dynamics qdd through the parallel decomposition.
+    """Forward dynamics qdd through the parallel decomposition (one evaluation).
 
-    backend 'serial': in this process (``parts`` default 1).
-    backend 'mpi': collective over ``comm`` (default COMM_WORLD); ``model`` may also be a loader
-        (callable or spec string) run on every rank; returns qdd on rank 0, None elsewhere.
-    backend 'dask': over ``client`` (default: a LocalCluster with 2 single-threaded workers).
-    ``f_ext``: optional (n, 6) external body wrenches [n; f] in body coordinates (each part takes
-    its slice), as for ``partree.aba``.
-    Bad arguments (unknown backend, parts not in 1..n, sizes that do not match the model) raise
-    before any work starts.
+    For repeated evaluations keep an engine (:class:`SerialEngine`, :class:`MPIEngine`,
+    :class:`DaskEngine`): it partitions the model and places the parts once.
+
+    Parameters
+    ----------
+    model : Model or str
+        The model; for the MPI backend also a loader (callable) or a spec string, built on rank 0
+        only.
+    q, qd, tau : ndarray
+        Configuration (nq,), velocity (nv,) and joint forces (nv,); under MPI full vectors on
+        every rank.
+    backend : {'serial', 'mpi', 'dask'}
+        'serial': the decomposition in this process (the reference); 'mpi': collective over
+        ``comm``; 'dask': over ``client``.
+    parts : int or Partition, optional
+        Number of parts, or a partition; default: 1 (serial) or balanced over the ranks / workers.
+    comm : mpi4py communicator, optional
+        MPI only; default ``MPI.COMM_WORLD``.
+    client : distributed.Client, optional
+        Dask only; default a LocalCluster with 2 single-threaded workers, closed afterwards.
+    f_ext : ndarray, optional
+        (n, 6) external body wrenches [n; f] in body coordinates, as for :func:`partree.aba`.
+
+    Returns
+    -------
+    ndarray or None
+        qdd (nv,); under MPI on rank 0, None on the other ranks.
+
+    Raises
+    ------
+    PartreeInputError
+        Before any work starts, for an unknown backend, ``parts`` not in 1..n, or state and force
+        arrays whose sizes do not match the model.
     """
     return _dispatch("forward_dynamics", model, q, qd, tau, backend, parts, comm, client, f_ext)
 
 
 def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
-    """The constraint force algorithm through the parallel decomposition: a ``CFAResult`` (qdd,
-    every joint's wrench ``joint_wrench``, constraint forces F_S ``constraint_force``, drive forces
-    F_T ``drive_force``), equal to ``partree.cfa``'s.
+    """The constraint force algorithm through the parallel decomposition: a
+    :class:`~partree.CFAResult` (qdd, every joint's wrench, its constraint force F_S and drive
+    force F_T) equal to :func:`partree.cfa`'s.
 
-    Arguments and backends as for :func:`forward_dynamics`; each part computes its joint wrenches
-    right after its back-substitution, from the child parts' root-joint wrenches the root solve
-    gave it, so it costs no communication beyond forward dynamics (plus gathering the result).
-    backend 'mpi': collective; the result on rank 0, None elsewhere.
+    Arguments as for :func:`forward_dynamics`.  Each part computes its joint wrenches right after
+    its back-substitution, from the child parts' root-joint wrenches the root solve gave it, so it
+    costs no communication beyond forward dynamics (plus gathering the result).  Under MPI the
+    result is on rank 0, None on the other ranks.
     """
     return _dispatch("constraint_forces", model, q, qd, tau, backend, parts, comm, client, f_ext)
 
@@ -85,5 +110,16 @@ def _dispatch(what, model, q, qd, tau, backend, parts, comm, client, f_ext):
     return fn(model, q, qd, tau, parts=parts, f_ext=f_ext, **where)
 
 
-__all__ = ["forward_dynamics", "constraint_forces", "partition", "Partition", "SerialEngine", "PartKernel", "forward_dynamics_serial",
-           "BACKENDS", "check_arguments"]
+def __getattr__(name):
+    """The MPI and Dask engines, imported on first use (mpi4py and dask are optional)."""
+    if name == "MPIEngine":
+        from .mpi import MPIEngine
+        return MPIEngine
+    if name == "DaskEngine":
+        from .dask_backend import DaskEngine
+        return DaskEngine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["forward_dynamics", "constraint_forces", "partition", "partition_for_ranks", "Partition", "SerialEngine",
+           "MPIEngine", "DaskEngine", "PartKernel", "forward_dynamics_serial", "BACKENDS", "check_arguments"]

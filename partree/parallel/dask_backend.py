@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from .. import checks
-from ..errors import DaskEngineError
+from ..errors import DaskEngineError, PartreeInputError
 from . import root as R
 from .part import PartLayout, build_part, early_kinematics_wanted, gravity_a0
 from .partition import PATH_WEIGHT, make_partition
@@ -62,10 +62,14 @@ class DaskEngine:
 
     Parameters
     ----------
-    model : Model
-        The model; the client keeps it (to rebuild parts lost with a worker).
+    model : Model or str
+        The model, or a spec string / model file for :func:`partree.resolve_model`; the client
+        keeps it (to rebuild parts lost with a worker).
     client : distributed.Client, optional
-        None starts ``LocalCluster(n_workers=2, threads_per_worker=1)``, closed by ``close()``.
+        None starts ``LocalCluster(n_workers=workers, threads_per_worker=1)``, closed by
+        ``close()``.
+    workers : int
+        Worker processes of the LocalCluster started when no ``client`` is given.
     parts : int or Partition, optional
         Number of parts, or a partition; default: balanced over the workers.
     path_weight : float
@@ -82,16 +86,26 @@ class DaskEngine:
     """
 
     def __init__(self, model, client=None, parts=None, path_weight=PATH_WEIGHT, retries=2, timeout=600.0,
-                 poll=0.25, evaluate=True):
+                 poll=0.25, evaluate=True, workers=2):
+        from ..extras import require
+
+        require("distributed", "the Dask backend")
         from distributed import Client, LocalCluster
 
+        from ..specs import resolve_model
+
         # everything that can be checked without the cluster is checked first
+        model = resolve_model(model)
+        if client is None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
+                               or workers < 1):
+            raise PartreeInputError(f"workers must be a positive integer, got {workers!r}")
         pt = None
         if parts is not None:
             pt = make_partition(model, parts, path_weight)
         self._own = None
         if client is None:
-            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+            cluster = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
             client = Client(cluster)
             self._own = (client, cluster)
         self.client = client
@@ -130,6 +144,11 @@ class DaskEngine:
         nh = np.asarray(self.tree.nh, dtype=np.int64)
         self._boundary_bytes = int(8 * np.sum(18 * nh + 6 + 42 + 72 * nh + 36 * nh * nh + 6 * nh + 6 + 6 * nh))
         self._place(workers, list(range(pt.nparts)))
+
+    def __repr__(self):
+        nw = len(set(w for w in self.workers if w is not None))
+        return (f"<DaskEngine {self.model.name!r}: {self.model.n} bodies in {self.partition.nparts} parts "
+                f"on {nw} workers>")
 
     # ------------------------------------------------------------------ placement
     def _live_workers(self):
@@ -471,6 +490,9 @@ class DaskState:
                 except Exception:     # noqa: BLE001 -- a worker gone with its states
                     pass
 
+    def __repr__(self):
+        return f"<DaskState key {self.key}: q, qd, tau{', f_ext' if self._arrays[3] is not None else ''} on the workers>"
+
     @property
     def nbytes(self):
         return int(sum(x.nbytes for x in self._arrays if x is not None))
@@ -485,6 +507,10 @@ class DaskResult:
 
     def __init__(self, engine, key):
         self.engine, self.key = engine, key
+
+    def __repr__(self):
+        what = "constraint forces" if self.q is not None else "qdd"
+        return f"<DaskResult: {what} left on the workers (key {self.key}); gather() fetches it>"
 
     def gather(self):
         eng = self.engine

@@ -195,6 +195,10 @@ class MPIEngine:
             self.setup_time = time.perf_counter() - t0
         self.last_info = None
 
+    def __repr__(self):
+        return (f"<MPIEngine rank {self.rank} of {self.size}: {self.n} bodies in {self.nparts} parts, "
+                f"{len(self.parts)} on this rank>")
+
     # ------------------------------------------------------------------ helpers
     def _gather(self, key, local):
         """Gatherv of this rank's flat buffer to rank 0; returns the concatenation on rank 0."""

@@ -40,17 +40,29 @@ def default_weights(model):
 
 @dataclass
 class Partition:
-    """The result of :func:`partition`.  P = nparts.
+    """A tree cut into P = ``nparts`` connected parts: the result of :func:`partition`.
 
-    part_of[n]       part of every body
-    ptr, idx         CSR body lists: part k's bodies are idx[ptr[k]:ptr[k+1]], increasing
-    roots[P]         root body of each part
-    part_parent[P]   parent part (-1 for a part whose root is a model root)
-    handle[P]        body of the parent part the part hangs from (= parent[root]; -1 at the top)
-    weights[P]       work of each part (sum of body weights); sizes[P]: number of bodies
-    costs[P]         work including the handle-path work (``path_weight`` > 0), else None
-    owner[P]         rank (worker) of every part when the partition was made for a number of ranks
-                     (:func:`partition_for_ranks`), else None
+    Attributes
+    ----------
+    n : int
+        Number of bodies of the model.
+    part_of : ndarray, shape (n,)
+        Part of every body.
+    ptr, idx : ndarray
+        CSR body lists: part k's bodies are ``idx[ptr[k]:ptr[k + 1]]``, increasing.
+    roots : ndarray, shape (P,)
+        Root body of each part.
+    part_parent : ndarray, shape (P,)
+        Parent part (-1 for a part whose root is a model root).
+    handle : ndarray, shape (P,)
+        Body of the parent part the part hangs from (``parent[root]``; -1 at the top).
+    weights, sizes : ndarray, shape (P,)
+        Work of each part (sum of body weights) and its number of bodies.
+    costs : ndarray or None
+        Work including the handle-path work (``path_weight`` > 0).
+    owner : ndarray or None
+        Rank (worker) of every part when the partition was made for a number of ranks
+        (:func:`partition_for_ranks`).
     """
     n: int
     nparts: int
@@ -162,6 +174,33 @@ class Partition:
             loads = self.rank_loads()
             out["owner"] = self.owner.tolist()
             out["rank_imbalance"] = float(loads.max() / loads.mean())
+        return out
+
+    def __repr__(self):
+        return (f"<Partition: {self.nparts} parts of {self.n} bodies, imbalance {self.imbalance:.3f}, "
+                f"depth {self.depth}" + (f", for {self.nranks} ranks>" if self.nranks else ">"))
+
+    def report(self, model, nranks=None):
+        """A JSON-ready description: the totals of :meth:`summary` and, per part, its root joint,
+        parent part, handle body, size, weight, cost, rank (with ``nranks``) and boundary joints
+        (what ``partree partition`` prints)."""
+        out = self.summary()
+        out.update({"model": model.name, "n": int(model.n), "total_weight": float(self.weights.sum())})
+        owner = self.owner_for(nranks) if nranks else None
+        if nranks:
+            loads = self.rank_loads(nranks)
+            out.update({"ranks": int(nranks), "rank_loads": loads.tolist(),
+                        "rank_imbalance": float(loads.max() / loads.mean())})
+        parts = []
+        for k in range(self.nparts):
+            r = int(self.roots[k])
+            parts.append({"part": k, "root_body": r, "root_joint": model.joint_names[r],
+                          "parent_part": int(self.part_parent[k]), "handle_body": int(self.handle[k]),
+                          "bodies": int(self.sizes[k]), "weight": float(self.weights[k]),
+                          "cost": float(self.costs[k] if self.costs is not None else self.weights[k]),
+                          "rank": None if owner is None else int(owner[k]),
+                          "boundary_joints": [model.joint_names[int(j)] for j in self.boundary_joints(k)]})
+        out["parts"] = parts
         return out
 
     def check(self, parent):

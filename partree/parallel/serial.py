@@ -25,6 +25,9 @@ class SerialEngine:
         self.owner = np.zeros(self.partition.nparts, dtype=np.int64)
         self._layout = None
 
+    def __repr__(self):
+        return f"<SerialEngine {self.model.name!r}: {self.model.n} bodies in {self.partition.nparts} parts>"
+
     @classmethod
     def for_ranks(cls, model, nranks, path_weight=PATH_WEIGHT):
         """The decomposition the MPI backend uses on ``nranks`` ranks (its partition, its rank of

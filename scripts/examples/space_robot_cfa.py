@@ -2,8 +2,8 @@
 """Seed 000's example: the free-floating two-arm space robot, simulated with the recursive
 algorithm (ABA) and with the constraint force algorithm (general and odd-even forms).
 
-    python scripts/space_robot_cfa.py                    # 10 s at 0.002 s, plots into ./out
-    python scripts/space_robot_cfa.py --t-end 0.1 --out /tmp/sr --repeat 1     # short run
+    python scripts/examples/space_robot_cfa.py                    # 10 s at 0.002 s, plots into ./out
+    python scripts/examples/space_robot_cfa.py --t-end 0.1 --out /tmp/sr --repeat 1     # short run
 
 What it does
   1. simulates 10 s (``--t-end``) at 0.002 s steps (``--dt``) with classical RK4 on (q, qd) for

@@ -1,6 +1,6 @@
 """Strong and weak scaling of the parallel engine (MPI via mpiexec subprocesses; Dask optional).
 
-    python scripts/scaling.py --out results/scaling [--quick] [--max-ranks P] [--dask]
+    python scripts/benchmarks/scaling.py --out results/scaling [--quick] [--max-ranks P] [--dask]
         [--ranks 1,2,4,8,16] [--families chain,binary,random,taper] [--strong-n N]
         [--weak-n N_PER_RANK] [--repeat R]
         [--bytes-n 10000,100000,1000000]

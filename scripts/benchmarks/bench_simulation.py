@@ -1,10 +1,10 @@
 """Simulation throughput: RK4 steps per second of ``partree.simulate`` per backend, and the
 overhead of the simulation loop over bare evaluations of the dynamics.
 
-    python scripts/bench_simulation.py                          # chains and binary trees, 1e3..1e6
-    python scripts/bench_simulation.py --quick                  # 1e3, 1e4; few steps
-    python scripts/bench_simulation.py --sizes 1e5 --backends serial,mpi --ranks 2 --steps 8 --repeat 3
-    python scripts/bench_simulation.py --csv sim.csv --markdown  # README-ready table
+    python scripts/benchmarks/bench_simulation.py                          # chains and binary trees, 1e3..1e6
+    python scripts/benchmarks/bench_simulation.py --quick                  # 1e3, 1e4; few steps
+    python scripts/benchmarks/bench_simulation.py --sizes 1e5 --backends serial,mpi --ranks 2 --steps 8 --repeat 3
+    python scripts/benchmarks/bench_simulation.py --csv sim.csv --markdown  # README-ready table
 
 Models: Featherstone's autoTree, chain (bf = 1) and binary tree (bf = 2), N bodies, in a random
 state (random configuration, random velocities, random constant torques, so the dynamics is

@@ -1,7 +1,7 @@
 """How much faster P processes can go than one, with no communication at all: the ceiling of a
 P-rank speed-up on this machine.
 
-    python scripts/contention.py --model autotree:nb=1000000,bf=1 --procs 2 [--repeat 15] [--json]
+    python scripts/benchmarks/contention.py --model autotree:nb=1000000,bf=1 --procs 2 [--repeat 15] [--json]
 
 The model is cut as the MPI backend would cut it for P ranks; then (1) each rank's share of the
 work (its parts: velocity, reduction, back-substitution; the root solve is left out) is timed in

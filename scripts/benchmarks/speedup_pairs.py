@@ -1,6 +1,6 @@
 """P-rank speed-up of the MPI engine measured in back-to-back pairs of jobs.
 
-    python scripts/speedup_pairs.py --model autotree:nb=1000000,bf=1 [--ranks 2] [--pairs 4]
+    python scripts/benchmarks/speedup_pairs.py --model autotree:nb=1000000,bf=1 [--ranks 2] [--pairs 4]
                                     [--repeat 9] [--quantity constraint-forces] [--json]
 
 On a shared machine the speed drifts from minute to minute, so a 1-rank job timed now and a P-rank

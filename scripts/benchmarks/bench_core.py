@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Benchmark of partree's serial algorithms against Pinocchio, side by side in one process.
 
-    python scripts/bench_core.py                 # 512-body chain / binary tree + 10^6 bodies
-    python scripts/bench_core.py --huge          # also 10^7 bodies (bf = 2), needs ~14 GB
-    python scripts/bench_core.py --json out.json # machine-readable results
+    python scripts/benchmarks/bench_core.py                 # 512-body chain / binary tree + 10^6 bodies
+    python scripts/benchmarks/bench_core.py --huge          # also 10^7 bodies (bf = 2), needs ~14 GB
+    python scripts/benchmarks/bench_core.py --json out.json # machine-readable results
 
 Prints per-call and per-body times of ABA and RNEA for partree and Pinocchio, their ratio,
 memory per body (model + workspace arrays) and the process's peak RSS, and how long a fresh

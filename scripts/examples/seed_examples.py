@@ -1,7 +1,7 @@
 """The seed papers' examples, simulated with partree.simulation; figures into --out DIR.
 
-    python scripts/seed_examples.py --out figs            # full runs
-    python scripts/seed_examples.py --out figs --quick    # short runs (tests)
+    python scripts/examples/seed_examples.py --out figs            # full runs
+    python scripts/examples/seed_examples.py --out figs --quick    # short runs (tests)
 
 - seed 000: free-floating two-arm space robot, 10 s at dt = 0.002 s (RK4): base attitude, arm-1
   joint angles, and the joint (constraint) force at joint 'L11'.  The paper's drive torques are

@@ -2,10 +2,10 @@
 """Benchmark: the constraint force algorithm (each method) against ABA alone, side by side in one
 process, on Featherstone's autoTree chain (bf = 1) and binary tree (bf = 2).
 
-    python scripts/bench_cfa.py                      # nb = 1e5 and 1e6
-    python scripts/bench_cfa.py --sizes 1000 10000   # smaller
-    python scripts/bench_cfa.py --sizes 100000 --bf 1 --repeat 5
-    python scripts/bench_cfa.py --skew 0.3           # twisted (non-planar) autoTree
+    python scripts/benchmarks/bench_cfa.py                      # nb = 1e5 and 1e6
+    python scripts/benchmarks/bench_cfa.py --sizes 1000 10000   # smaller
+    python scripts/benchmarks/bench_cfa.py --sizes 100000 --bf 1 --repeat 5
+    python scripts/benchmarks/bench_cfa.py --skew 0.3           # twisted (non-planar) autoTree
 
 autoTree's default skew = 0 gives a planar mechanism (all joint axes parallel to z, gravity along
 them): out of its plane it is statically determinate, and the constraint-force system of a long

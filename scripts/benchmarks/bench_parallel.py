@@ -1,14 +1,14 @@
-"""Benchmark of the MPI engine against serial ABA (moved from tests/mpi_scripts/bench_fd.py).
+"""Benchmark of the MPI engine against serial ABA.
 
-    mpiexec -n R python scripts/bench_parallel.py SPEC [PARTS|-] [REPEAT]
+    mpiexec -n R python scripts/benchmarks/bench_parallel.py SPEC [PARTS|-] [REPEAT]
         rank 0 prints the best time of one evaluation (qdd left distributed), the same with the
         qdd gather, serial ABA for reference, the boundary bytes and the phase times per rank.
-    python scripts/bench_parallel.py --profile SPEC PARTS|rR [REPEAT]
+    python scripts/benchmarks/bench_parallel.py --profile SPEC PARTS|rR [REPEAT]
         one process: the cost of every part (velocity + reduce + solve, best of REPEAT) in ns per
         body next to ABA's, and the 'ideal speedup' ABA / max part (what P ranks could reach if
         nothing else cost anything).  ``rR`` (e.g. r16): the decomposition the MPI backend uses on
         R ranks (``SerialEngine.for_ranks``); the parts' costs are summed per rank, and the ideal
-        speedup is ABA / max rank.  This is how PATH_WEIGHT in partree/parallel/serial.py is
+        speedup is ABA / max rank.  This is how PATH_WEIGHT in partree/parallel/partition.py is
         measured: (ns per path body) / (ns per plain body) - 1 on a chain split in two.
 For a user-facing benchmark with JSON output see ``partree bench``.
 """
