@@ -248,8 +248,71 @@ def _coerce(value, default):
     return value
 
 
+#: peak bytes per body of building a model and its workspace (1-DOF joints: model arrays,
+#: workspace and the generators' temporaries, as measured by ``scripts/benchmarks/bench_core.py``),
+#: with a margin; multi-DOF joints take more, counted per velocity coordinate
+BYTES_PER_BODY = 1400
+BYTES_PER_DOF = 300
+
+
+def _body_count(name, kwargs):
+    """The number of bodies a built-in generator will make, from its parameters (None: unknown)."""
+    key = _key(name)
+    for p in ("nb", "n"):
+        if p in kwargs and isinstance(kwargs[p], (int, float)) and not isinstance(kwargs[p], bool):
+            return kwargs[p]
+    if key == "scissor" and isinstance(kwargs.get("units"), (int, float)):
+        return 3 * kwargs["units"]
+    return None
+
+
+def available_memory():
+    """Bytes this process may allocate: ``PARTREE_MAX_MEMORY`` (e.g. ``64G``, ``500M``; the CLI's
+    ``--max-memory``) if set, else the machine's available memory (MemAvailable), else None."""
+    env = os.environ.get("PARTREE_MAX_MEMORY")
+    if env:
+        return parse_size(env)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def parse_size(text):
+    """Bytes from ``'64G'``, ``'500M'``, ``'2.5GB'``, ``'1e9'``."""
+    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", str(text))
+    if not m:
+        raise PartreeInputError(f"{text!r} is not a memory size (e.g. 64G, 500M)")
+    return int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " "))
+
+
+def check_size(label, n):
+    """Refuse, before allocating, a model of ``n`` bodies that will not fit in the memory this
+    process may use (:func:`available_memory`), naming the size and the limit."""
+    limit = available_memory()
+    need = n * BYTES_PER_BODY
+    if limit is not None and need > limit:
+        def size(b):
+            return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+
+        raise PartreeInputError(f"model spec {label!r}: {int(n):,} bodies need about {size(need)} "
+                                f"({BYTES_PER_BODY} B per body with its workspace), more than the "
+                                f"{size(limit)} available; choose fewer bodies, or raise the limit "
+                                f"with --max-memory / PARTREE_MAX_MEMORY if you know better")
+
+
 def build(name, params=None, spec=None):
-    """Call the generator ``name`` with ``params`` after checking them against its parameters."""
+    """Call the generator ``name`` with ``params`` after checking them against its parameters.
+
+    Integer parameters refuse non-integers (``nb=10.9``), and a model that would not fit in the
+    available memory is refused before anything is allocated (:func:`check_size`)."""
     g = get_generator(name)
     params = dict(params or {})
     names, required, defaults, anything = g.signature()
@@ -264,6 +327,15 @@ def build(name, params=None, spec=None):
         raise PartreeInputError(f"model spec {label!r}: generator {g.name!r} needs "
                                 f"{', '.join(map(repr, missing))} (usage: {g.usage()})")
     kwargs = {k: _coerce(v, defaults.get(k)) for k, v in params.items()}
+    for k, v in kwargs.items():
+        d = defaults.get(k)
+        if (isinstance(d, int) and not isinstance(d, bool) or k in ("n", "nb", "units")) and isinstance(v, float):
+            raise PartreeInputError(f"model spec {label!r}: parameter {k!r} must be an integer, got {v!r}")
+    n = _body_count(g.name, kwargs)
+    if n is not None:
+        if n < 1:
+            raise PartreeInputError(f"model spec {label!r}: the model would have {n} bodies")
+        check_size(label, n)
     try:
         model = g.function()(**kwargs)
     except PartreeInputError as exc:

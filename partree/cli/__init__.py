@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import re
 import sys
 
 #: the sub-commands, one module each in this package, in the order ``--help`` lists them
@@ -26,18 +28,66 @@ def build_parser():
     p = argparse.ArgumentParser(prog="partree", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("--debug", action="store_true",
+                   help="show the full traceback of an error (anywhere on the command line)")
+    p.add_argument("--max-memory", metavar="SIZE", default=None,
+                   help="memory a generated model may use, e.g. 64G (default: the memory available); "
+                        "larger models are refused before anything is allocated")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f".{name}", __name__).add_parser(sub)
     return p
 
 
-def main(argv=None):
-    """Run the ``partree`` command line; returns the exit code."""
-    from ..errors import PartreeInputError
+#: an option value that is a negative number, also in exponent form (argparse takes '-1e-3' for an
+#: option otherwise)
+_NEGATIVE = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf$|^-nan$", re.IGNORECASE)
 
+
+def _prepare(argv):
+    """(argv with ``--opt -1e-3`` joined as ``--opt=-1e-3``, whether ``--debug`` was given)."""
+    out, debug = [], False
+    for tok in argv:
+        if tok == "--debug":
+            debug = True
+            continue
+        if out and _NEGATIVE.match(tok) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={tok}"
+            continue
+        out.append(tok)
+    return out, debug
+
+
+def _quiet_stdout():
+    """After a closed pipe (``partree info ... | head``): send what is left to /dev/null, so the
+    interpreter's final flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv=None):
+    """Run the ``partree`` command line; returns the exit code.
+
+    A user's error (a bad model, option or path) prints one line, ``partree COMMAND: error: ...``,
+    and exits with 2; ``--debug`` shows the traceback.  A closed output pipe ends quietly; Ctrl-C
+    exits with 130."""
+    from ..errors import PartreeError
+
+    argv, debug = _prepare(sys.argv[1:] if argv is None else list(argv))
     p = build_parser()
     a = p.parse_args(argv)
+    a.debug = debug or a.debug
+    if a.max_memory:
+        from ..specs import parse_size
+
+        try:
+            parse_size(a.max_memory)
+        except ValueError as e:
+            p.error(f"--max-memory: {e}")
+        os.environ["PARTREE_MAX_MEMORY"] = a.max_memory
     if a.version:
         from .. import __version__
         print(__version__)
@@ -47,9 +97,28 @@ def main(argv=None):
         return 2
     try:
         return a.func(a)
-    except (PartreeInputError, FileNotFoundError, KeyError, ValueError) as e:
-        print(f"partree {a.command}: error: {e}", file=sys.stderr)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    except KeyboardInterrupt:
+        if a.debug:
+            raise
+        print(f"partree {a.command}: interrupted", file=sys.stderr)
+        return 130
+    except (PartreeError, ValueError, KeyError, OSError, MemoryError) as e:
+        if a.debug:
+            raise
+        msg = str(e) if not isinstance(e, KeyError) else str(e.args[0]) if e.args else "KeyError"
+        if isinstance(e, MemoryError):
+            msg = f"out of memory ({msg or 'MemoryError'}); choose a smaller model or free memory"
+        print(f"partree {a.command}: error: {msg}", file=sys.stderr)
         return 2
+    except Exception as e:      # noqa: BLE001 -- a bug: one line, and how to see more
+        if a.debug:
+            raise
+        print(f"partree {a.command}: internal error: {type(e).__name__}: {e} (run with --debug for the "
+              f"traceback, and please report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

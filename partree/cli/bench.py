@@ -37,6 +37,8 @@ import time
 
 import numpy as np
 
+from .common import count, nonneg_int
+
 RESIDUAL_ABA_MAX_N = 2_000_000
 
 
@@ -370,20 +372,20 @@ def _add_arguments(s):
                    help="URDF, .npz/.h5/.json model file, or spec string (e.g. autotree:nb=1000000,bf=2)")
     s.add_argument("--backend", choices=("serial", "mpi", "dask"), default=None,
                    help="serial (default), mpi (the default under mpiexec), or dask")
-    s.add_argument("--parts", type=int, default=None, metavar="P",
+    s.add_argument("--parts", type=count, default=None, metavar="P",
                    help="number of parts (default: 1 serial; otherwise balanced over the ranks / workers: one "
                         "part each, plus up to two more per rank where equal parts cannot even the ranks out)")
     s.add_argument("--quantity", choices=("forward-dynamics", "constraint-forces"), default="forward-dynamics",
                    help="what one evaluation computes: forward dynamics (qdd; default) or the constraint forces "
                         "(qdd and every joint's wrench, constraint and drive force)")
-    s.add_argument("--repeat", type=int, default=5, metavar="R", help="timed evaluations (default 5; best is reported)")
-    s.add_argument("--seed", type=int, default=0, help="random state seed (default 0)")
+    s.add_argument("--repeat", type=count, default=5, metavar="R", help="timed evaluations (default 5; best is reported)")
+    s.add_argument("--seed", type=nonneg_int, default=0, help="random state seed (default 0)")
     s.add_argument("--residual", choices=("auto", "aba", "rnea", "none"), default="auto",
                    help=f"reference check: ABA up to {RESIDUAL_ABA_MAX_N} bodies, else the RNEA backward error "
                         "|RNEA(qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)")
     s.add_argument("--compare-aba", action="store_true",
                    help="also time the serial algorithm on rank 0 (speedup): ABA, or CFA with --quantity constraint-forces")
-    s.add_argument("--workers", type=int, default=2, help="dask: workers of the LocalCluster started (default 2)")
+    s.add_argument("--workers", type=count, default=2, help="dask: workers of the LocalCluster started (default 2)")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="dask: connect to this scheduler (tcp://host:8786 or a scheduler file) instead")
     s.add_argument("--json", action="store_true", help="print one JSON object on stdout")

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from .common import MODEL_HELP, add_floating_base, load_model
+from .common import MODEL_HELP, add_floating_base, add_force, check_output, count, load_model, nonneg_int
 
 
 def add_parser(sub):
@@ -15,16 +15,22 @@ def add_parser(sub):
     s.add_argument("model", help=MODEL_HELP)
     s.add_argument("--state", choices=("random", "neutral"), default="random",
                    help="random state and torques (default) or the neutral configuration at rest")
-    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    s.add_argument("--repeat", type=int, default=5, help="timed repetitions (default 5)")
+    s.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default 0)")
+    s.add_argument("--repeat", type=count, default=5, help="timed repetitions (default 5)")
     add_floating_base(s)
     s.add_argument("--out", help="write q, qd, tau, qdd and joint wrenches to this .npz file")
+    add_force(s)
     s.set_defaults(func=run)
     return s
 
 
 def run(a):
     import partree
+
+    if a.out:
+        if not a.out.lower().endswith(".npz"):
+            raise ValueError(f"--out {a.out}: the results of 'partree dynamics' are written as .npz")
+        check_output(a.out, a.force, "results file")
     m = load_model(a.model, a.floating_base)
     rng = np.random.default_rng(a.seed)
     if a.state == "random":
@@ -51,7 +57,7 @@ def run(a):
     err = np.abs(tau_back - tau).max() / max(np.abs(tau).max() + np.abs(h).max(), 1e-300)
     T, V = partree.energy(m, q, qd)
     best = min(times) if times else first
-    print(f"forward dynamics (ABA): first call {first * 1e3:.2f} ms (includes loading compiled kernels), "
+    print(f"forward dynamics (ABA): first call {first * 1e3:.2f} ms (includes compiling or loading the kernels), "
           f"best of {a.repeat}: {best * 1e3:.3f} ms = {best / m.n * 1e9:.0f} ns per body")
     print(f"inverse dynamics (RNEA): {t_rnea * 1e3:.3f} ms; backward error |RNEA(qdd) - tau| / (|tau| + |h|) = {err:.2e}")
     print(f"energy: kinetic {T:.6g} J, potential {V:.6g} J; |qdd|max {np.abs(qdd).max():.4g}; "

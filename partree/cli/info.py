@@ -6,14 +6,14 @@ import time
 
 import numpy as np
 
-from .common import MODEL_HELP, add_floating_base, fmt_bytes, load_model
+from .common import MODEL_HELP, add_floating_base, fmt_bytes, load_model, nonneg_int
 
 
 def add_parser(sub):
     s = sub.add_parser("info", help="describe a model", description="Describe a model: sizes, joints, topology, memory.")
     s.add_argument("model", nargs="?", help=MODEL_HELP)
     add_floating_base(s)
-    s.add_argument("--joints", type=int, default=0, metavar="K", help="list the first K joints")
+    s.add_argument("--joints", type=nonneg_int, default=0, metavar="K", help="list the first K joints")
     s.add_argument("--generators", action="store_true", help="list the model generators usable in spec strings")
     s.set_defaults(func=run)
     return s

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from .common import MODEL_HELP, add_floating_base, load_model
+from .common import MODEL_HELP, add_floating_base, add_force, check_output, count, load_model, nonneg, nonneg_int
 
 
 def add_parser(sub):
@@ -14,15 +14,16 @@ def add_parser(sub):
                                    "size, weight, cost (with the handle-path work), rank and boundary joints, the "
                                    "load imbalance and the critical path of the parts tree.")
     s.add_argument("model", help=MODEL_HELP)
-    s.add_argument("--parts", type=int, default=None, metavar="P", help="number of parts")
-    s.add_argument("--ranks", type=int, default=None, metavar="R",
+    s.add_argument("--parts", type=count, default=None, metavar="P", help="number of parts")
+    s.add_argument("--ranks", type=count, default=None, metavar="R",
                    help="the partition the engine uses on R ranks / workers (at least R parts)")
-    s.add_argument("--path-weight", type=float, default=None, metavar="W",
+    s.add_argument("--path-weight", type=nonneg, default=None, metavar="W",
                    help="extra relative work of a body on a handle path (default: the engine's)")
-    s.add_argument("--list", type=int, default=20, metavar="K", help="parts listed (default 20)")
+    s.add_argument("--list", type=nonneg_int, default=20, metavar="K", help="parts listed (default 20)")
     s.add_argument("--json", action="store_true", help="print the whole report as one JSON object")
     s.add_argument("--out", metavar="FILE", help="also write the report to this JSON file")
     add_floating_base(s)
+    add_force(s)
     s.set_defaults(func=run)
     return s
 
@@ -33,6 +34,8 @@ def run(a):
     from ..parallel.partition import PATH_WEIGHT, make_partition
     if (a.parts is None) == (a.ranks is None):
         raise ValueError("give --parts P or --ranks R")
+    if a.out:
+        check_output(a.out, a.force, "report")
     m = load_model(a.model, a.floating_base)
     t0 = time.perf_counter()
     pw = PATH_WEIGHT if a.path_weight is None else a.path_weight
