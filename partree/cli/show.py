@@ -68,11 +68,12 @@ def _configuration(model, spec):
 
 def run(a):
     from ..errors import MissingDependencyError
-    from ..plotting.output import check_output_file
+    from ..plotting.output import check_output_file, pyplot
     from ..plotting.tree import show_model
 
     try:
-        out = check_output_file(a.out, overwrite=a.force)    # before the model is built
+        pyplot("drawing a model")                           # a missing matplotlib is said first,
+        out = check_output_file(a.out, overwrite=a.force)    # then a bad output, before the model is built
         model = load_model(a.model, a.floating_base)
         path = show_model(model, out, q=_configuration(model, a.q), seed=a.seed, ranks=a.ranks, large=a.large,
                           max_segments=a.max_segments, labels=a.labels, title=a.title, size=tuple(a.size),

@@ -160,9 +160,41 @@ def _save(plt, fig, out_dir, name, dpi, files):
     files.append(path)
 
 
-def _joint_figure(plt, res, joints, title):
+def _results(results):
+    """A ``SimulationResult`` from itself or its file."""
+    from ..simulation.results import SimulationResult, load_results
+
+    res = results if isinstance(results, SimulationResult) else load_results(results)
+    if res.t is None or len(res) == 0:
+        raise PartreeInputError("the results hold no samples to plot")
+    return res
+
+
+def _run_title(res):
+    return f"{res.model.name}, {res.options.get('integrator', '')}, dt = {res.options.get('dt', '')} s"
+
+
+def joints_figure(results, joints=None):
+    """Joint coordinates and velocities against time (rotation angle and angular speed for
+    spherical and free joints).
+
+    Parameters
+    ----------
+    results : partree.simulation.results.SimulationResult or str
+        The results, or their file.
+    joints : list of str, optional
+        The joints (default: up to 6 with degrees of freedom, spread over the tree).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two axes (q above, q̇ below) and a legend that notes the lines lying on top of others.
+    """
+    plt = pyplot("plotting results")
+    res = _results(results)
     model, t = res.model, res.t
-    lines = []                                   # (name, q series, v series, q label, v label)
+    joints = list(joints) if joints else _default_joints(model)
+    lines = []                                   # (name, q series, q̇ series)
     for j in joints:
         qs, vs = res.joint(j)
         if model.joint_type(j) in ("spherical", "free"):
@@ -185,12 +217,30 @@ def _joint_figure(plt, res, joints, title):
     axes[1].set_xlabel("t  [s]")
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle(f"joint trajectories: {title}", fontsize=10)
+    fig.suptitle(f"joint trajectories: {_run_title(res)}", fontsize=10)
     axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
 
-def _energy_figure(plt, res, title):
+def energy_figure(results):
+    """Kinetic, potential and total energy against time, and the drift of the total.
+
+    The drift is divided by the size of the initial energy, ``(E − E₀)/|E₀|``; where E₀ is
+    (nearly) zero it is divided by the largest ``T + |V|`` of the run instead, and the axis label
+    says which.
+
+    Parameters
+    ----------
+    results : partree.simulation.results.SimulationResult or str
+        The results, or their file.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two axes: the energies, and the relative drift.
+    """
+    plt = pyplot("plotting results")
+    res = _results(results)
     t, E, T, V = res.t, res.energy, res.kinetic, res.potential
     series = [("total", E, dict(color="black", linestyle="-", linewidth=2.4, alpha=0.55)),
               ("kinetic", T, dict(color="C0", linestyle="--", linewidth=1.6)),
@@ -201,7 +251,7 @@ def _energy_figure(plt, res, title):
         axes[0].plot(t, y, label=name + overlap_note([("", hit)]), **st)
     axes[0].set_ylabel("energy  [J]")
     axes[0].legend(fontsize=8, loc="best")
-    fig.suptitle(f"energy: {title}", fontsize=10)
+    fig.suptitle(f"energy: {_run_title(res)}", fontsize=10)
     E0 = float(E[0])
     size = float(np.max(np.abs(T) + np.abs(V)))
     if abs(E0) > 1e-3 * size and E0 != 0:
@@ -223,7 +273,25 @@ def _energy_figure(plt, res, title):
     return fig
 
 
-def _wrench_figure(plt, res, title):
+def wrenches_figure(results):
+    """Force and torque magnitudes carried by the recorded joints, on a log scale so that small
+    wrenches show beside the dominant one; the title names the joints with the largest force and
+    torque, and says when a panel holds round-off only.
+
+    Parameters
+    ----------
+    results : partree.simulation.results.SimulationResult or str
+        Results with joint wrenches (``record='all'`` or ``wrench_joints``), or their file.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two axes (|f| above, |n| below); at most :data:`MAX_LINES` joints, largest force first.
+    """
+    plt = pyplot("plotting results")
+    res = _results(results)
+    if res.joint_wrench is None or not len(res.wrench_joints):
+        raise PartreeInputError("the results hold no joint wrenches (simulate with record='all' or wrench_joints)")
     t, W, names = res.t, res.joint_wrench, list(res.wrench_joints)
     f = np.linalg.norm(W[:, :, 3:], axis=2)         # (K, m) force magnitudes
     n = np.linalg.norm(W[:, :, :3], axis=2)         # torque magnitudes
@@ -257,7 +325,7 @@ def _wrench_figure(plt, res, title):
     axes[1].set_ylabel("|n|  joint torque  [N m]")
     axes[1].set_xlabel("t  [s]")
     kf, kn = int(np.argmax(f.max(axis=0))), int(np.argmax(n.max(axis=0)))
-    head = [f"joint wrenches (constraint + drive, child frame), log scale: {title}"]
+    head = [f"joint wrenches (constraint + drive, child frame), log scale: {_run_title(res)}"]
     if fmax > 0:
         head.append(f"largest force: joint {names[kf]}, {fmax:.4g} N at t = {t[int(np.argmax(f[:, kf]))]:.4g} s")
     if nmax > 0:
@@ -269,7 +337,25 @@ def _wrench_figure(plt, res, title):
     return fig
 
 
-def _configuration_figure(plt, res, times, ranks, large, labels):
+def configuration_figure(results, times=None, ranks=None, large=LARGE_MODEL, labels=LABEL_LIMIT):
+    """The tree at a few times, side by side under one camera and one set of axes.
+
+    Parameters
+    ----------
+    results : partree.simulation.results.SimulationResult or str
+        The results, or their file.
+    times : list of float, optional
+        Times of the panels (the nearest recorded samples; default: 4, evenly spaced).
+    ranks, large, labels
+        How the tree is drawn (see :class:`~partree.plotting.tree.TreeDrawing`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One 3-D axes per time.
+    """
+    plt = pyplot("plotting results")
+    res = _results(results)
     model, t = res.model, res.t
     if times is None:
         times = np.linspace(t[0], t[-1], min(4, len(t)))
@@ -325,25 +411,19 @@ def plot_results(results, out_dir=None, joints=None, times=None, fmt="png", dpi=
     plt = pyplot("plotting results")
     if fmt not in FORMATS:
         raise PartreeInputError(f"figure format {fmt!r}: use one of {', '.join(FORMATS)}")
-    from ..simulation.results import SimulationResult, load_results
-
-    res = results if isinstance(results, SimulationResult) else load_results(results)
-    if res.t is None or len(res) == 0:
-        raise PartreeInputError("the results hold no samples to plot")
+    res = _results(results)
     if out_dir is None:
         out_dir = os.path.splitext(res.path)[0] + "_plots" if res.path else "plots"
     names = figure_names(res, fmt)
-    out_dir = check_output_dir(out_dir, names, overwrite=overwrite)
     model = res.model
     joints = list(joints) if joints else _default_joints(model)
     for j in joints:
         model.joint_id(j)                         # unknown names fail before anything is drawn
-    title = f"{model.name}, {res.options.get('integrator', '')}, dt = {res.options.get('dt', '')} s"
+    out_dir = check_output_dir(out_dir, names, overwrite=overwrite)
     files = []
-    _save(plt, _joint_figure(plt, res, joints, title), out_dir, f"joints.{fmt}", dpi, files)
-    _save(plt, _energy_figure(plt, res, title), out_dir, f"energy.{fmt}", dpi, files)
+    _save(plt, joints_figure(res, joints), out_dir, f"joints.{fmt}", dpi, files)
+    _save(plt, energy_figure(res), out_dir, f"energy.{fmt}", dpi, files)
     if f"wrenches.{fmt}" in names:
-        _save(plt, _wrench_figure(plt, res, title), out_dir, f"wrenches.{fmt}", dpi, files)
-    _save(plt, _configuration_figure(plt, res, times, ranks, large, labels), out_dir, f"configuration.{fmt}",
-          dpi, files)
+        _save(plt, wrenches_figure(res), out_dir, f"wrenches.{fmt}", dpi, files)
+    _save(plt, configuration_figure(res, times, ranks, large, labels), out_dir, f"configuration.{fmt}", dpi, files)
     return files
