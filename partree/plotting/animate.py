@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from ..errors import PartreeInputError
-from .output import check_output_file, pyplot, save_atomic
+from .output import check_output_file, pyplot, save_atomic, wrap_title
 from .tree import LABEL_LIMIT, LARGE_MODEL, TreeDrawing, apply_view, choose_view
 
 #: output suffixes of an animation
@@ -117,8 +117,9 @@ def animate_results(results, out, fps=10.0, max_frames=100, ranks=None, large=LA
         art = drawing.draw(ax, *pts[0])
         apply_view(ax, view)
         drawing.legend(fig, ax)
-        ax.set_title(f"{model.name}\n{drawing.describe()}", fontsize=9)
-        label = fig.text(0.02, 0.98, "", ha="left", va="top", fontsize=10, family="monospace")
+        fig.suptitle(wrap_title(f"{model.name}\n{drawing.describe()}", fig, 9), fontsize=9)
+        label = ax.text2D(0.01, 0.99, "", transform=ax.transAxes, ha="left", va="top", fontsize=10,
+                          family="monospace")
         t = res.t
         width = max(len(f"{t[0]:.6g}"), len(f"{t[-1]:.6g}"))
         fig.canvas.draw()

@@ -44,6 +44,31 @@ def pyplot(purpose="drawing figures"):
     return plt
 
 
+def wrap_title(text, fig, fontsize):
+    """A title with every line wrapped to the width of its figure.
+
+    Parameters
+    ----------
+    text : str
+        The title; its own line breaks are kept.
+    fig : matplotlib.figure.Figure
+        The figure whose width the lines must fit.
+    fontsize : float
+        Font size in points.
+
+    Returns
+    -------
+    str
+        The wrapped title.
+    """
+    import textwrap
+
+    # an average character of matplotlib's sans-serif font is about 0.6 of its size wide
+    width = max(int(fig.get_figwidth() * 72 * 0.92 / (0.6 * fontsize)), 20)
+    return "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False) or line
+                     for line in str(text).split("\n"))
+
+
 def _check_dir(d, what):
     """Refuse an output folder that does not exist or cannot be written to."""
     if not os.path.isdir(d):

@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from ..errors import PartreeInputError
-from .output import check_output_dir, pyplot, save_atomic
+from .output import check_output_dir, pyplot, save_atomic, wrap_title
 from .tree import LABEL_LIMIT, LARGE_MODEL, TreeDrawing, apply_view, choose_view
 
 #: figure formats of :func:`plot_results`
@@ -61,7 +61,7 @@ def line_style(k, nsamples, nlines):
                 fillstyle="none", linewidth=1.4)
 
 
-def overlaps(series, names, rel=2e-3):
+def overlaps(series, names, rel=2e-3, log=False):
     """For every series, the earlier series it lies on top of at the scale of the plot, if any.
 
     Parameters
@@ -73,6 +73,9 @@ def overlaps(series, names, rel=2e-3):
     rel : float
         Two lines overlap when they differ nowhere by more than ``rel`` times the range of all
         values.
+    log : bool
+        Compare the logarithms (for a log-scale axis); values <= 0, which a log axis leaves out,
+        count as gaps.
 
     Returns
     -------
@@ -81,6 +84,8 @@ def overlaps(series, names, rel=2e-3):
     """
     if not series:
         return []
+    if log:
+        series = [np.log10(np.where(np.asarray(s, dtype=np.float64) > 0, s, np.nan)) for s in series]
     allv = np.concatenate([np.ravel(s) for s in series])
     allv = allv[np.isfinite(allv)]
     span = float(np.ptp(allv)) if allv.size else 0.0
@@ -217,7 +222,7 @@ def joints_figure(results, joints=None):
     axes[1].set_xlabel("t  [s]")
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle(f"joint trajectories: {_run_title(res)}", fontsize=10)
+    fig.suptitle(wrap_title(f"joint trajectories: {_run_title(res)}", fig, 10), fontsize=10)
     axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
@@ -251,7 +256,7 @@ def energy_figure(results):
         axes[0].plot(t, y, label=name + overlap_note([("", hit)]), **st)
     axes[0].set_ylabel("energy  [J]")
     axes[0].legend(fontsize=8, loc="best")
-    fig.suptitle(f"energy: {_run_title(res)}", fontsize=10)
+    fig.suptitle(wrap_title(f"energy: {_run_title(res)}", fig, 10), fontsize=10)
     E0 = float(E[0])
     size = float(np.max(np.abs(T) + np.abs(V)))
     if abs(E0) > 1e-3 * size and E0 != 0:
@@ -298,8 +303,8 @@ def wrenches_figure(results):
     order = np.argsort(-f.max(axis=0), kind="stable")
     shown = order[:MAX_LINES]
     shown_names = [names[k] for k in shown]
-    hf = overlaps([f[:, k] for k in shown], shown_names)
-    hn = overlaps([n[:, k] for k in shown], shown_names)
+    hf = overlaps([f[:, k] for k in shown], shown_names, log=True)
+    hn = overlaps([n[:, k] for k in shown], shown_names, log=True)
     # a link length: moments below 1e-9 |f| l (or forces below 1e-9 |n| / l) are round-off
     model = res.model
     link = max(float(np.max(np.linalg.norm(model.r_tree, axis=1) + np.linalg.norm(model.com, axis=1))), 1e-9)
@@ -330,7 +335,7 @@ def wrenches_figure(results):
         head.append(f"largest force: joint {names[kf]}, {fmax:.4g} N at t = {t[int(np.argmax(f[:, kf]))]:.4g} s")
     if nmax > 0:
         head.append(f"largest torque: joint {names[kn]}, {nmax:.4g} N m at t = {t[int(np.argmax(n[:, kn]))]:.4g} s")
-    fig.suptitle("\n".join(head), fontsize=10)
+    fig.suptitle(wrap_title("\n".join(head), fig, 10), fontsize=10)
     axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, title_fontsize=8,
                    title="largest |f| first" + (f"\n({MAX_LINES} of {len(names)} joints)"
                                                 if len(names) > MAX_LINES else ""))
@@ -375,7 +380,7 @@ def configuration_figure(results, times=None, ranks=None, large=LARGE_MODEL, lab
         apply_view(ax, view)
         ax.set_title(f"t = {t[k]:.4g} s", fontsize=10)
     drawing.legend(fig, ax)
-    fig.suptitle(f"configuration: {model.name}\n{drawing.describe()}", fontsize=10)
+    fig.suptitle(wrap_title(f"configuration: {model.name}\n{drawing.describe()}", fig, 10), fontsize=10)
     return fig
 
 

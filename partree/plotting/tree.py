@@ -29,7 +29,7 @@ import numpy as np
 from .. import joints as J
 from ..algorithms.kinematics import forward_kinematics
 from ..errors import PartreeInputError
-from .output import check_output_file, pyplot, save_atomic
+from .output import check_output_file, pyplot, save_atomic, wrap_title
 
 #: models with more bodies than this are drawn as partition parts coloured by rank
 LARGE_MODEL = 2000
@@ -273,7 +273,7 @@ def choose_view(points, tilt=VIEW_TILT_DEG):
     lo, hi = P.min(axis=0), P.max(axis=0)
     span = hi - lo
     big = max(float(span.max()), 1e-3)
-    grow = np.maximum(0.04 * big, 0.5 * (0.12 * big - span))   # margins; every axis at least 12% deep
+    grow = np.maximum(0.04 * big, 0.5 * (0.25 * big - span))   # margins; every axis at least 25% deep
     return View(elev, azim, roll, lo - grow, hi + grow, dims)
 
 
@@ -303,7 +303,7 @@ def apply_view(ax, view):
         axis.set_pane_color((0.96, 0.96, 0.96, 1.0))
         axis.label.set_text(f"{name} [m]")
         axis.label.set_fontsize(8)
-        axis.labelpad = 6
+        axis.labelpad = 10
         if w < 0.25 * seen.max():        # short on the screen: its ticks would pile up
             axis.set_ticks([])
             axis.label.set_text("")
@@ -688,7 +688,7 @@ def show_model(model, out, q=None, seed=0, ranks=None, large=LARGE_MODEL, max_se
             title = f"{model.name}: {what}\n{drawing.describe()}"
             if view.dims <= 1 and model.n > 1:
                 title += "\nall joints lie on one line in this configuration"
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(wrap_title(title, fig, 9), fontsize=9)
         save_atomic(out, lambda p: fig.savefig(p, dpi=dpi))
     finally:
         plt.close(fig)
