@@ -38,7 +38,6 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-import pytest  # noqa: E402
 
 from partree.plotting import configuration_figure, energy_figure, joints_figure, wrenches_figure  # noqa: E402
 from partree.simulation.results import SimulationResult  # noqa: E402
@@ -78,8 +77,6 @@ def _check_layout(fig):
 
 
 def test_energy_figure_says_what_the_drift_is_divided_by():
-    import matplotlib.pyplot as plt
-
     m = partree.resolve_model("chain:n=3")
     t = np.linspace(0, 1, 11)
     q = np.tile(m.neutral(), (11, 1))
@@ -93,16 +90,12 @@ def test_energy_figure_says_what_the_drift_is_divided_by():
     styles = {(ln.get_color(), ln.get_linestyle()) for ln in top.get_lines()}
     assert len(styles) == 3
     _check_layout(fig)
-    plt.close(fig)
     # zero initial energy: divided by the largest T + |V| instead, and said so
     fig = energy_figure(_synthetic(m, q, t, 3.0 * t, -3.0 * t + 1e-6 * t))
     assert fig.axes[1].get_ylabel() == "(E − E₀) / max(T + |V|)"
-    plt.close(fig)
 
 
 def test_wrench_figure_shows_every_joint_and_names_the_largest():
-    import matplotlib.pyplot as plt
-
     m = partree.resolve_model("chain:n=5")
     m.name = "a chain with a long descriptive name (n=5, revolute, seed paper's example)"   # a wide title
     t = np.linspace(0, 1, 21)
@@ -121,12 +114,9 @@ def test_wrench_figure_shows_every_joint_and_names_the_largest():
     assert legend == [names[k] for k in np.argsort(-scale)]      # largest first
     lo, hi = f_ax.get_ylim()
     assert lo <= 1e-2 and hi >= 2.5e3                            # the smallest joint is on the axes too
-    plt.close(fig)
 
 
 def test_joint_figure_overlapping_lines_stay_distinguishable():
-    import matplotlib.pyplot as plt
-
     m = partree.resolve_model("chain:n=4")
     t = np.linspace(0, 1, 30)
     q = np.zeros((30, m.nq))
@@ -144,11 +134,9 @@ def test_joint_figure_overlapping_lines_stay_distinguishable():
     marks = [ln.get_markevery() for ln in ax.get_lines()]
     assert marks[0] != marks[1]                                  # markers at staggered samples
     _check_layout(fig)
-    plt.close(fig)
 
 
 def test_configuration_figure_shows_a_planar_tree_face_on():
-    import matplotlib.pyplot as plt
     from mpl_toolkits.mplot3d import proj3d
 
     from partree.plotting.tree import TreeDrawing
@@ -167,7 +155,6 @@ def test_configuration_figure_shows_a_planar_tree_face_on():
         x, y, _ = proj3d.proj_transform(*p.T, ax.get_proj())
         assert min(np.ptp(x), np.ptp(y)) > 0.3 * max(np.ptp(x), np.ptp(y))
         assert ax.get_xlim() == axes[0].get_xlim() and ax.get_ylim() == axes[0].get_ylim()   # one set of axes
-    plt.close(fig)
 
 
 def test_plot_cli_refuses_to_overwrite(tmp_path):

@@ -11,8 +11,9 @@ from PIL import Image  # noqa: E402  (Pillow comes with matplotlib)
 
 import partree  # noqa: E402
 from partree.plotting import animate_results, draw_tree, show_model  # noqa: E402
-from partree.plotting.output import pyplot  # noqa: E402
-from partree.plotting.tree import TreeDrawing, choose_view, nearest_drawn_ancestor, rank_colors, select_bodies  # noqa: E402
+from partree.plotting.output import new_figure  # noqa: E402
+from partree.plotting.tree import (TreeDrawing, choose_view, nearest_drawn_ancestor, rank_colors,  # noqa: E402
+                                   select_bodies)
 
 
 def _pixels(path):
@@ -53,9 +54,8 @@ def test_show_small_model(tmp_path):
 
 
 def test_show_small_model_names_and_markers():
-    plt = pyplot()
     m = partree.resolve_model("chain:n=5")
-    fig = plt.figure()
+    fig = new_figure()
     ax = fig.add_subplot(projection="3d")
     drawing, view = draw_tree(ax, m, m.random_configuration(1))
     texts = {t.get_text().strip() for t in ax.texts}
@@ -64,7 +64,6 @@ def test_show_small_model_names_and_markers():
     assert {"joint", "centre of mass", "base (fixed)"} <= labels
     # one segment per body from its parent's joint (or the base), one to its centre of mass
     assert drawing.nsegments == 2 * m.n
-    plt.close(fig)
 
 
 def test_show_large_model_coloured_by_rank(tmp_path):
@@ -121,10 +120,9 @@ def _screen_extent(ax, points):
 @pytest.mark.parametrize("spec, q", [("autotree:nb=31,bf=2", "random"),     # planar in x-y
                                      ("scissor:units=3", "neutral")])       # planar in x-z
 def test_planar_model_not_collapsed(spec, q):
-    plt = pyplot()
     m = partree.resolve_model(spec)
     qv = m.random_configuration(0) if q == "random" else m.neutral()
-    fig = plt.figure()
+    fig = new_figure()
     ax = fig.add_subplot(projection="3d")
     drawing, view = draw_tree(ax, m, qv)
     pts = drawing.visible_points(*drawing.points(qv))
@@ -133,11 +131,9 @@ def test_planar_model_not_collapsed(spec, q):
     # the plane is seen face on: both screen extents keep most of the in-plane spread
     spread = np.sort(np.linalg.svd(pts - pts.mean(axis=0), compute_uv=False))[::-1]
     assert min(w, h) / max(w, h) > 0.6 * spread[1] / spread[0], (w, h, spread)
-    plt.close(fig)
 
 
 def test_view_of_a_tilted_plane():
-    plt = pyplot()
     rng = np.random.default_rng(4)
     Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
     pts = (rng.normal(size=(300, 3)) * [3.0, 2.0, 0.0]) @ Q.T    # a plane in no coordinate plane
@@ -147,7 +143,7 @@ def test_view_of_a_tilted_plane():
     normal = Q[:, 2]
     # the camera looks along the plane's normal, tipped by the view's tilt (25 degrees) at most
     assert abs(camera @ normal) >= np.cos(np.radians(26.0))
-    fig = plt.figure()
+    fig = new_figure()
     ax = fig.add_subplot(projection="3d")
     from partree.plotting import apply_view
 
@@ -163,7 +159,6 @@ def test_view_of_a_tilted_plane():
     P -= P.mean(axis=0)
     A = np.linalg.lstsq(P, S, rcond=None)[0]
     np.testing.assert_allclose(A / A[0, 0], np.eye(2), atol=1e-6)
-    plt.close(fig)
 
 
 def test_show_given_configuration_and_line_note(tmp_path):

@@ -68,11 +68,11 @@ def _configuration(model, spec):
 
 def run(a):
     from ..errors import MissingDependencyError
-    from ..plotting.output import check_output_file, pyplot
+    from ..plotting.output import check_output_file, need_matplotlib
     from ..plotting.tree import show_model
 
     try:
-        pyplot("drawing a model")                           # a missing matplotlib is said first,
+        need_matplotlib("drawing a model")                  # a missing matplotlib is said first,
         out = check_output_file(a.out, overwrite=a.force)    # then a bad output, before the model is built
         model = load_model(a.model, a.floating_base)
         path = show_model(model, out, q=_configuration(model, a.q), seed=a.seed, ranks=a.ranks, large=a.large,

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from ..errors import PartreeInputError
-from .output import check_output_file, pyplot, save_atomic, wrap_title
+from .output import check_output_file, need_matplotlib, new_figure, save_atomic, wrap_title
 from .tree import LABEL_LIMIT, LARGE_MODEL, TreeDrawing, apply_view, choose_view
 
 #: output suffixes of an animation
@@ -89,7 +89,7 @@ def animate_results(results, out, fps=10.0, max_frames=100, ranks=None, large=LA
     str
         The file written.
     """
-    plt = pyplot("animating results")
+    need_matplotlib("animating results")
     from matplotlib import animation
 
     out = check_output_file(out, ANIMATION_SUFFIXES, overwrite=overwrite)
@@ -111,28 +111,25 @@ def animate_results(results, out, fps=10.0, max_frames=100, ranks=None, large=LA
 
     pts = [drawing.points(res.q[k]) for k in tqdm(frames, desc="kinematics", unit="frame", disable=not progress)]
     view = choose_view(np.concatenate([drawing.visible_points(j, c) for j, c in pts]))
-    fig = plt.figure(figsize=size, layout="constrained")
-    try:
-        ax = fig.add_subplot(projection="3d")
-        art = drawing.draw(ax, *pts[0])
-        apply_view(ax, view)
-        drawing.legend(fig, ax)
-        fig.suptitle(wrap_title(f"{model.name}\n{drawing.describe()}", fig, 9), fontsize=9)
-        label = ax.text2D(0.01, 0.99, "", transform=ax.transAxes, ha="left", va="top", fontsize=10,
-                          family="monospace")
-        t = res.t
-        width = max(len(f"{t[0]:.6g}"), len(f"{t[-1]:.6g}"))
-        fig.canvas.draw()
-        fig.set_layout_engine("none")            # freeze the layout: no frame may move the axes
+    fig = new_figure(figsize=size, layout="constrained")
+    ax = fig.add_subplot(projection="3d")
+    art = drawing.draw(ax, *pts[0])
+    apply_view(ax, view)
+    drawing.legend(fig, ax)
+    fig.suptitle(wrap_title(f"{model.name}\n{drawing.describe()}", fig, 9), fontsize=9)
+    label = ax.text2D(0.01, 0.99, "", transform=ax.transAxes, ha="left", va="top", fontsize=10,
+                      family="monospace")
+    t = res.t
+    width = max(len(f"{t[0]:.6g}"), len(f"{t[-1]:.6g}"))
+    fig.canvas.draw()
+    fig.set_layout_engine("none")            # freeze the layout: no frame may move the axes
 
-        def write(path):
-            with writer.saving(fig, path, dpi):
-                for i, k in enumerate(tqdm(frames, desc="frames", unit="frame", disable=not progress)):
-                    drawing.update(art, *pts[i])
-                    label.set_text(f"t = {t[k]:{width}.6g} s")
-                    writer.grab_frame()
+    def write(path):
+        with writer.saving(fig, path, dpi):
+            for i, k in enumerate(tqdm(frames, desc="frames", unit="frame", disable=not progress)):
+                drawing.update(art, *pts[i])
+                label.set_text(f"t = {t[k]:{width}.6g} s")
+                writer.grab_frame()
 
-        save_atomic(out, write)
-    finally:
-        plt.close(fig)
+    save_atomic(out, write)
     return out

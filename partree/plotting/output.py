@@ -1,9 +1,9 @@
 """What every figure writer shares: importing matplotlib, checking an output path before any work,
 and writing a file so that a failed drawing never leaves half a file behind.
 
-matplotlib is optional (the ``plot`` extra).  :func:`pyplot` imports it through
-:func:`partree.extras.require`, which names the extra to install, and selects the Agg backend:
-the figures are written to files and no display is needed.
+matplotlib is optional (the ``plot`` extra).  :func:`need_matplotlib` imports it through
+:func:`partree.extras.require`, which names the extra to install, and :func:`new_figure` makes
+figures rendered by Agg: they are written to files and need no display.
 """
 from __future__ import annotations
 
@@ -16,32 +16,55 @@ from ..errors import PartreeInputError
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
-def pyplot(purpose="drawing figures"):
-    """``matplotlib.pyplot`` on the Agg backend.
+def need_matplotlib(purpose="drawing figures"):
+    """Import matplotlib, or fail before any work with a message naming the extra to install.
 
     Parameters
     ----------
     purpose : str
-        What needs matplotlib, for the message of the error raised when it is not installed.
+        What needs matplotlib, for the message.
 
     Returns
     -------
     module
-        ``matplotlib.pyplot``.
+        ``matplotlib``.
 
     Raises
     ------
     partree.errors.MissingDependencyError
-        matplotlib is not installed; the message names the extra that installs it.
+        matplotlib is not installed; the message names the ``plot`` extra.
     """
     from ..extras import require
 
-    matplotlib = require("matplotlib", purpose)
-    if matplotlib.get_backend().lower() != "agg":
-        matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    return require("matplotlib", purpose)
 
-    return plt
+
+def new_figure(purpose="drawing figures", **kwargs):
+    """A matplotlib figure drawn by the Agg renderer, outside ``pyplot``.
+
+    The figure has its own Agg canvas, so it renders without a display and without changing the
+    backend or the figure list of ``pyplot`` (a notebook's inline figures are left alone); it is
+    freed when no longer referenced.
+
+    Parameters
+    ----------
+    purpose : str
+        What needs matplotlib, for the message of a missing installation.
+    **kwargs
+        Passed to :class:`matplotlib.figure.Figure` (``figsize``, ``layout``, ...).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+    """
+    need_matplotlib(purpose)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def wrap_title(text, fig, fontsize):

@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from ..errors import PartreeInputError
-from .output import check_output_dir, pyplot, save_atomic, wrap_title
+from .output import check_output_dir, need_matplotlib, new_figure, save_atomic, wrap_title
 from .tree import LABEL_LIMIT, LARGE_MODEL, TreeDrawing, apply_view, choose_view
 
 #: figure formats of :func:`plot_results`
@@ -155,13 +155,10 @@ def figure_names(res, fmt="png"):
     return [f"{n}.{fmt}" for n in names]
 
 
-def _save(plt, fig, out_dir, name, dpi, files):
+def _save(fig, out_dir, name, dpi, files):
     path = os.path.join(out_dir, name)
-    try:
-        # the tight box takes in whatever reaches past the layout (a 3-D axis label at the edge)
-        save_atomic(path, lambda p: fig.savefig(p, dpi=dpi, bbox_inches="tight", pad_inches=0.08))
-    finally:
-        plt.close(fig)
+    # the tight box takes in whatever reaches past the layout (a 3-D axis label at the edge)
+    save_atomic(path, lambda p: fig.savefig(p, dpi=dpi, bbox_inches="tight", pad_inches=0.08))
     files.append(path)
 
 
@@ -195,7 +192,7 @@ def joints_figure(results, joints=None):
     matplotlib.figure.Figure
         Two axes (q above, q̇ below) and a legend that notes the lines lying on top of others.
     """
-    plt = pyplot("plotting results")
+    need_matplotlib("plotting results")
     res = _results(results)
     model, t = res.model, res.t
     joints = list(joints) if joints else _default_joints(model)
@@ -212,7 +209,8 @@ def joints_figure(results, joints=None):
     names = [ln[0] for ln in lines]
     hq = overlaps([ln[1] for ln in lines], names)
     hv = overlaps([ln[2] for ln in lines], names)
-    fig, axes = plt.subplots(2, 1, figsize=(9.5, 6.5), sharex=True, layout="constrained")
+    fig = new_figure(figsize=(9.5, 6.5), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
     for k, (name, q, v) in enumerate(lines):
         st = line_style(k, len(t), len(lines))
         axes[0].plot(t, q, label=name + overlap_note([("q", hq[k]), ("q̇", hv[k])]), **st)
@@ -244,14 +242,15 @@ def energy_figure(results):
     matplotlib.figure.Figure
         Two axes: the energies, and the relative drift.
     """
-    plt = pyplot("plotting results")
+    need_matplotlib("plotting results")
     res = _results(results)
     t, E, T, V = res.t, res.energy, res.kinetic, res.potential
     series = [("total", E, dict(color="black", linestyle="-", linewidth=2.4, alpha=0.55)),
               ("kinetic", T, dict(color="C0", linestyle="--", linewidth=1.6)),
               ("potential", V, dict(color="C3", linestyle="-.", linewidth=1.6))]
     hits = overlaps([s[1] for s in series], [s[0] for s in series])
-    fig, axes = plt.subplots(2, 1, figsize=(9.5, 6.5), sharex=True, layout="constrained")
+    fig = new_figure(figsize=(9.5, 6.5), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
     for (name, y, st), hit in zip(series, hits):
         axes[0].plot(t, y, label=name + overlap_note([("", hit)]), **st)
     axes[0].set_ylabel("energy  [J]")
@@ -293,7 +292,7 @@ def wrenches_figure(results):
     matplotlib.figure.Figure
         Two axes (|f| above, |n| below); at most :data:`MAX_LINES` joints, largest force first.
     """
-    plt = pyplot("plotting results")
+    need_matplotlib("plotting results")
     res = _results(results)
     if res.joint_wrench is None or not len(res.wrench_joints):
         raise PartreeInputError("the results hold no joint wrenches (simulate with record='all' or wrench_joints)")
@@ -309,7 +308,8 @@ def wrenches_figure(results):
     model = res.model
     link = max(float(np.max(np.linalg.norm(model.r_tree, axis=1) + np.linalg.norm(model.com, axis=1))), 1e-9)
     fmax, nmax = float(f.max()), float(n.max())
-    fig, axes = plt.subplots(2, 1, figsize=(9.5, 6.5), sharex=True, layout="constrained")
+    fig = new_figure(figsize=(9.5, 6.5), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
     for ax, mag, what in ((axes[0], f, "|f|"), (axes[1], n, "|n|")):
         positive = mag[:, shown][mag[:, shown] > 0]
         for r, k in enumerate(shown):
@@ -359,7 +359,7 @@ def configuration_figure(results, times=None, ranks=None, large=LARGE_MODEL, lab
     matplotlib.figure.Figure
         One 3-D axes per time.
     """
-    plt = pyplot("plotting results")
+    need_matplotlib("plotting results")
     res = _results(results)
     model, t = res.model, res.t
     if times is None:
@@ -371,7 +371,7 @@ def configuration_figure(results, times=None, ranks=None, large=LARGE_MODEL, lab
     cols = min(len(idx), 4)
     rows = -(-len(idx) // cols)
     panel = 3.8 * min(max(view.box_aspect(), 0.3), 1.4) + 0.9         # panel height in inches
-    fig = plt.figure(figsize=(3.8 * cols, panel * rows + 0.6 + (0.5 if drawing.ranks else 0)),
+    fig = new_figure(figsize=(3.8 * cols, panel * rows + 0.6 + (0.5 if drawing.ranks else 0)),
                      layout="constrained")
     ax = None
     for c, (k, (jp, cp)) in enumerate(zip(idx, pts)):
@@ -413,7 +413,7 @@ def plot_results(results, out_dir=None, joints=None, times=None, fmt="png", dpi=
     list of str
         The files written.
     """
-    plt = pyplot("plotting results")
+    need_matplotlib("plotting results")
     if fmt not in FORMATS:
         raise PartreeInputError(f"figure format {fmt!r}: use one of {', '.join(FORMATS)}")
     res = _results(results)
@@ -426,9 +426,9 @@ def plot_results(results, out_dir=None, joints=None, times=None, fmt="png", dpi=
         model.joint_id(j)                         # unknown names fail before anything is drawn
     out_dir = check_output_dir(out_dir, names, overwrite=overwrite)
     files = []
-    _save(plt, joints_figure(res, joints), out_dir, f"joints.{fmt}", dpi, files)
-    _save(plt, energy_figure(res), out_dir, f"energy.{fmt}", dpi, files)
+    _save(joints_figure(res, joints), out_dir, f"joints.{fmt}", dpi, files)
+    _save(energy_figure(res), out_dir, f"energy.{fmt}", dpi, files)
     if f"wrenches.{fmt}" in names:
-        _save(plt, wrenches_figure(res), out_dir, f"wrenches.{fmt}", dpi, files)
-    _save(plt, configuration_figure(res, times, ranks, large, labels), out_dir, f"configuration.{fmt}", dpi, files)
+        _save(wrenches_figure(res), out_dir, f"wrenches.{fmt}", dpi, files)
+    _save(configuration_figure(res, times, ranks, large, labels), out_dir, f"configuration.{fmt}", dpi, files)
     return files

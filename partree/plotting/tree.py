@@ -15,10 +15,10 @@ Every picture of a model (``partree show``, ``partree animate`` and the configur
   nearest drawn ancestor, so the drawn figure keeps the tree's shape at any size.
 
 The camera looks along the direction in which the drawn points spread least (their smallest
-principal axis, tipped by a small angle so the figure keeps some depth), with the world's z axis
-up on the screen where that is possible. A planar model is thus seen face on and never collapses
-to a line, and the axes have equal scales (orthographic projection, box proportional to the
-data).
+principal axis, tipped by a small angle so the figure keeps some depth). Seen from the side, the
+world's z axis is up on the screen; seen from above, the direction of largest spread runs across
+it. A planar model is thus seen face on and never collapses to a line, and the axes have equal
+scales (orthographic projection, box proportional to the data).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import numpy as np
 from .. import joints as J
 from ..algorithms.kinematics import forward_kinematics
 from ..errors import PartreeInputError
-from .output import check_output_file, pyplot, save_atomic, wrap_title
+from .output import check_output_file, need_matplotlib, new_figure, save_atomic, wrap_title
 
 #: models with more bodies than this are drawn as partition parts coloured by rank
 LARGE_MODEL = 2000
@@ -350,6 +350,8 @@ class TreeDrawing:
         Number of parts of the partition coloured (0 without ranks).
     body_rank : numpy.ndarray or None
         Rank of every drawn body.
+    rank_bodies, rank_parts : numpy.ndarray or None
+        Number of bodies and of parts of every rank (of the whole model, not only those drawn).
     """
 
     def __init__(self, model, ranks=None, large=LARGE_MODEL, max_segments=MAX_SEGMENTS, labels=LABEL_LIMIT,
@@ -375,11 +377,12 @@ class TreeDrawing:
         self.tree_seg = np.flatnonzero(self.anc >= 0)
         fixed_roots = model.roots()
         fixed_roots = fixed_roots[model.jtype[fixed_roots] != J.FREE]
-        self.base_points = np.unique(model.r_tree[fixed_roots[:1000]], axis=0) if fixed_roots.size else np.zeros((0, 3))
+        # where the roots' joints sit on the base (a thousand at most: a forest of roots is rare)
+        self.base_points = (np.unique(model.r_tree[fixed_roots[:1000]], axis=0) if fixed_roots.size
+                            else np.zeros((0, 3)))
         self.ranks = ranks
         self.nparts = 0
-        self.body_rank = None
-        self.rank_bodies = None
+        self.body_rank = self.rank_bodies = self.rank_parts = None
         if ranks > 0:
             pt, owner = engine_partition(model, ranks)
             self.nparts = int(pt.nparts)
@@ -671,7 +674,7 @@ def show_model(model, out, q=None, seed=0, ranks=None, large=LARGE_MODEL, max_se
     str
         The file written.
     """
-    plt = pyplot("drawing a model")
+    need_matplotlib("drawing a model")
     out = check_output_file(out, overwrite=overwrite)
     if not hasattr(model, "parent"):
         from ..specs import resolve_model
@@ -679,17 +682,14 @@ def show_model(model, out, q=None, seed=0, ranks=None, large=LARGE_MODEL, max_se
         model = resolve_model(model)
     q, what = resolve_configuration(model, q, seed)
     drawing = TreeDrawing(model, ranks=ranks, large=large, max_segments=max_segments, labels=labels)
-    fig = plt.figure(figsize=size, layout="constrained")
-    try:
-        ax = fig.add_subplot(projection="3d")
-        drawing, view = draw_tree(ax, model, q, drawing=drawing)
-        drawing.legend(fig, ax)
-        if title is None:
-            title = f"{model.name}: {what}\n{drawing.describe()}"
-            if view.dims <= 1 and model.n > 1:
-                title += "\nall joints lie on one line in this configuration"
-        fig.suptitle(wrap_title(title, fig, 9), fontsize=9)
-        save_atomic(out, lambda p: fig.savefig(p, dpi=dpi))
-    finally:
-        plt.close(fig)
+    fig = new_figure(figsize=size, layout="constrained")
+    ax = fig.add_subplot(projection="3d")
+    drawing, view = draw_tree(ax, model, q, drawing=drawing)
+    drawing.legend(fig, ax)
+    if title is None:
+        title = f"{model.name}: {what}\n{drawing.describe()}"
+        if view.dims <= 1 and model.n > 1:
+            title += "\nall joints lie on one line in this configuration"
+    fig.suptitle(wrap_title(title, fig, 9), fontsize=9)
+    save_atomic(out, lambda p: fig.savefig(p, dpi=dpi))
     return out
