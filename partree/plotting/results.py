@@ -270,8 +270,9 @@ def energy_figure(results):
     axes[1].set_xlabel("t  [s]")
     axes[1].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3), useMathText=True)
     k = int(np.argmax(np.abs(drift)))
-    axes[1].set_title(f"energy drift: largest {drift[k]:+.3g} at t = {t[k]:.4g} s" if drift[k] != 0
-                      else "energy drift: none (E = E₀ at every sample)", fontsize=9)
+    axes[1].set_title(f"change of the total energy (the integrator's drift where no input does work): largest "
+                      f"{drift[k]:+.3g} at t = {t[k]:.4g} s" if drift[k] != 0
+                      else "change of the total energy: none (E = E₀ at every sample)", fontsize=9)
     for ax in axes:
         ax.grid(alpha=0.3)
     return fig

@@ -209,11 +209,36 @@ def _prefer(v):
     return v
 
 
+def _camera(e1, e2, e3, tilt):
+    """matplotlib's view angles for a camera along ``e3`` tipped by ``tilt`` degrees towards
+    ``e2``, and how far the tip points up the picture (positive: towards its top)."""
+    t = np.radians(tilt)
+    d = np.cos(t) * e3 + np.sin(t) * e2
+    d /= np.linalg.norm(d)
+    elev = float(np.degrees(np.arcsin(np.clip(d[2], -1.0, 1.0))))
+    azim = float(np.degrees(np.arctan2(d[1], d[0]))) if abs(d[2]) < 0.99999 else 0.0
+    if abs(d[2]) <= 0.9:
+        return elev, azim, 0.0, 0.0      # matplotlib's roll 0 keeps the world z axis up on the screen
+    # looking down (or up): z says nothing about up, so turn the longest spread across the screen
+    a, e = np.radians(azim), np.radians(elev)
+    right = np.array([-np.sin(a), np.cos(a), 0.0])
+    up = np.array([-np.sin(e) * np.cos(a), -np.sin(e) * np.sin(a), np.cos(e)])
+    roll = -float(np.degrees(np.arctan2(e1 @ up, e1 @ right)))
+    # of the two ways across, the one on which the world axis nearest e1 increases to the right
+    k = int(np.argmax(np.abs(e1)))
+    r = np.radians(roll)
+    if (np.cos(r) * right - np.sin(r) * up)[k] < 0:
+        roll += 180.0
+    r = np.radians(roll)
+    roll = (roll + 180.0) % 360.0 - 180.0
+    return elev, azim, roll, float(e2 @ (np.sin(r) * right + np.cos(r) * up))
+
+
 def choose_view(points, tilt=VIEW_TILT_DEG):
     """The camera that shows a set of points best: along their direction of least spread,
     tipped by ``tilt`` degrees towards the middle one.  Where the camera looks from the side, the
     world z axis is up on the screen; where it looks down (or up), the direction of largest
-    spread runs across the screen.
+    spread runs across the screen, the coordinate axis nearest to it increasing to the right.
 
     Parameters
     ----------
@@ -254,22 +279,11 @@ def choose_view(points, tilt=VIEW_TILT_DEG):
     else:
         e1, e2, e3 = np.eye(3)
     e3, e2 = _prefer(e3), _prefer(e2)
-    t = np.radians(float(tilt))
-    d = np.cos(t) * e3 + np.sin(t) * e2
-    d /= np.linalg.norm(d)
-    elev = float(np.degrees(np.arcsin(np.clip(d[2], -1.0, 1.0))))
-    azim = float(np.degrees(np.arctan2(d[1], d[0]))) if abs(d[2]) < 0.99999 else 0.0
-    roll = 0.0                           # matplotlib's roll 0 keeps the world z axis up on the screen
-    if abs(d[2]) > 0.9:
-        # looking down (or up): z says nothing about up, so turn the longest spread across the screen
-        a, e = np.radians(azim), np.radians(elev)
-        right = np.array([-np.sin(a), np.cos(a), 0.0])
-        up = np.array([-np.sin(e) * np.cos(a), -np.sin(e) * np.sin(a), np.cos(e)])
-        roll = -float(np.degrees(np.arctan2(e1 @ up, e1 @ right)))
-        psi = np.arctan2(z @ up, z @ right) + np.radians(roll)
-        if np.hypot(z @ up, z @ right) > 1e-6 and np.sin(psi) < 0:
-            roll += 180.0                # of the two ways across, the one that leaves z pointing up
-        roll = (roll + 180.0) % 360.0 - 180.0
+    elev, azim, roll, up_tilt = _camera(e1, e2, e3, float(tilt))
+    if up_tilt > 1e-9:
+        # looking down, tipped towards the top of the picture: the box's near edge, which carries
+        # the tick labels, would run along the top under the title; tip the other way
+        elev, azim, roll, _ = _camera(e1, -e2, e3, float(tilt))
     lo, hi = P.min(axis=0), P.max(axis=0)
     span = hi - lo
     big = max(float(span.max()), 1e-3)
