@@ -20,7 +20,7 @@ import re
 import sys
 
 #: the sub-commands, one module each in this package, in the order ``--help`` lists them
-COMMANDS = ("info", "dynamics", "simulate", "plot", "convert", "partition", "bench")
+COMMANDS = ("info", "dynamics", "simulate", "plot", "show", "animate", "convert", "partition", "bench")
 
 
 def build_parser():
