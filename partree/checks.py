@@ -1,5 +1,6 @@
 """Argument checks at the entry points (none inside the kernels)."""
 import math
+import weakref
 
 import numpy as np
 
@@ -7,9 +8,18 @@ from .errors import PartreeInputError
 
 
 def vector(model, x, size, name, what):
-    """A contiguous float64 vector of the given size, finite, or a clear error."""
+    """A contiguous float64 vector of the given size, finite, or a clear error (None, complex and
+    non-numeric input are refused, not cast)."""
     if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x is None:
+            raise PartreeInputError(f"{name} is None; model {model.name!r} needs an array of {size} values ({what})")
+        if np.iscomplexobj(x):
+            raise PartreeInputError(f"{name} is complex; partree works with real numbers (take .real if the "
+                                    f"imaginary parts are rounding noise)")
+        try:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise PartreeInputError(f"{name} is not an array of numbers ({e})") from None
     if x.ndim != 1 or x.shape[0] != size:
         raise PartreeInputError(f"{name} has shape {x.shape}; model {model.name!r} needs ({size},) ({what})")
     # one dot product finds any NaN/inf (it overflows only for |x| > 1e154: then look closely)
@@ -25,10 +35,46 @@ def vector(model, x, size, name, what):
 
 
 def state(model, q, qd=None):
+    """q (and qd) checked: sizes, finite values, and quaternions of spherical and free joints that
+    define a rotation (the kernels normalise them, but a zero quaternion has no direction)."""
     q = vector(model, q, model.nq, "q", "nq")
+    qi = quaternion_starts(model)
+    if qi.size:
+        n2 = q[qi] ** 2 + q[qi + 1] ** 2 + q[qi + 2] ** 2 + q[qi + 3] ** 2
+        if not (n2 > QUAT_MIN_NORM2).all():
+            k = int(np.flatnonzero(~(n2 > QUAT_MIN_NORM2))[0])
+            body = int(np.flatnonzero(_quat_bodies(model))[k])
+            raise PartreeInputError(f"joint {model.joint_names[body]!r} (body {body}): its quaternion "
+                                    f"q[{qi[k]}:{qi[k] + 4}] = {q[qi[k]:qi[k] + 4].tolist()} is zero; a rotation "
+                                    f"needs a nonzero (normally unit) quaternion (x, y, z, w)")
     if qd is not None:
         qd = vector(model, qd, model.nv, "qd", "nv")
     return q, qd
+
+
+#: squared norm below which a quaternion is refused (it defines no rotation)
+QUAT_MIN_NORM2 = 1e-20
+_QUAT = weakref.WeakKeyDictionary()
+
+
+def _quat_bodies(model):
+    """Boolean mask of the bodies whose joint carries a quaternion (spherical, free)."""
+    from . import joints as J
+
+    return (model.jtype == J.SPHERICAL) | (model.jtype == J.FREE)
+
+
+def quaternion_starts(model):
+    """Index in q of the first component of every quaternion, in body order (cached per model)."""
+    got = _QUAT.get(model)
+    if got is None or got[0] is not model.jtype:
+        from . import joints as J
+
+        ids = np.flatnonzero(_quat_bodies(model))
+        starts = (model.idx_q[ids] + J.QUAT_OFFSET[model.jtype[ids]]).astype(np.int64)
+        got = (model.jtype, starts)
+        _QUAT[model] = got
+    return got[1]
 
 
 _NO_FORCES = np.zeros((1, 6))

@@ -113,7 +113,28 @@ def _prepare(model, q, data):
 
 
 def crba(model, q, sparse=False, data=None, max_dense_bytes=4 * 2**30):
-    """Joint-space mass matrix M(q): dense ndarray, or scipy.sparse CSR with ``sparse=True``."""
+    """Joint-space mass matrix M(q) by the composite-rigid-body algorithm.
+
+    Parameters
+    ----------
+    model : Model
+        The tree.
+    q : ndarray
+        Configuration (nq,).
+    sparse : bool
+        Return a scipy.sparse CSR matrix (joint i couples only with its ancestors and
+        descendants) instead of a dense array.
+    data : Data, optional
+        Workspace (``model.create_data()``).
+    max_dense_bytes : int
+        The largest matrix (dense, or the sparse one's arrays) built; a larger one is refused with
+        a message pointing to :func:`mass_matrix_operator`.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix
+        M (nv, nv).
+    """
     d = _prepare(model, q, data)
     nv = model.nv
     if not sparse:
@@ -128,6 +149,13 @@ def crba(model, q, sparse=False, data=None, max_dense_bytes=4 * 2**30):
     # nonzeros: for each DOF of joint i, all DOFs of i and its ancestors, mirrored
     anc_dofs = _ancestor_dofs(model.parent, model.nv_j)
     nnz = int(2 * (model.nv_j * anc_dofs).sum() - (model.nv_j ** 2).sum())
+    need = 48 * nnz          # rows, cols, values and the CSR conversion's copies
+    if need > max_dense_bytes:
+        raise PartreeInputError(
+            f"the sparse mass matrix of model {model.name!r} has {nnz:,} nonzeros (every joint couples "
+            f"with all its ancestors: a deep chain makes M dense) and needs about {need / 2**30:.1f} GiB; "
+            f"use mass_matrix_operator(model, q), whose products and solves are O(N), or raise "
+            f"max_dense_bytes")
     rows = np.empty(nnz, dtype=np.int64)
     cols = np.empty(nnz, dtype=np.int64)
     vals = np.empty(nnz)

@@ -2,11 +2,15 @@
 
     partree info MODEL                    what a model is: bodies, joints, topology, memory
     partree dynamics MODEL [options]      forward/inverse dynamics on a state, timed; results to .npz
-    partree convert MODEL OUT             write a model to .npz / .h5 / .json
     partree simulate [MODEL] [options]    integrate a trajectory; results to .h5 / .npz, checkpoints
     partree plot RESULTS                  joint trajectories, energy, joint forces, configuration pictures
+    partree show MODEL --out tree.png     a picture of a model (large trees: their parts by rank)
+    partree animate RESULTS --out run.gif an animation of a simulation
+    partree convert MODEL OUT             write a model to .npz / .h5 / .json
     partree partition MODEL --parts P     how the parallel engine cuts a model: parts, loads, boundary
     partree bench --model SPEC [options]  time one evaluation: serial, MPI (under mpiexec) or Dask
+
+Options before the command: --debug (tracebacks), --max-memory SIZE (the largest generated model).
 
 MODEL is a URDF file, a native model file (.npz, .h5, .json) or a spec string such as
 ``autotree:nb=1000000,bf=2`` (generators: ``partree info --generators``).

@@ -4,7 +4,8 @@
     mpiexec -n 4 partree bench --model autotree:nb=1000000,bf=2 --json
     partree bench --model SPEC --quantity constraint-forces ...   (the constraint forces instead)
 
-Reports the time per evaluation (best of R, after one warm-up; the result left where it is
+Reports the time per evaluation (best of R, after one warm-up, with the median's distance above
+the best as the run's spread, flagged when over 10%; the result left where it is
 computed, on the MPI ranks / Dask workers, as a distributed simulation leaves it, and alongside
 the time with qdd collected on rank 0 / the client every evaluation), the time per body, the bytes
 communicated per evaluation (boundary data of the engine, O(P) and independent of N; the
@@ -40,6 +41,9 @@ import numpy as np
 from .common import count, nonneg_int
 
 RESIDUAL_ABA_MAX_N = 2_000_000
+
+#: the median evaluation this far above the best marks a run as noisy (a neighbour took the core)
+NOISY_SPREAD = 0.10
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -313,6 +317,8 @@ def cmd_bench(a):
         "model": a.model, "backend": backend, "quantity": a.quantity, "parts": int(r["parts"]), "ranks": int(r["ranks"]),
         "n": int(model.n), "nq": int(model.nq), "nv": int(model.nv), "repeat": int(a.repeat),
         "seconds_per_eval": best, "seconds_mean": float(np.mean(r["times"])),
+        "seconds_median": float(np.median(r["times"])),
+        "spread": float((np.median(r["times"]) - best) / best) if best > 0 else float("nan"),
         "seconds_per_body": best / model.n, "ns_per_body": best / model.n * 1e9,
         "bytes_per_eval": int(r["bytes_per_eval"]), "gather_bytes_per_eval": int(r.get("gather_bytes_per_eval", 0)),
         "max_rss_bytes": int(max(r["rss_bytes_per_rank"])), "rss_bytes_per_rank": r["rss_bytes_per_rank"],
@@ -338,7 +344,9 @@ def cmd_bench(a):
     print(f"model      {a.model}: {model.n} bodies (nq = {model.nq}, nv = {model.nv}), built in {t_build:.2f} s")
     print(f"backend    {backend}: {out['parts']} parts on {out['ranks']} "
           f"{'rank(s)' if backend != 'dask' else 'worker(s)'}; setup {out['setup_seconds']:.2f} s")
-    print(f"time       {best * 1e3:.3f} ms per evaluation (best of {a.repeat}; mean {out['seconds_mean'] * 1e3:.3f} ms)"
+    noisy = out["spread"] > NOISY_SPREAD
+    print(f"time       {best * 1e3:.3f} ms per evaluation (best of {a.repeat}; median {out['seconds_median'] * 1e3:.3f} ms,"
+          f" {100 * out['spread']:.0f}% above the best{': noisy, repeat more' if noisy else ''})"
           f" = {out['ns_per_body']:.0f} ns per body")
     if "seconds_per_eval_client_state" in out:
         print(f"           (state resident on the workers, the result left there; with q, qd, tau sent and"

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from .common import finite
+
 
 def add_parser(subparsers):
     from ..plotting.tree import DEFAULT_RANKS, LABEL_LIMIT, LARGE_MODEL
@@ -19,7 +21,7 @@ def add_parser(subparsers):
                    help="output folder, created if missing (its parent must exist; default: RESULTS_plots "
                         "next to the results file)")
     s.add_argument("--joints", nargs="+", default=None, metavar="JOINT", help="joints to plot (default: up to 6)")
-    s.add_argument("--times", nargs="+", type=float, default=None, metavar="T",
+    s.add_argument("--times", nargs="+", type=finite, default=None, metavar="T",
                    help="times of the configuration pictures (default: 4 evenly spaced)")
     s.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="figure format (default png)")
     s.add_argument("--dpi", type=float, default=120, help="pixels per inch of png figures (default 120)")

@@ -35,7 +35,7 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
     if isinstance(parts, Partition) and parts.n != model.n:
         raise PartreeInputError(f"the partition is for {parts.n} bodies, model {model.name!r} has {model.n}")
     if q is not None:
-        checks.vector(model, q, model.nq, "q", "nq")
+        checks.state(model, q)
     if qd is not None:
         checks.vector(model, qd, model.nv, "qd", "nv")
     if tau is not None:

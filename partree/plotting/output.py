@@ -101,8 +101,9 @@ def _check_dir(d, what):
 
 
 def check_output_file(path, suffixes=FIGURE_SUFFIXES, overwrite=False):
-    """Check an output file before anything is drawn: a known suffix, an existing writable folder,
-    and no existing file unless ``overwrite``.
+    """Check an output file before anything is drawn: a known suffix, then the checks every
+    output of partree gets (:func:`partree.outputs.check_output`: an existing writable folder, no
+    existing file unless ``overwrite``, never a model file).
 
     Parameters
     ----------
@@ -123,17 +124,13 @@ def check_output_file(path, suffixes=FIGURE_SUFFIXES, overwrite=False):
     partree.errors.PartreeInputError
         An unknown suffix, a missing or read-only folder, or an existing file without ``overwrite``.
     """
+    from ..outputs import check_output
+
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
     if ext not in suffixes:
         raise PartreeInputError(f"output file {path!r}: use one of the suffixes {', '.join(suffixes)}")
-    _check_dir(os.path.dirname(os.path.abspath(path)), f"the output file {path!r}")
-    if os.path.isdir(path):
-        raise PartreeInputError(f"output file {path!r} is a folder")
-    if os.path.exists(path) and not overwrite:
-        raise PartreeInputError(f"output file {path!r} exists; to replace it, pass --force "
-                                "(overwrite=True in Python)")
-    return path
+    return check_output(path, overwrite=overwrite, what="figure" if ext in FIGURE_SUFFIXES else "output file")
 
 
 def check_output_dir(out_dir, names, overwrite=False, create=True):

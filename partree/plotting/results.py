@@ -365,6 +365,10 @@ def configuration_figure(results, times=None, ranks=None, large=LARGE_MODEL, lab
     model, t = res.model, res.t
     if times is None:
         times = np.linspace(t[0], t[-1], min(4, len(t)))
+    span = max(t[-1] - t[0], 1e-300)
+    bad = [tt for tt in times if not np.isfinite(tt) or tt < t[0] - 1e-9 * span or tt > t[-1] + 1e-9 * span]
+    if bad:
+        raise PartreeInputError(f"times {bad} are outside the run, which covers t = {t[0]:g} .. {t[-1]:g} s")
     idx = list(dict.fromkeys(int(np.argmin(np.abs(t - tt))) for tt in times))
     drawing = TreeDrawing(model, ranks=ranks, large=large, labels=labels)
     pts = [drawing.points(res.q[k]) for k in idx]

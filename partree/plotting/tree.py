@@ -62,7 +62,7 @@ def engine_partition(model, nranks):
     owner : numpy.ndarray
         Rank of every part, shape ``(partition.nparts,)``.
     """
-    from ..parallel.serial import PATH_WEIGHT, make_partition
+    from ..parallel.partition import PATH_WEIGHT, make_partition
 
     nranks = int(nranks)
     pt = make_partition(model, None, PATH_WEIGHT, nranks=nranks)
