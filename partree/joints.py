@@ -18,6 +18,20 @@ free          7    6  position in the parent frame, quaternion (x, y, z, w);
                       v = [linear velocity, angular velocity], both in the body frame
 fixed         0    0  welded
 =========== ==== ==== ==========================================================================
+
+The joint dispatch (spatial_v2's ``jcalc``) is the same three-way branch in every kernel that
+forms the joint kinematics (ABA, RNEA, CRBA, forward kinematics, CFA's setup and the parallel
+engine's velocity and reduce kernels), each copy marked ``the joint dispatch``::
+
+    if jtype[i] == REVOLUTE:        joint_kinematics(REVOLUTE, ...)     inlined, type a constant
+    elif jtype[i] == PRISMATIC:     joint_kinematics(PRISMATIC, ...)    inlined, type a constant
+    else:                           joint_kinematics_at(i, ...)         one call, any other type
+
+:func:`joint_kinematics` holds all the joint types' kinematics; only the branch is repeated, and
+``tests/test_joints.py`` checks that every kernel's copy is this one.  The branch is written in
+each kernel rather than in an inlined helper because numba reference-counts the array arguments
+of an inlined function whose body branches at run time, once per call: such a helper made RNEA
+and ABA about 1.4x slower per body (docs/performance.md has the measurement).
 """
 from __future__ import annotations
 
@@ -182,63 +196,8 @@ def joint_kinematics(jt, a1, a2, q, iq, qd, iv, Et, rt, E, r, S, cJ, R, R2):
 @njit(cache=True)
 def joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2):
     """``joint_kinematics`` of body i as a call rather than inlined, taking whole arrays and the
-    index: the branch of :func:`joint_calc` for the joints of more than one degree of freedom.
+    index: the branch of the joint dispatch for the joints of more than one degree of freedom.
     Whole arrays and the index, rather than per-body views, keep the call cheap (a view passed to
     a call is reference counted)."""
     return joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i], E[i], r[i],
                             S[iv:], cJ, R, R2)
-
-
-@njit(cache=True, inline="always")
-def joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2):
-    """The joint dispatch every algorithm uses (spatial_v2's ``jcalc``): joint kinematics of body i.
-
-    Writes X_up[i] = X_J(q) X_tree[i] as (E[i], r[i]), the motion subspace rows S[iv:iv + nv] and the
-    velocity-product term cJ, and returns nv.  Revolute and prismatic joints, the common case of
-    large trees, are inlined with their type a compile-time constant, so their kinematics is
-    straight-line code; the other types go through one call (:func:`joint_kinematics_at`).  One
-    inlined copy generic over all six types, with loops over a run-time nv, makes every body
-    slower; calls for every type make the 1-DOF joints slower (see docs/performance.md).
-
-    Parameters
-    ----------
-    i : int
-        Body index.
-    jtype, axis, axis2, idx_q, E_tree, r_tree : arrays
-        The model's per-body joint codes, axes, first configuration index and tree placements.
-    q, qd : (nq,), (nv,) float arrays
-        Configuration and velocity (qd is read only by universal joints, for cJ).
-    iv : int
-        Body i's first velocity index (``idx_v[i]``).
-    E, r : (n, 3, 3), (n, 3) float arrays
-        Written: body i's compact transform X_up.
-    S : (nv, 6) float array
-        Written: rows iv .. iv + nv - 1, the joint's motion subspace in body coordinates.
-    cJ : (6,) float array
-        Written: dS/dt qd.
-    R, R2 : (3, 3) float arrays
-        Scratch.
-    """
-    jt = jtype[i]
-    if jt == REVOLUTE:
-        return joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                E[i], r[i], S[iv:], cJ, R, R2)
-    if jt == PRISMATIC:
-        return joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
-                                E[i], r[i], S[iv:], cJ, R, R2)
-    return joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
-
-
-@njit(cache=True, inline="always")
-def joint_velocity(S, qd, iv, nv, vJ):
-    """vJ = S qd over the joint's nv rows of S starting at iv (the joint's relative velocity)."""
-    if nv == 1:
-        x = qd[iv]
-        for k in range(6):
-            vJ[k] = S[iv, k] * x
-        return
-    for k in range(6):
-        s = 0.0
-        for d in range(nv):
-            s += S[iv + d, k] * qd[iv + d]
-        vJ[k] = s

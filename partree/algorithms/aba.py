@@ -5,13 +5,17 @@ Three passes over the regular numbering, each a compiled function of its own, as
 
 1. :func:`aba_forward_pass1`, outward: joint kinematics, velocities v, velocity-product
    accelerations c, rigid-body inertias IA = I and bias forces pA = v x* I v - f_ext;
-2. :func:`aba_backward_pass`, inward: at each body :func:`articulated_step` forms U = IA S,
-   D = S^T U, u = tau - S^T pA and hands the articulated inertia IA - U D^-1 U^T and bias force
-   pA + Ia c + U D^-1 u to its parent;
+2. :func:`aba_backward_pass`, inward: at each body U = IA S, D = S^T U, u = tau - S^T pA, and
+   the articulated inertia IA - U D^-1 U^T and bias force pA + Ia c + U D^-1 u handed to its
+   parent (:func:`articulated_project` for joints of more than one degree of freedom);
 3. :func:`aba_forward_pass2`, outward: accelerations a and qdd from the base acceleration.
 
-The parallel engine's parts run the same steps (``partree.parallel.kernels``): its reduce kernel
-uses :func:`articulated_step`, its back-substitution :func:`aba_forward_pass2`.
+The parallel engine's parts run the same passes (``partree.parallel.kernels``): its
+back-substitution is :func:`aba_forward_pass2`, its reduce kernel pass 2 with the inertias kept
+in hand-over buffers instead of per body, and :func:`articulated_project`.  The per-body step of
+pass 2 is written out in both rather than shared through an inlined helper: numba
+reference-counts the array arguments of an inlined function that branches at run time, once per
+body, which made ABA about 1.25x slower (docs/performance.md).
 
 Kernel arguments, shared by the passes (n bodies, nv velocity coordinates):
 
@@ -32,7 +36,7 @@ from numba import njit
 
 from .. import checks
 from ..errors import PartreeInputError
-from ..joints import joint_calc, joint_velocity
+from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import spd_inverse
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
@@ -51,8 +55,23 @@ def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
     tmp = np.empty(6)
     for i in range(n):
         iv = idx_v[i]
-        nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
-        joint_velocity(S, qd, iv, nv, vJ)
+        if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
+            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+            for k in range(6):
+                vJ[k] = S[iv, k] * qd[iv]
+        elif jtype[i] == PRISMATIC:
+            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+            for k in range(6):
+                vJ[k] = S[iv, k] * qd[iv]
+        else:
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+            for k in range(6):
+                vJ[k] = 0.0
+            for d in range(nv):
+                for k in range(6):
+                    vJ[k] += S[iv + d, k] * qd[iv + d]
         p = parent[i]
         if p < 0:
             for k in range(6):
@@ -73,71 +92,6 @@ def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
                 pA[i, k] -= f_ext[i, k]
 
 
-@njit(cache=True, inline="always")
-def articulated_step(IA_i, pA_i, c_i, S, tau, iv, nv, project, U, Dinv, u, Ia, pa, D, T, tmp):
-    """ABA's inward step at one body of articulated inertia IA_i and bias force pA_i.
-
-    Writes U = IA S, D^-1 (rows iv.. of Dinv) and u = tau - S^T pA; with ``project`` also what
-    the body hands to its parent before the transform: Ia = IA - U D^-1 U^T and
-    pa = pA + Ia c + U D^-1 u.  The 1-DOF case is written out (the common case of large trees).
-    D, T are 6x6 scratch, tmp a 6-vector.  Returns False when D is not positive definite (a
-    subtree with no inertia along the joint's motion)."""
-    if nv == 1:
-        Dd = 0.0
-        uu = tau[iv]
-        for k in range(6):
-            sk = 0.0
-            for l in range(6):
-                sk += IA_i[k, l] * S[iv, l]
-            U[iv, k] = sk
-            Dd += S[iv, k] * sk
-            uu -= S[iv, k] * pA_i[k]
-        if not Dd > 0.0:
-            return False
-        Dinv[iv, 0] = 1.0 / Dd
-        u[iv] = uu
-        if not project:
-            return True
-        Di = 1.0 / Dd
-        for k in range(6):
-            tmp[k] = U[iv, k] * Di
-        for k in range(6):
-            for l in range(6):
-                Ia[k, l] = IA_i[k, l] - tmp[k] * U[iv, l]
-        w = uu * Di
-        for k in range(6):
-            s = pA_i[k] + U[iv, k] * w
-            for l in range(6):
-                s += Ia[k, l] * c_i[l]
-            pa[k] = s
-        return True
-    for d in range(nv):
-        for k in range(6):
-            s = 0.0
-            for l in range(6):
-                s += IA_i[k, l] * S[iv + d, l]
-            U[iv + d, k] = s
-        s = tau[iv + d]
-        for k in range(6):
-            s -= S[iv + d, k] * pA_i[k]
-        u[iv + d] = s
-    for d in range(nv):
-        for e in range(nv):
-            s = 0.0
-            for k in range(6):
-                s += S[iv + d, k] * U[iv + e, k]
-            D[d, e] = s
-    if nv > 1:
-        if not spd_inverse(D, nv, T):
-            return False
-        for d in range(nv):
-            for e in range(nv):
-                Dinv[iv + d, e] = T[d, e]
-    if project:
-        articulated_project(IA_i, pA_i, c_i, U, Dinv, u, iv, nv, Ia, pa, tmp)
-    return True
-
-
 @njit(cache=True)
 def aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u):
     """Pass 2, inward: articulated inertias IA and bias forces pA (in place), U, D^-1, u.
@@ -153,11 +107,63 @@ def aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
         p = parent[i]
-        if not articulated_step(IA[i], pA[i], c[i], S, tau, iv, nv, p >= 0, U, Dinv, u, Ia, pa, D, T, tmp):
-            return i
-        if p >= 0:
-            congruence_add(E[i], r[i], Ia, IA[p], T)
-            xform_force_T_add(E[i], r[i], pa, pA[p])
+        if nv == 1:
+            # the common case, written out: U = IA s, D = s^T U, u = tau - s^T pA
+            Dd = 0.0
+            uu = tau[iv]
+            for k in range(6):
+                sk = 0.0
+                for l in range(6):
+                    sk += IA[i, k, l] * S[iv, l]
+                U[iv, k] = sk
+                Dd += S[iv, k] * sk
+                uu -= S[iv, k] * pA[i, k]
+            if not Dd > 0.0:
+                return i
+            Dinv[iv, 0] = 1.0 / Dd
+            u[iv] = uu
+            if p < 0:
+                continue
+            Di = 1.0 / Dd
+            for k in range(6):
+                tmp[k] = U[iv, k] * Di
+            for k in range(6):
+                for l in range(6):
+                    Ia[k, l] = IA[i, k, l] - tmp[k] * U[iv, l]
+            w = uu * Di
+            for k in range(6):
+                s = pA[i, k] + U[iv, k] * w
+                for l in range(6):
+                    s += Ia[k, l] * c[i, l]
+                pa[k] = s
+        else:
+            for d in range(nv):
+                for k in range(6):
+                    s = 0.0
+                    for l in range(6):
+                        s += IA[i, k, l] * S[iv + d, l]
+                    U[iv + d, k] = s
+                s = tau[iv + d]
+                for k in range(6):
+                    s -= S[iv + d, k] * pA[i, k]
+                u[iv + d] = s
+            for d in range(nv):
+                for e in range(nv):
+                    s = 0.0
+                    for k in range(6):
+                        s += S[iv + d, k] * U[iv + e, k]
+                    D[d, e] = s
+            if nv > 1:
+                if not spd_inverse(D, nv, T):
+                    return i
+                for d in range(nv):
+                    for e in range(nv):
+                        Dinv[iv + d, e] = T[d, e]
+            if p < 0:
+                continue
+            articulated_project(IA[i], pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
+        congruence_add(E[i], r[i], Ia, IA[p], T)
+        xform_force_T_add(E[i], r[i], pa, pA[p])
     return -1
 
 

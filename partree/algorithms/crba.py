@@ -10,7 +10,7 @@ Three forms:
 import numpy as np
 from numba import njit
 
-from ..joints import joint_calc
+from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from ..errors import PartreeInputError
 from .. import checks
 from .primitives import congruence_add, inertia_from_compact
@@ -29,7 +29,14 @@ def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
     qd0 = np.zeros(S.shape[0] + 1)
     for i in range(n):
         iv = idx_v[i]
-        joint_calc(i, jtype, axis, axis2, q, idx_q, qd0, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+        if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
+            joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == PRISMATIC:
+            joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        else:
+            joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd0, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
         inertia_from_compact(mass[i], com[i], I_com[i], IC[i])
     for i in range(n - 1, -1, -1):
         p = parent[i]

@@ -2,7 +2,7 @@
 import numpy as np
 from numba import njit
 
-from ..joints import joint_calc
+from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .. import checks
 from .primitives import xform_motion
 
@@ -17,7 +17,14 @@ def kinematics_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
     tmp = np.empty(6)
     for i in range(n):
         iv = idx_v[i]
-        nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+        if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
+            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == PRISMATIC:
+            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        else:
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
         p = parent[i]
         if p < 0:
             for k in range(6):

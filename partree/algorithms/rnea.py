@@ -7,7 +7,7 @@ the parent transmits to body i across joint i, in body i's (joint) frame, as [n;
 import numpy as np
 from numba import njit
 
-from ..joints import joint_calc
+from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .. import checks
 from .primitives import body_force, cross_motion, xform_force_T_add, xform_motion
 
@@ -29,7 +29,14 @@ def rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, id
     a0[5] = -gravity[2]
     for i in range(n):
         iv = idx_v[i]
-        nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+        if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
+            nv = joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == PRISMATIC:
+            nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        else:
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
         for k in range(6):
             vJ[k] = 0.0
             h[k] = cJ[k]

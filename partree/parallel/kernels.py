@@ -86,9 +86,10 @@ from numba import njit
 
 from ..algorithms.primitives import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact,
                                    inertia_times, xform_force_T_add, xform_motion)
-from ..algorithms.aba import aba_forward_pass2, articulated_step
+from ..algorithms.aba import aba_forward_pass2, articulated_project
+from ..algorithms.linalg import spd_inverse
 from ..algorithms.cfa.bases import project_wrench
-from ..joints import PRISMATIC, REVOLUTE, joint_calc, joint_velocity
+from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 
 
 @njit(cache=True, inline="always")
@@ -153,13 +154,26 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
         i = kbod[ki]
         iv = idx_v[i]
         kk = kslot[i]
-        nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
-        joint_velocity(S, qd, iv, nv, vJ)
         # 1-DOF joints have cJ = 0 and vJ = S qd: nothing is stored for them beyond E, r, S (pass 1
         # forms vJ again from S)
-        if nv != 1:
+        if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
+            joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
-                vJb[kk, k] = vJ[k]
+                vJ[k] = S[iv, k] * qd[iv]
+        elif jtype[i] == PRISMATIC:
+            joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+            for k in range(6):
+                vJ[k] = S[iv, k] * qd[iv]
+        else:
+            nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+            for k in range(6):
+                s = 0.0
+                for d in range(nv):
+                    s += S[iv + d, k] * qd[iv + d]
+                vJ[k] = s
+                vJb[kk, k] = s
                 cJb[kk, k] = cJ[k]
         si = slot[i]
         if si < 0:
@@ -231,8 +245,24 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         iv = idx_v[i]
         si = kslot[i]
         if si < 0:
-            nv = joint_calc(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
-            joint_velocity(S, qd, iv, nv, vJ)
+            if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
+                joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                 E[i], r[i], S[iv:], cJ, R, R2)
+                for k in range(6):
+                    vJ[k] = S[iv, k] * qd[iv]
+            elif jtype[i] == PRISMATIC:
+                joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                 E[i], r[i], S[iv:], cJ, R, R2)
+                for k in range(6):
+                    vJ[k] = S[iv, k] * qd[iv]
+            else:
+                nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ,
+                                         R, R2)
+                for k in range(6):
+                    s = 0.0
+                    for d in range(nv):
+                        s += S[iv + d, k] * qd[iv + d]
+                    vJ[k] = s
         elif jtype[i] == REVOLUTE or jtype[i] == PRISMATIC:
             for k in range(6):
                 cJ[k] = 0.0
@@ -294,8 +324,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     pa = np.empty(6)
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
            v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA)
-    # pass 2: ABA's inward step (``articulated_step``); the part's root also forms Ia, pa: its
-    # boundary relation
+    # pass 2 (ABA's, written out; the part's root also forms Ia, pa: its boundary relation)
     handed = False
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
@@ -314,8 +343,56 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
         else:
             Ib = Ibuf
             inertia_from_compact(mass[i], com[i], I_com[i], Ib)
-        if not articulated_step(Ib, pA[i], c[i], S, tau, iv, nv, True, U, Dinv, u, Ia, pa, D, T, tmp):
-            return i
+        if nv == 1:
+            Dd = 0.0
+            uu = tau[iv]
+            for k in range(6):
+                sk = 0.0
+                for l in range(6):
+                    sk += Ib[k, l] * S[iv, l]
+                U[iv, k] = sk
+                Dd += S[iv, k] * sk
+                uu -= S[iv, k] * pA[i, k]
+            if not Dd > 0.0:
+                return i
+            Dinv[iv, 0] = 1.0 / Dd
+            u[iv] = uu
+            Di = 1.0 / Dd
+            for k in range(6):
+                tmp[k] = U[iv, k] * Di
+            for k in range(6):
+                for l in range(6):
+                    Ia[k, l] = Ib[k, l] - tmp[k] * U[iv, l]
+            w = uu * Di
+            for k in range(6):
+                s = pA[i, k] + U[iv, k] * w
+                for l in range(6):
+                    s += Ia[k, l] * c[i, l]
+                pa[k] = s
+        else:
+            for d in range(nv):
+                for k in range(6):
+                    s = 0.0
+                    for l in range(6):
+                        s += Ib[k, l] * S[iv + d, l]
+                    U[iv + d, k] = s
+                s = tau[iv + d]
+                for k in range(6):
+                    s -= S[iv + d, k] * pA[i, k]
+                u[iv + d] = s
+            for d in range(nv):
+                for e in range(nv):
+                    s = 0.0
+                    for k in range(6):
+                        s += S[iv + d, k] * U[iv + e, k]
+                    D[d, e] = s
+            if nv > 1:
+                if not spd_inverse(D, nv, T):
+                    return i
+                for d in range(nv):
+                    for e in range(nv):
+                        Dinv[iv + d, e] = T[d, e]
+            articulated_project(Ib, pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
         handed = p >= 0 and p == i - 1
         if handed:
             inertia_from_compact(mass[p], com[p], I_com[p], Cb)
