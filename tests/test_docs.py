@@ -28,6 +28,8 @@ API_ENTRIES = {
                  "partree.parallel.dask_backend.DaskEngine", "partree.parallel.partition.partition",
                  "partree.parallel.partition.partition_for_ranks"],
     "simulation": ["partree.load_results", "partree.simulation.SimulationResult"],
+    "figures": ["partree.plotting.plot_results", "partree.plotting.tree.show_model",
+                "partree.plotting.animate.animate_results"],
     "errors": ["partree.errors.PartreeError", "partree.errors.PartreeInputError",
                "partree.errors.MissingDependencyError"],
 }

@@ -117,6 +117,15 @@ def main(argv=None):
             msg = f"out of memory ({msg or 'MemoryError'}); choose a smaller model or free memory"
         print(f"partree {a.command}: error: {msg}", file=sys.stderr)
         return 2
+    except ImportError as e:
+        from ..extras import EXTRAS
+
+        if a.debug or (e.name or "").split(".")[0] not in EXTRAS:
+            raise
+        extra, dist = EXTRAS[e.name.split(".")[0]]
+        print(f"partree {a.command}: error: this needs the optional package {dist!r}: "
+              f"pip install 'partree[{extra}]'", file=sys.stderr)
+        return 2
     except Exception as e:      # noqa: BLE001 -- a bug: one line, and how to see more
         if a.debug:
             raise

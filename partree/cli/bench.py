@@ -261,8 +261,13 @@ def cmd_bench(a):
     """Run the benchmark for parsed arguments ``a``; returns the exit code."""
     from ..specs import resolve_model
 
+    from ..extras import require
+
     comm = None
     backend = a.backend or ("mpi" if _under_mpiexec() else "serial")
+    if backend in ("mpi", "dask"):
+        require("mpi4py" if backend == "mpi" else "distributed", f"the {backend.upper()} backend"
+                if backend == "mpi" else "the Dask backend")
     if backend == "mpi":
         from mpi4py import MPI
 
