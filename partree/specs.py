@@ -248,6 +248,10 @@ def _coerce(value, default):
     return value
 
 
+#: parameters of the built-in generators that count things (bodies, units, a seed): integers only
+#: (``nb=10.9`` is refused, not rounded; ``bf=1.5``, a fractional branching factor, is a number)
+COUNT_PARAMS = ("n", "nb", "units", "seed")
+
 #: peak bytes per body of building a model and its workspace (1-DOF joints: model arrays,
 #: workspace and the generators' temporaries, as measured by ``scripts/benchmarks/bench_core.py``),
 #: with a margin; multi-DOF joints take more, counted per velocity coordinate
@@ -328,13 +332,10 @@ def build(name, params=None, spec=None):
                                 f"{', '.join(map(repr, missing))} (usage: {g.usage()})")
     kwargs = {k: _coerce(v, defaults.get(k)) for k, v in params.items()}
     for k, v in kwargs.items():
-        d = defaults.get(k)
-        if (isinstance(d, int) and not isinstance(d, bool) or k in ("n", "nb", "units")) and isinstance(v, float):
+        if k in COUNT_PARAMS and isinstance(v, float):
             raise PartreeInputError(f"model spec {label!r}: parameter {k!r} must be an integer, got {v!r}")
     n = _body_count(g.name, kwargs)
-    if n is not None:
-        if n < 1:
-            raise PartreeInputError(f"model spec {label!r}: the model would have {n} bodies")
+    if n is not None and n >= 1:          # (the generators refuse n < 1 themselves)
         check_size(label, n)
     try:
         model = g.function()(**kwargs)
