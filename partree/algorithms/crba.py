@@ -195,7 +195,7 @@ def _operator_class():
 class _MassMatrixMethods:
     def __init__(self, model, q):
         self.model = model
-        self.q, _ = checks.state(model, q)
+        self.q = checks.state(model, q)[0].copy()      # the operator's own q: M(q) as of now
         self._data = model.create_data()
         self._zero_v = np.zeros(model.nv)
         self._g0 = np.zeros(3)

@@ -137,7 +137,7 @@ class PartKernel:
     #: the workspace: allocated where the part runs, never pickled (a part sent to an MPI rank or
     #: a Dask worker carries its slice of the model only, a fraction of its workspace's size)
     _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
-                  "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
+                  "Trb", "vrb", "Yst", "usave", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
                   "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws")
 
     def _allocate(self):
@@ -164,6 +164,7 @@ class PartKernel:
         self.Trb = np.zeros((ns, 3))
         self.vrb = np.zeros((0 if self.top else ns, 6))     # (a part at the base: v, see velocity)
         self.Yst = np.zeros((int(self.yptr[-1]), 6))
+        self.usave = np.zeros(int(self.yptr[-1]))          # the path entries of u, kept by solve
         self._q = np.zeros(self.nq)
         self._qd = np.zeros(nv)
         self._fext = np.zeros((1, 6))
@@ -244,7 +245,7 @@ class PartKernel:
         self._g = np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6)
         K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self._g,
                        self.path_ptr, self.path_idx, self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c,
-                       self.U, self.Dinv, self.u, self.a, self.qdd)
+                       self.U, self.Dinv, self.u, self.usave, self.a, self.qdd)
         return self.qdd
 
     def wrenches(self):
