@@ -95,14 +95,14 @@ def test_dask_simulation_matches_serial(dask_client, mode, tmp_path):
         kw.update(f_ext={m.joint_names[7]: [0.0, 0.1, 0.0, 0.0, 0.0, 2.0]})
     cases = [("rk4", 0.006, 1e-3, {"save_every": 2}), ("dopri5", 0.1, 0.05, {}), ("dop853", 0.1, 0.1, {}),
              ("rk4", 0.001, 1e-3, {"record": "all"}), ("symplectic-euler", 0.004, 1e-3, {})]
-    from partree.simulation.distributed import DaskVector
+    from partree.simulation.dask_backend import DaskVector
 
     def on_workers(k, t, q, v):          # the client never holds the state between save points
         assert isinstance(q, DaskVector) and isinstance(v, DaskVector) and len(q.raw) == 3
         assert not any(isinstance(x, np.ndarray) for x in vars(q).values())
 
-    for integ, t_end, dt, extra in cases:
-        out = tmp_path / f"{integ}.h5"
+    for ci, (integ, t_end, dt, extra) in enumerate(cases):
+        out = tmp_path / f"{ci}_{integ}.h5"
         a = simulate(m, t_end, dt, integrator=integ, backend="dask", client=dask_client, parts=3, out=out,
                      _step_hook=on_workers, **kw, **extra)
         b = simulate(m, t_end, dt, integrator=integ, **kw, **extra)
@@ -221,7 +221,7 @@ def test_mpi_cli_checkpoint_resume_and_refusal(tmp_path):
     for name in ("t", "q", "qd", "energy"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert not os.path.exists(str(out) + ".ckpt")
-    _cli(base + ["--out", str(out), "--keep-checkpoint"], mpi=mpiexec)
+    _cli(base + ["--out", str(out), "--keep-checkpoint", "--force"], mpi=mpiexec)
     p = _cli(base + ["--out", str(out), "--resume", "--dt", "2e-3"], timeout=60, mpi=mpiexec)
     assert p.returncode != 0
     assert p.stderr.count("different options: dt was 0.001, now 0.002") == 1, p.stderr
