@@ -714,6 +714,8 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         polls = 0
         stopped = None
         k = k0
+        rate_from = None
+        steps0 = steps_of(k0)
         try:
             with catcher:
                 for k in range(k0 + 1, n_ticks + 1):
@@ -726,6 +728,7 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
                         save(t1, q, v)
                     if k == k0 + 1:
                         notice.done()
+                        rate_from = (time.perf_counter(), steps_of(k))   # the loop's rate: after start-up
                     if step_hook is not None:
                         step_hook(k, t1, q, v)
                     if k == n_ticks:
@@ -756,18 +759,24 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         finally:
             notice.done()
             progress.close()
-        wall = (book.wall_before if book is not None else 0.0) + time.perf_counter() - t_wall0
+        now = time.perf_counter()
+        wall = (book.wall_before if book is not None else 0.0) + now - t_wall0
+        # the loop's rate after start-up (the first tick: compilation, first evaluations), when measurable
+        timing = {"startup_time": (rate_from[0] if rate_from is not None else now) - t_wall0,
+                  "steps_per_second": ((steps_of(k) - rate_from[1]) / (now - rate_from[0])
+                                       if rate_from is not None and k > k0 + 1 and now > rate_from[0]
+                                       else (steps_of(k) - steps0) / max(now - t_wall0, 1e-9))}
         if stopped is not None:
             t_stop = t_of(k)
             if book is not None:
                 book.write(k, t_stop, steps_of(k), q, v, integ, backend, rec)
             if root and opts.out is not None:
                 _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, model_fp, wall, backend,
-                        wnames, info, {"t": t_stop, "signal": signal.Signals(stopped).name}).save(opts.out,
+                        wnames, info, {"t": t_stop, "signal": signal.Signals(stopped).name}, timing).save(opts.out,
                                                                                                   overwrite=True)
             raise SimulationInterrupted(t_stop, stopped, None if book is None else book.path,
                                         opts.out if root else None)
-        extra = dict(backend.summary())
+        extra = dict(backend.summary(), **timing)
         if not backend.polls_every_tick:
             extra["polls"] = polls
         if not root:
@@ -795,7 +804,7 @@ def _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, mode
     nsteps = int(integ.accepted) if adaptive else k
     summary = {"integrator": opts.integrator, "steps": nsteps, "rejected": int(getattr(integ, "rejected", 0)),
                "f_evals": int(getattr(integ, "nfev", 0)), "t_end": opts.t_end, "wall_time": wall,
-               "steps_per_second": nsteps / wall if wall > 0 else 0.0, "samples": int(E.size),
+               "samples": int(E.size),
                "resumed_from": None if info is None else info["t"], "backend": backend.name,
                "energy": {"initial": float(E0), "final": float(E[-1]), "max_abs_drift": float(np.abs(E - E0).max()),
                           "max_rel_drift": float(np.abs(E - E0).max() / scale), "scale": float(scale),

@@ -575,7 +575,8 @@ def format_summary(s):
     lines = [f"integrator  {s.get('integrator')}  ({s.get('steps')} steps, {s.get('rejected', 0)} rejected, "
              f"{s.get('f_evals')} dynamics evaluations)",
              f"time        t = 0 .. {s.get('t_end'):g} s simulated in {s.get('wall_time', 0.0):.3f} s wall "
-             f"({s.get('steps_per_second', 0.0):.1f} steps/s)"]
+             f"({s.get('steps_per_second', 0.0):.1f} steps/s"
+             + (f" after {s['startup_time']:.3f} s of start-up)" if "startup_time" in s else ")")]
     if s.get("resumed_from") is not None:
         lines.append(f"resumed     from t = {s['resumed_from']:g} s (checkpoint)")
     if s.get("interrupted"):
