@@ -18,7 +18,7 @@ import pytest
 
 import partree
 from partree.simulation import SimulationInterrupted, load_results, simulate
-from partree.simulation.loop import Progress, resume_command
+from partree.simulation.loop import Progress, SignalCatcher, resume_command
 
 MODEL = "chain:n=6,alternate=true"
 
@@ -81,10 +81,18 @@ def test_signal_without_a_checkpoint_path_saves_nothing(tmp_path):
     assert info.value.checkpoint is None and "nothing saved" in str(info.value)
 
 
-def test_second_signal_stops_at_once_and_catch_signals_off(tmp_path):
+def test_second_signal_stops_at_once_and_catch_signals_off(tmp_path, monkeypatch):
     m = partree.resolve_model(MODEL)
     out = tmp_path / "r.npz"
-    # two signals in one tick: the second raises a plain KeyboardInterrupt right away, no checkpoint
+    # the same signal twice at once (a Ctrl-C that reaches a process twice): one interrupt
+    with pytest.raises(SimulationInterrupted):
+        simulate(m, 0.1, 0.01, out=out, progress=False, verbose=False, _step_hook=_kill_at(3, times=2))
+    os.remove(str(out) + ".ckpt")
+    os.remove(str(out) + ".ckpt.seg000001.npz")
+    out.unlink()
+    # a second signal (another one, or the same one later): a plain KeyboardInterrupt right away,
+    # no checkpoint
+    monkeypatch.setattr(SignalCatcher, "repeat_grace", 0.0)
     with pytest.raises(KeyboardInterrupt) as info:
         simulate(m, 0.1, 0.01, out=out, progress=False, verbose=False, _step_hook=_kill_at(3, times=2))
     assert not isinstance(info.value, SimulationInterrupted)

@@ -84,21 +84,29 @@ class SimulationInterrupted(KeyboardInterrupt):
 
 class SignalCatcher:
     """Context: SIGINT and SIGTERM set :attr:`caught` instead of ending the process; a second
-    signal raises ``KeyboardInterrupt`` at once.  Does nothing outside the main thread (Python
-    delivers signals to the main thread only) or when ``enabled`` is False."""
+    signal raises ``KeyboardInterrupt`` at once (without a checkpoint).  The same signal again
+    within :attr:`repeat_grace` seconds counts as the first one delivered twice (a terminal's
+    Ctrl-C reaches the whole process group, and some launchers forward it as well), not as a
+    second one.  Does nothing outside the main thread (Python delivers signals to the main thread
+    only) or when ``enabled`` is False."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    repeat_grace = 1.0
 
     def __init__(self, enabled=True):
         self.enabled = bool(enabled) and threading.current_thread() is threading.main_thread()
         self.caught = None
+        self._when = None
         self._old = {}
 
     def _handler(self, signum, frame):
+        now = time.monotonic()
         if self.caught is not None:
+            if signum == self.caught and now - self._when < self.repeat_grace:
+                return
             self._restore()
             raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopped without a checkpoint")
-        self.caught = signum
+        self.caught, self._when = signum, now
 
     def _restore(self):
         for s, h in self._old.items():
