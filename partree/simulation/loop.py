@@ -574,6 +574,8 @@ def check_outputs(opts):
     """
     resuming = bool(opts.resume)
     ck = opts.checkpoint_path()
+    if ck is not None and opts.out is not None and os.path.abspath(ck) == os.path.abspath(opts.out):
+        raise PartreeInputError(f"the checkpoint and the results file are the same file {ck!r}")
     if opts.out is not None:
         if opts.out.lower().endswith((".h5", ".hdf5")):
             from ..extras import require
@@ -584,8 +586,6 @@ def check_outputs(opts):
                           hint="its run left a checkpoint: resume it with --resume (resume=True), or " if interrupted
                           else "")
     if ck is not None:
-        if opts.out is not None and os.path.abspath(ck) == os.path.abspath(opts.out):
-            raise PartreeInputError(f"the checkpoint and the results file are the same file {ck!r}")
         check_output_file(ck, "checkpoint", overwrite=opts.overwrite, may_exist=resuming,
                           hint="it belongs to an interrupted run: resume it with --resume (resume=True), or ")
 
