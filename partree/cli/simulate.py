@@ -29,7 +29,8 @@ DRIVE_AMPLITUDES = {"L11": 8.0, "L12": 10.0, "L13": 5.0, "L21": 8.0, "L22": -10.
 MODEL_T_END = 1.0
 MODEL_DT = 1e-3
 
-_PARSER = None
+#: the options of ``partree simulate`` (to rebuild a command line from parsed arguments)
+_ACTIONS = []
 
 
 class SinePulse:
@@ -74,7 +75,6 @@ def default_job():
 
 
 def add_parser(subparsers):
-    global _PARSER
     s = subparsers.add_parser(
         "simulate", help="simulate a model over time (results to .h5 / .npz, figures)",
         description="Integrate the dynamics of a model from rest in its neutral configuration, with progress, "
@@ -83,57 +83,60 @@ def add_parser(subparsers):
                     f"none), {DEFAULT_T_END:g} s at a {DEFAULT_DT:g} s step, written to space_robot.h5 (.npz "
                     "without h5py) with its figures in space_robot_plots/.  SIGINT / SIGTERM write a checkpoint "
                     "and the rows so far, and print the command that resumes the run.")
-    s.add_argument("model", nargs="?", default=None,
+    _ACTIONS.clear()
+
+    def arg(*names, **kw):
+        _ACTIONS.append(s.add_argument(*names, **kw))
+    arg("model", nargs="?", default=None,
                    help="URDF, .npz/.h5/.json model file or spec string (default: the built-in space robot job)")
-    s.add_argument("--t-end", type=float, default=None,
+    arg("--t-end", type=float, default=None,
                    help=f"end time in s (default {DEFAULT_T_END:g} for the built-in job, {MODEL_T_END:g} otherwise)")
-    s.add_argument("--dt", type=float, default=None,
+    arg("--dt", type=float, default=None,
                    help=f"step (fixed-step integrators) or output spacing (adaptive); default {DEFAULT_DT:g} for the "
                         f"built-in job, {MODEL_DT:g} otherwise")
-    s.add_argument("--integrator", default="rk4",
+    arg("--integrator", default="rk4",
                    help="rk4 | dopri5 | dop853 | symplectic-euler | scipy[:METHOD] (default rk4)")
-    s.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (adaptive; default 1e-8)")
-    s.add_argument("--atol", type=float, default=1e-10, help="absolute tolerance (adaptive; default 1e-10)")
-    s.add_argument("--h0", type=float, default=None, help="first step of the adaptive integrators")
-    s.add_argument("--h-max", type=float, default=None, help="largest step of the adaptive integrators")
-    s.add_argument("--backend", default="serial", choices=("serial", "mpi", "dask"),
+    arg("--rtol", type=float, default=1e-8, help="relative tolerance (adaptive; default 1e-8)")
+    arg("--atol", type=float, default=1e-10, help="absolute tolerance (adaptive; default 1e-10)")
+    arg("--h0", type=float, default=None, help="first step of the adaptive integrators")
+    arg("--h-max", type=float, default=None, help="largest step of the adaptive integrators")
+    arg("--backend", default="serial", choices=("serial", "mpi", "dask"),
                    help="serial (default), mpi (run under mpiexec: the state stays in pieces on the ranks) or "
                         "dask (a local cluster: the pieces stay on its workers)")
-    s.add_argument("--parts", type=int, default=None, help="number of parts for the distributed backends")
-    s.add_argument("--out", default=None,
+    arg("--parts", type=int, default=None, help="number of parts for the distributed backends")
+    arg("--out", default=None,
                    help="results file: .h5/.hdf5 (needs h5py) or .npz (default for the built-in job: "
                         "space_robot.h5, or .npz without h5py; none for a MODEL)")
-    s.add_argument("--force", action="store_true",
+    arg("--force", action="store_true",
                    help="replace existing results, checkpoint and figures (never a model file)")
-    s.add_argument("--plot", action=_BoolAction, default=None,
+    arg("--plot", action=_BoolAction, default=None,
                    help="write figures (joint angles, energy, joint forces, configurations; needs matplotlib); "
                         "default on for the built-in job when matplotlib is installed, off otherwise")
-    s.add_argument("--no-plot", dest="plot", action="store_false", help="no figures")
-    s.add_argument("--plot-dir", default=None,
+    arg("--no-plot", dest="plot", action="store_false", help="no figures")
+    arg("--plot-dir", default=None,
                    help="folder of the figures (default: next to the results file, named after it with _plots)")
-    s.add_argument("--save-every", type=int, default=None,
+    arg("--save-every", type=int, default=None,
                    help="record every k-th step/output (default 5 for the built-in job, 1 otherwise)")
-    s.add_argument("--record", choices=("joints", "all"), default="joints",
+    arg("--record", choices=("joints", "all"), default="joints",
                    help="joints: t, q, qd, energy; all: also qdd, tau and every joint's wrench")
-    s.add_argument("--wrench-joints", nargs="+", default=None, metavar="JOINT",
+    arg("--wrench-joints", nargs="+", default=None, metavar="JOINT",
                    help="record the wrench of these joints (the built-in job records every joint's)")
-    s.add_argument("--damping", type=float, default=None, help="joint damping (same for every dof)")
-    s.add_argument("--stiffness", type=float, default=None, help="joint stiffness (same for every dof)")
-    s.add_argument("--state", choices=("neutral", "random"), default="neutral",
+    arg("--damping", type=float, default=None, help="joint damping (same for every dof)")
+    arg("--stiffness", type=float, default=None, help="joint stiffness (same for every dof)")
+    arg("--state", choices=("neutral", "random"), default="neutral",
                    help="initial state: neutral at rest (default) or random (seeded)")
-    s.add_argument("--seed", type=int, default=0, help="seed of --state random")
-    s.add_argument("--checkpoint", default=None, help="checkpoint path (default OUT.ckpt)")
-    s.add_argument("--checkpoint-every", default=None,
+    arg("--seed", type=int, default=0, help="seed of --state random")
+    arg("--checkpoint", default=None, help="checkpoint path (default OUT.ckpt)")
+    arg("--checkpoint-every", default=None,
                    help="checkpoint every N steps (N >= 1), or every T seconds of wall time written as e.g. 30s "
                         "(all backends; under mpiexec rank 0 writes)")
-    s.add_argument("--resume", action="store_true",
+    arg("--resume", action="store_true",
                    help="continue from the checkpoint (same model and options; backend and parts may differ); "
                         "the results file of the same run may exist and is replaced")
-    s.add_argument("--keep-checkpoint", action="store_true", help="keep the checkpoint after the run")
-    s.add_argument("--no-progress", action="store_true", help="no progress report")
-    s.add_argument("--floating-base", action="store_true", help="URDF: attach the root link by a free joint")
+    arg("--keep-checkpoint", action="store_true", help="keep the checkpoint after the run")
+    arg("--no-progress", action="store_true", help="no progress report")
+    arg("--floating-base", action="store_true", help="URDF: attach the root link by a free joint")
     s.set_defaults(func=run)
-    _PARSER = s
     return s
 
 
@@ -156,9 +159,11 @@ def command_line(a):
     args = ["simulate"]
     if a.model is not None:
         args.append(str(a.model))
-    for act in (_PARSER._actions if _PARSER is not None else []):
-        if not act.option_strings or act.dest in ("help", "model"):
+    seen = {"help", "model"}
+    for act in _ACTIONS:
+        if not act.option_strings or act.dest in seen:
             continue
+        seen.add(act.dest)
         val = getattr(a, act.dest, act.default)
         if val == act.default:
             continue

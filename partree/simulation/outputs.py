@@ -22,6 +22,36 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
 
 
+def complete_zip(path):
+    """Whether a zip archive (an .npz) ends with its end-of-central-directory record.
+
+    A truncated archive does not, but may still open: a results file embeds its model as an
+    .npz, and a reader that looks for the last directory record finds the embedded one.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+
+    Returns
+    -------
+    bool
+        True when the last 22 bytes are the record of an archive without a comment (as numpy
+        writes them).
+    """
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if size < 22:
+                return False
+            fh.seek(size - 22)
+            tail = fh.read(22)
+    except OSError:
+        return False
+    return tail[:4] == b"PK\x05\x06" and tail[20:22] == b"\x00\x00"
+
+
 def model_file_kind(path):
     """What kind of model file ``path`` holds, judged by its content (and a .urdf suffix).
 
@@ -45,6 +75,8 @@ def model_file_kind(path):
     if path.lower().endswith(".urdf") or b"<robot" in head:
         return "urdf"
     if head.startswith(ZIP_SIGNATURE):
+        if not complete_zip(path):
+            return None
         try:
             with np.load(path, allow_pickle=False) as z:
                 if "meta" not in z.files:

@@ -93,7 +93,7 @@ from ..errors import PartreeInputError
 from ..extras import require
 from .checkpoint import atomic_write
 from .options import results_kind
-from .outputs import HDF5_SIGNATURE, MODEL_FORMAT, ZIP_SIGNATURE, check_output_file
+from .outputs import HDF5_SIGNATURE, MODEL_FORMAT, ZIP_SIGNATURE, check_output_file, complete_zip
 
 FORMAT = "partree-simulation"
 FORMAT_VERSION = 2
@@ -449,6 +449,8 @@ def _read_npz(path, head, arrays):
     corrupt = (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError)
     if not head.startswith(ZIP_SIGNATURE):
         raise _not_results(path, "not a partree results file (not an .npz archive)")
+    if not complete_zip(path):
+        raise _not_results(path, "truncated or corrupt .npz archive (it does not end with its directory)")
     try:
         z = np.load(path, allow_pickle=False)
     except corrupt as e:
