@@ -8,7 +8,6 @@ directory, with its figures when matplotlib is installed.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -87,68 +86,58 @@ def add_parser(subparsers):
 
     def arg(*names, **kw):
         _ACTIONS.append(s.add_argument(*names, **kw))
+
     arg("model", nargs="?", default=None,
-                   help="URDF, .npz/.h5/.json model file or spec string (default: the built-in space robot job)")
+        help="URDF, .npz/.h5/.json model file or spec string (default: the built-in space robot job)")
     arg("--t-end", type=float, default=None,
-                   help=f"end time in s (default {DEFAULT_T_END:g} for the built-in job, {MODEL_T_END:g} otherwise)")
+        help=f"end time in s (default {DEFAULT_T_END:g} for the built-in job, {MODEL_T_END:g} otherwise)")
     arg("--dt", type=float, default=None,
-                   help=f"step (fixed-step integrators) or output spacing (adaptive); default {DEFAULT_DT:g} for the "
-                        f"built-in job, {MODEL_DT:g} otherwise")
+        help=f"step (fixed-step integrators) or output spacing (adaptive); default {DEFAULT_DT:g} for the "
+             f"built-in job, {MODEL_DT:g} otherwise")
     arg("--integrator", default="rk4",
-                   help="rk4 | dopri5 | dop853 | symplectic-euler | scipy[:METHOD] (default rk4)")
+        help="rk4 | dopri5 | dop853 | symplectic-euler | scipy[:METHOD] (default rk4)")
     arg("--rtol", type=float, default=1e-8, help="relative tolerance (adaptive; default 1e-8)")
     arg("--atol", type=float, default=1e-10, help="absolute tolerance (adaptive; default 1e-10)")
     arg("--h0", type=float, default=None, help="first step of the adaptive integrators")
     arg("--h-max", type=float, default=None, help="largest step of the adaptive integrators")
     arg("--backend", default="serial", choices=("serial", "mpi", "dask"),
-                   help="serial (default), mpi (run under mpiexec: the state stays in pieces on the ranks) or "
-                        "dask (a local cluster: the pieces stay on its workers)")
+        help="serial (default), mpi (run under mpiexec: the state stays in pieces on the ranks) or "
+             "dask (a local cluster: the pieces stay on its workers)")
     arg("--parts", type=int, default=None, help="number of parts for the distributed backends")
     arg("--out", default=None,
-                   help="results file: .h5/.hdf5 (needs h5py) or .npz (default for the built-in job: "
-                        "space_robot.h5, or .npz without h5py; none for a MODEL)")
+        help="results file: .h5/.hdf5 (needs h5py) or .npz (default for the built-in job: "
+             "space_robot.h5, or .npz without h5py; none for a MODEL)")
     arg("--force", action="store_true",
-                   help="replace existing results, checkpoint and figures (never a model file)")
-    arg("--plot", action=_BoolAction, default=None,
-                   help="write figures (joint angles, energy, joint forces, configurations; needs matplotlib); "
-                        "default on for the built-in job when matplotlib is installed, off otherwise")
+        help="replace existing results, checkpoint and figures (never a model file)")
+    arg("--plot", action="store_const", const=True, default=None,
+        help="write figures (joint angles, energy, joint forces, configurations; needs matplotlib); "
+             "default on for the built-in job when matplotlib is installed, off otherwise")
     arg("--no-plot", dest="plot", action="store_false", help="no figures")
     arg("--plot-dir", default=None,
-                   help="folder of the figures (default: next to the results file, named after it with _plots)")
+        help="folder of the figures (default: next to the results file, named after it with _plots)")
     arg("--save-every", type=int, default=None,
-                   help="record every k-th step/output (default 5 for the built-in job, 1 otherwise)")
+        help="record every k-th step/output (default 5 for the built-in job, 1 otherwise)")
     arg("--record", choices=("joints", "all"), default="joints",
-                   help="joints: t, q, qd, energy; all: also qdd, tau and every joint's wrench")
+        help="joints: t, q, qd, energy; all: also qdd, tau and every joint's wrench")
     arg("--wrench-joints", nargs="+", default=None, metavar="JOINT",
-                   help="record the wrench of these joints (the built-in job records every joint's)")
+        help="record the wrench of these joints (the built-in job records every joint's)")
     arg("--damping", type=float, default=None, help="joint damping (same for every dof)")
     arg("--stiffness", type=float, default=None, help="joint stiffness (same for every dof)")
     arg("--state", choices=("neutral", "random"), default="neutral",
-                   help="initial state: neutral at rest (default) or random (seeded)")
+        help="initial state: neutral at rest (default) or random (seeded)")
     arg("--seed", type=int, default=0, help="seed of --state random")
     arg("--checkpoint", default=None, help="checkpoint path (default OUT.ckpt)")
     arg("--checkpoint-every", default=None,
-                   help="checkpoint every N steps (N >= 1), or every T seconds of wall time written as e.g. 30s "
-                        "(all backends; under mpiexec rank 0 writes)")
+        help="checkpoint every N steps (N >= 1), or every T seconds of wall time written as e.g. 30s "
+             "(all backends; under mpiexec rank 0 writes)")
     arg("--resume", action="store_true",
-                   help="continue from the checkpoint (same model and options; backend and parts may differ); "
-                        "the results file of the same run may exist and is replaced")
+        help="continue from the checkpoint (same model and options; backend and parts may differ); "
+             "the results file of the same run may exist and is replaced")
     arg("--keep-checkpoint", action="store_true", help="keep the checkpoint after the run")
     arg("--no-progress", action="store_true", help="no progress report")
     arg("--floating-base", action="store_true", help="URDF: attach the root link by a free joint")
     s.set_defaults(func=run)
     return s
-
-
-class _BoolAction(argparse.Action):
-    """``--plot`` stores True (``--no-plot`` stores False; neither leaves None)."""
-
-    def __init__(self, option_strings, dest, **kw):
-        kw.pop("nargs", None)
-        super().__init__(option_strings, dest, nargs=0, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, True)
 
 
 def command_line(a):
