@@ -28,8 +28,9 @@ import numpy as np
 
 from ..errors import DaskEngineError, PartreeInputError
 from .dynamics import Dynamics
-from .integrators import StateSpace, make_integrator
+from .integrators import DOP853, RK4, DormandPrince5, StateSpace, SymplecticEuler, make_integrator
 from .local import LocalLayout
+from .tableaus import DOP853_E3, DOP853_E5
 from .loop import Backend
 
 
@@ -300,9 +301,7 @@ class DaskContext:
 def dask_integrator(iname, f, ctx, **kw):
     """The integrators of ``integrators.py`` with their per-part stage arithmetic queued on the
     parts' actors (it runs at the start of the next call there: no round trip of its own)."""
-    from . import integrators as I
-
-    class DaskRK4(I.RK4):
+    class DaskRK4(RK4):
         def step(self, t, q, v, h):
             h = float(h)
             a1 = self._f(t, q, v)
@@ -315,7 +314,7 @@ def dask_integrator(iname, f, ctx, **kw):
             q1, v1 = ctx.op("rk4_final", 2, q, v, a1, a2, a3, a4, K2, K3, K4, h)
             return q1, v1
 
-    class DaskSymplecticEuler(I.SymplecticEuler):
+    class DaskSymplecticEuler(SymplecticEuler):
         def step(self, t, q, v, h):
             a = self._f(t, q, v)
             return tuple(ctx.op("se_step", 2, q, v, a, float(h)))
@@ -351,16 +350,16 @@ def dask_integrator(iname, f, ctx, **kw):
             h = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
             return min(h, abs(t_span), self.h_max)
 
-    class DaskDOPRI5(_Fused, I.DormandPrince5):
+    class DaskDOPRI5(_Fused, DormandPrince5):
         def _fused_error(self, h, Kq, Kv, q, v, q1, v1):
             nz = np.flatnonzero(self.e)
             ss, cnt = ctx.partial_sums("erk_error", "dopri5", q, v, q1, v1, h, self.atol, self.rtol, self.e[nz],
                                        None, tuple(_k(Kq[j]) for j in nz), tuple(_k(Kv[j]) for j in nz))
             return math.sqrt(ss / max(cnt, 1.0))
 
-    class DaskDOP853(_Fused, I.DOP853):
+    class DaskDOP853(_Fused, DOP853):
         def _fused_error(self, h, Kq, Kv, q, v, q1, v1):
-            e5, e3 = I.T.DOP853_E5, I.T.DOP853_E3
+            e5, e3 = DOP853_E5, DOP853_E3
             s5, c5, s3, c3 = ctx.partial_sums("erk_error", "dop853", q, v, q1, v1, h, self.atol, self.rtol, e5, e3,
                                               tuple(_k(x) for x in Kq), tuple(_k(x) for x in Kv))
             n5 = math.sqrt(s5 / max(c5, 1.0))

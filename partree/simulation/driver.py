@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import PartreeInputError
-from . import loop
+from .loop import run as run_loop
 from .options import SimulationOptions
 
 #: the joint inputs ``simulate`` passes to ``Dynamics`` (with the initial state q0, qd0)
@@ -135,5 +135,5 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
         raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
                                 "backends (they build their own local ones)")
     backend = make_backend(opts.backend, comm=comm, client=client)
-    return loop.run(backend, model, opts, inputs, dynamics=dynamics, space=space, step_hook=_step_hook,
+    return run_loop(backend, model, opts, inputs, dynamics=dynamics, space=space, step_hook=_step_hook,
                     probe=_probe)

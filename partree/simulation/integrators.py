@@ -98,7 +98,7 @@ class StateSpace:
         return out
 
     def q_magnitude(self, q):
-        """|q| laid out like v (for error scales)."""
+        """The magnitudes ``|q|`` laid out like v (for error scales)."""
         if self.vector_space:
             return np.abs(q)
         m = self._mag_base.copy()
@@ -242,7 +242,7 @@ class SymplecticEuler(Integrator):
 class EmbeddedRK(Integrator):
     """Adaptive explicit embedded Runge-Kutta pair with step-size control.
 
-    Error control: err = RMS_i(e_i / (atol + rtol max(|y0_i|, |y1_i|))) over the configuration
+    Error control: ``err = RMS_i(e_i / (atol + rtol max(|y0_i|, |y1_i|)))`` over the configuration
     increment and the velocity, through ``StateSpace.rms_norm`` (global over processes); a step
     is accepted when err <= 1; the next step is h * min(facmax, max(facmin, safety err^(-1/k)))
     with k = 1 + the lower order.  ``advance(t, q, v, t_target)`` takes steps until t_target,
@@ -320,7 +320,7 @@ class EmbeddedRK(Integrator):
         return sq, sv
 
     def initial_step(self, t, q, v, a0, t_span):
-        """Hairer's starting-step heuristic (first part): h = 0.01 |y| / |y'|."""
+        """Hairer's starting-step heuristic (first part): ``h = 0.01 |y| / |y'|``."""
         sq, sv = self._scales(q, v, q, v)
         d0 = self.space.rms_norm((self.space.q_magnitude(q), sq), (v, sv))
         d1 = self.space.rms_norm((v, sq), (a0, sv))
