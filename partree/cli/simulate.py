@@ -245,8 +245,6 @@ def run(a):
         plot = a.plot
         if plot is None:
             plot = builtin and available("matplotlib")
-            if builtin and not plot and root and a.plot is None:
-                print("(matplotlib is not installed: no figures; pip install 'partree[plot]' for them)")
         elif plot:
             require("matplotlib", "drawing figures (--plot)")
         plot_dir = None
@@ -256,6 +254,8 @@ def run(a):
         _on_root(comm, root, lambda: check_outputs(opts))
         if plot:
             _on_root(comm, root, lambda: check_output_dir(plot_dir, "figures", overwrite=a.force or a.resume))
+        elif builtin and a.plot is None and root:
+            print("(matplotlib is not installed: no figures; pip install 'partree[plot]' for them)")
         if builtin:
             model, kw = default_job()
             if a.wrench_joints is None:

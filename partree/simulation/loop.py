@@ -743,7 +743,7 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
                         break
                     steps = steps_of(k)
                     # the processes agree on stopping (a signal) and on a wall-clock checkpoint
-                    stop = late = False
+                    stop, late = 0, False
                     if backend.polls_every_tick or (book is not None and book.every_secs) or k >= next_poll:
                         nxt = 0
                         if root and not backend.polls_every_tick:
@@ -751,13 +751,15 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
                             per_tick = (now - poll_wall) / max(k - poll_k, 1)
                             nxt = k + max(1, int(POLL_SECONDS / max(per_tick, 1e-9)))
                             poll_k, poll_wall = k, now
-                        flags = backend.poll(np.array([int(catcher.caught is not None),
+                        # [the signal caught here (0: none), the root's wall-clock checkpoint flag, the
+                        # root's next tick to poll at]: the maximum over the processes
+                        flags = backend.poll(np.array([catcher.caught or 0,
                                                        int(root and book is not None and book.late()), nxt],
                                                       dtype=np.int64))
                         polls += 1
-                        stop, late, next_poll = bool(flags[0]), bool(flags[1]), int(flags[2])
+                        stop, late, next_poll = int(flags[0]), bool(flags[1]), int(flags[2])
                     if stop:
-                        stopped = catcher.caught if catcher.caught is not None else signal.SIGINT
+                        stopped = stop
                         break
                     if book is not None and book.periodic and book.due(steps, late):
                         book.write(k, t1, steps, q, v, integ, backend, rec)
