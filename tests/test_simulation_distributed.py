@@ -1,5 +1,6 @@
-"""Distributed simulation (partree.simulation.distributed): MPI ranks / Dask workers hold only
-their parts' state; trajectories must equal the serial driver's to 1e-10.  Checkpoints: a
+"""Distributed simulation (simulate(..., backend='mpi' | 'dask'): partree.simulation.mpi and
+dask_backend): MPI ranks / Dask workers hold only their parts' state; trajectories must equal the
+serial backend's to 1e-10.  Checkpoints: a
 resumed run (same backend and parts) equals the uninterrupted one bit for bit; mismatched
 checkpoints are refused on every rank / by the client."""
 import os
@@ -266,7 +267,7 @@ def test_dask_checkpoint_resume(dask_client, tmp_path):
     with pytest.raises(CheckpointError, match="different model"):
         simulate(_model("plain"), integrator="dopri5", checkpoint=ck, resume=True, **extra,
                  **dict(kw, q0=None, qd0=None, torques=None))
-    # same format as the serial driver: the serial backend resumes it
+    # one checkpoint format for every backend: the serial backend resumes it
     kws = {k: v for k, v in kw.items() if k not in ("backend", "client", "parts")}
     res = simulate(m, integrator="dopri5", checkpoint=ck, resume=True, **extra, **kws)
     assert np.abs(res.q - ref.q).max() < 1e-10 and res.summary["resumed_from"] > 0

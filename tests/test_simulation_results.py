@@ -1,5 +1,5 @@
 """Results files describe themselves (units, the joint and component of every column, version,
-command line, options), load_results reads old and new files, and refuses a truncated file, a
+command line, options), load_results reads every format version, and refuses a truncated file, a
 model file and a file that is not partree's with a clear PartreeInputError."""
 import json
 
@@ -85,7 +85,7 @@ def _model_blob(model, tmp_path):
     return np.frombuffer(p.read_bytes(), dtype=np.uint8)
 
 
-def test_old_files_still_load(robot_run, tmp_path):
+def test_version_1_files_load(robot_run, tmp_path):
     """Files of format version 1 (no column descriptions, no version, no command)."""
     m, d, runs = robot_run
     r = runs[".npz"]
@@ -94,15 +94,15 @@ def test_old_files_still_load(robot_run, tmp_path):
             "model_fingerprint": r.model_fingerprint, "wrench_joints": [], "model_name": "space_robot",
             "partree_version": "0.1.0"}
     blob = _model_blob(m, tmp_path)
-    np.savez(tmp_path / "old.npz", meta=np.frombuffer(json.dumps(meta, default=str).encode(), dtype=np.uint8),
+    np.savez(tmp_path / "v1.npz", meta=np.frombuffer(json.dumps(meta, default=str).encode(), dtype=np.uint8),
              model_npz=blob, **series)
-    with h5py.File(tmp_path / "old.h5", "w") as f:
+    with h5py.File(tmp_path / "v1.h5", "w") as f:
         for k, a in series.items():
             f.create_dataset(k, data=a)
         f.create_dataset("model_npz", data=blob)
         for k, v in meta.items():
             f.attrs[k] = json.dumps(v, default=str) if isinstance(v, (dict, list)) else v
-    for name in ("old.npz", "old.h5"):
+    for name in ("v1.npz", "v1.h5"):
         back = load_results(tmp_path / name)
         assert back.format_version == 1 and back.command is None and back.options_fingerprint is None
         assert np.array_equal(back.q, r.q) and back.options["integrator"] == "rk4"

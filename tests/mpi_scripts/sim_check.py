@@ -1,4 +1,4 @@
-"""Run under mpiexec: simulate(..., backend='mpi') vs the serial driver (RK4, DOPRI5, DOP853,
+"""Run under mpiexec: simulate(..., backend='mpi') vs the serial backend (RK4, DOPRI5, DOP853,
 record='all'), for the default part count and for more parts than ranks.
 
 Also checks that every rank holds only its slice of the state and that the run's only
