@@ -56,6 +56,8 @@ def test_refused_before_any_work():
         simulate(loader, 1.0, 1e-3, intgrator="rk4")
     with pytest.raises(PartreeInputError, match="needs t_end"):
         simulate(loader, dt=1e-3)
+    with pytest.raises(PartreeInputError, match="wrench_joints.*no joint named 'nope'"):
+        simulate(partree.models.chain(2), 0.01, 0.01, wrench_joints=["nope"], progress=False)
     with pytest.raises(PartreeInputError, match="comm is for backend 'mpi'"):
         simulate(loader, 1.0, 1e-3, comm=object(), progress=False)
 

@@ -541,7 +541,12 @@ def _wrench_ids(model, record, wrench_joints):
     if wrench_joints is None and record == "all":
         return np.arange(model.n)
     if wrench_joints:
-        return np.array([model.joint_id(j) for j in wrench_joints], dtype=np.int64)
+        try:
+            return np.array([model.joint_id(j) for j in wrench_joints], dtype=np.int64)
+        except KeyError as e:
+            raise PartreeInputError(f"wrench_joints (--wrench-joints): {e.args[0] if e.args else e}; model "
+                                    f"{model.name!r} has joints {list(model.joint_names[:min(model.n, 8)])}"
+                                    f"{' ...' if model.n > 8 else ''}") from None
     return None
 
 
