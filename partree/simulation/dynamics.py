@@ -263,7 +263,8 @@ class Dynamics:
             return qdd
         self.last_tau = tau
         if self._fd is not None:
-            return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts)
+            F, has = checks.external_forces(self.model, fe)
+            return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts, f_ext=F if has else None)
         return aba(self.model, q, v, tau, fe, self.data)
 
     def hybrid(self, t, q, v, tau, fe=None):

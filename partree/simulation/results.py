@@ -511,9 +511,9 @@ def _read_h5(path, head, arrays):
             for k, ds in f.items():
                 if isinstance(ds, h5py.Dataset):
                     out[k] = ds[()]
+    except PartreeInputError:
+        raise
     except (OSError, KeyError, ValueError, EOFError) as e:
-        if isinstance(e, PartreeInputError):
-            raise
         raise _not_results(path, f"truncated or corrupt HDF5 file ({type(e).__name__}: {e})") from None
     blob = out.pop("model_npz", None)
     return meta, out, blob
