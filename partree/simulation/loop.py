@@ -749,9 +749,12 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
                     steps = steps_of(k)
                     # the processes agree on stopping (a signal) and on a wall-clock checkpoint
                     stop, late = 0, False
-                    if backend.polls_every_tick or (book is not None and book.every_secs) or k >= next_poll:
+                    if backend.polls_every_tick:       # one process: nothing to agree on
+                        stop = catcher.caught or 0
+                        late = book is not None and book.late()
+                    elif (book is not None and book.every_secs) or k >= next_poll:
                         nxt = 0
-                        if root and not backend.polls_every_tick:
+                        if root:
                             now = time.perf_counter()
                             per_tick = (now - poll_wall) / max(k - poll_k, 1)
                             nxt = k + max(1, int(POLL_SECONDS / max(per_tick, 1e-9)))
