@@ -197,7 +197,7 @@ def test_cli_simulate_and_plot(tmp_path, capsys):
                       "--record", "all"])
     assert a.func(a) == 0
     assert "steps" in capsys.readouterr().out
-    assert load_results(out).model.name == "three_arm_manipulator"
-    a = p.parse_args(["plot", str(out), "--out", str(tmp_path / "figs"), "--joints", "J1", "J2"])
+    assert load_results(out).model.name == "space_robot"
+    a = p.parse_args(["plot", str(out), "--out", str(tmp_path / "figs"), "--joints", "L11", "L12"])
     assert a.func(a) == 0
     assert (tmp_path / "figs" / "joints.png").stat().st_size > 1000

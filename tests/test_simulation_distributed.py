@@ -1,5 +1,6 @@
-"""Distributed simulation (partree.simulation.distributed): MPI ranks / Dask workers hold only
-their parts' state; trajectories must equal the serial driver's to 1e-10.  Checkpoints: a
+"""Distributed simulation (simulate(..., backend='mpi' | 'dask'): partree.simulation.mpi and
+dask_backend): MPI ranks / Dask workers hold only their parts' state; trajectories must equal the
+serial backend's to 1e-10.  Checkpoints: a
 resumed run (same backend and parts) equals the uninterrupted one bit for bit; mismatched
 checkpoints are refused on every rank / by the client."""
 import os
@@ -95,14 +96,14 @@ def test_dask_simulation_matches_serial(dask_client, mode, tmp_path):
         kw.update(f_ext={m.joint_names[7]: [0.0, 0.1, 0.0, 0.0, 0.0, 2.0]})
     cases = [("rk4", 0.006, 1e-3, {"save_every": 2}), ("dopri5", 0.1, 0.05, {}), ("dop853", 0.1, 0.1, {}),
              ("rk4", 0.001, 1e-3, {"record": "all"}), ("symplectic-euler", 0.004, 1e-3, {})]
-    from partree.simulation.distributed import DaskVector
+    from partree.simulation.dask_backend import DaskVector
 
     def on_workers(k, t, q, v):          # the client never holds the state between save points
         assert isinstance(q, DaskVector) and isinstance(v, DaskVector) and len(q.raw) == 3
         assert not any(isinstance(x, np.ndarray) for x in vars(q).values())
 
-    for integ, t_end, dt, extra in cases:
-        out = tmp_path / f"{integ}.h5"
+    for ci, (integ, t_end, dt, extra) in enumerate(cases):
+        out = tmp_path / f"{ci}_{integ}.h5"
         a = simulate(m, t_end, dt, integrator=integ, backend="dask", client=dask_client, parts=3, out=out,
                      _step_hook=on_workers, **kw, **extra)
         b = simulate(m, t_end, dt, integrator=integ, **kw, **extra)
@@ -195,11 +196,11 @@ def test_mpi_checkpoint_kill_then_resume(tmp_path):
     assert "OK" in p.stdout.splitlines(), p.stdout + p.stderr
 
 
-def _cli(args, timeout=120, mpi=None):
+def _cli(args, timeout=120, mpi=None, cwd=None):
     cmd = [sys.executable, "-m", "partree", "simulate", *args, "--no-progress"]
     if mpi:
         cmd = [mpi, "-n", "2", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
 
 
 def test_mpi_cli_checkpoint_resume_and_refusal(tmp_path):
@@ -221,7 +222,7 @@ def test_mpi_cli_checkpoint_resume_and_refusal(tmp_path):
     for name in ("t", "q", "qd", "energy"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert not os.path.exists(str(out) + ".ckpt")
-    _cli(base + ["--out", str(out), "--keep-checkpoint"], mpi=mpiexec)
+    _cli(base + ["--out", str(out), "--keep-checkpoint", "--force"], mpi=mpiexec)
     p = _cli(base + ["--out", str(out), "--resume", "--dt", "2e-3"], timeout=60, mpi=mpiexec)
     assert p.returncode != 0
     assert p.stderr.count("different options: dt was 0.001, now 0.002") == 1, p.stderr
@@ -266,7 +267,7 @@ def test_dask_checkpoint_resume(dask_client, tmp_path):
     with pytest.raises(CheckpointError, match="different model"):
         simulate(_model("plain"), integrator="dopri5", checkpoint=ck, resume=True, **extra,
                  **dict(kw, q0=None, qd0=None, torques=None))
-    # same format as the serial driver: the serial backend resumes it
+    # one checkpoint format for every backend: the serial backend resumes it
     kws = {k: v for k, v in kw.items() if k not in ("backend", "client", "parts")}
     res = simulate(m, integrator="dopri5", checkpoint=ck, resume=True, **extra, **kws)
     assert np.abs(res.q - ref.q).max() < 1e-10 and res.summary["resumed_from"] > 0
@@ -302,3 +303,70 @@ def test_bench_simulation_script_smoke(tmp_path):
     assert "steps_per_s" in p.stdout and "| chain | 1e2 |" in p.stdout, p.stdout
     lines = csv_path.read_text().splitlines()
     assert lines[0].startswith("backend,model,N") and len(lines) == 3
+
+
+# ==================================================================== interrupts (SIGINT / SIGTERM)
+
+def _signal_at(k_stop, signum):
+    def hook(k, t, q, v):
+        if k == k_stop:
+            os.kill(os.getpid(), signum)
+    return hook
+
+
+@pytest.mark.parametrize("backend", ["mpi", "dask"])
+def test_signal_in_process_distributed_checkpoints_then_resumes(backend, tmp_path, request):
+    """SIGTERM during a distributed run (MPI on one rank; Dask): the state is gathered for a
+    checkpoint at the tick reached, SimulationInterrupted is raised; the resumed run equals the
+    uninterrupted one bit for bit."""
+    import signal
+
+    from partree.simulation import SimulationInterrupted
+
+    if backend == "mpi":
+        pytest.importorskip("mpi4py")
+        kw_b = dict(backend="mpi", parts=3)
+    else:
+        kw_b = dict(backend="dask", client=request.getfixturevalue("dask_client"), parts=3)
+    m = _model("floating")
+    kw = dict(_inputs(m), t_end=0.008, dt=1e-3, save_every=2, **kw_b)
+    ref = simulate(m, **kw)
+    out = tmp_path / "r.npz"
+    hook = _signal_at(5, signal.SIGTERM)
+    with pytest.raises(SimulationInterrupted) as info:
+        simulate(m, out=out, _step_hook=hook, **kw)
+    assert abs(info.value.t - 0.005) < 1e-12 and os.path.exists(info.value.checkpoint)
+    assert load_results(out).summary["interrupted"]["signal"] == "SIGTERM"
+    res = simulate(m, out=out, resume=True, **kw)
+    assert res.summary["resumed_from"] == info.value.t
+    for name in ("t", "q", "qd", "energy"):
+        assert np.array_equal(getattr(res, name), getattr(ref, name)), name
+
+
+def test_dask_cli_ctrl_c_to_the_process_group(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, the local cluster's workers too: they
+    ignore it, so the client can still fetch the state and write the checkpoint (exit 130); the
+    checkpoint resumes on the serial backend, close to the serial run."""
+    import signal
+
+    pytest.importorskip("distributed")
+    args = ["chain:n=40", "--state", "random", "--t-end", "0.4", "--dt", "1e-3", "--save-every", "10"]
+    p = subprocess.Popen([sys.executable, "-m", "partree", "simulate", *args, "--backend", "dask", "--out", "d.npz"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
+                         start_new_session=True)
+    try:
+        for line in p.stderr:
+            if "(10%)" in line:
+                os.killpg(p.pid, signal.SIGINT)
+                break
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, out + err
+    assert "; resume with: partree simulate" in err and (tmp_path / "d.npz.ckpt").exists()
+    q = _cli(args + ["--out", "d.npz", "--resume"], cwd=tmp_path)        # serial backend
+    assert q.returncode == 0, q.stdout + q.stderr
+    r = _cli(args + ["--out", "ref.npz"], cwd=tmp_path)
+    a, b = load_results(tmp_path / "d.npz"), load_results(tmp_path / "ref.npz")
+    assert a.summary["resumed_from"] > 0 and np.abs(a.q - b.q).max() < 1e-10 and r.returncode == 0

@@ -1,18 +1,26 @@
-"""Time simulation of tree dynamics: integrators, the ``simulate`` driver, checkpoints, results.
+"""Time simulation of tree dynamics: one ``simulate`` for every backend, checkpoints, results.
 
     from partree.simulation import simulate, load_results
     res = simulate("chain:n=10", t_end=2.0, dt=1e-3, integrator="rk4", out="run.h5")
+    res = simulate(model, 2.0, 1e-3, backend="mpi", parts=8)        # on every rank, under mpiexec
 
-The integrators take a pluggable dynamics function ``f(t, q, v) -> qdd`` and a ``StateSpace``
-(state layout and global-norm hooks), so distributed backends plug in without changes here.
+Modules: ``options`` (:class:`SimulationOptions`: every option, checked at entry, and the
+fingerprint a checkpoint must match), ``dynamics`` (the joint inputs and the dynamics function),
+``integrators`` (RK4, DOPRI5, DOP853, symplectic Euler on the joint manifolds), ``loop`` (the one
+time loop: ticks, save points, checkpoints, progress, interrupts), the backends ``serial``,
+``mpi`` and ``dask_backend``, ``checkpoint`` (the checkpoint files), ``results`` (the results
+files: their format is described there), ``outputs`` (the checks of every output path) and
+``driver`` (:func:`simulate`).
 """
-from .checkpoint import CheckpointError, Checkpointer, model_fingerprint
+from .checkpoint import Checkpointer, model_fingerprint
+from .driver import simulate
 from .dynamics import Dynamics
 from .integrators import DOP853, RK4, DormandPrince5, EmbeddedRK, StateSpace, SymplecticEuler, make_integrator
+from .loop import SimulationInterrupted
+from .options import SimulationOptions
 from .results import SimulationResult, load_results
-from .distributed import simulate_dask, simulate_mpi
-from .simulate import simulate
+from ..errors import CheckpointError
 
-__all__ = ["simulate", "simulate_mpi", "simulate_dask", "load_results", "SimulationResult", "Dynamics", "StateSpace", "RK4", "SymplecticEuler",
-           "DormandPrince5", "DOP853", "EmbeddedRK", "make_integrator", "Checkpointer", "CheckpointError",
-           "model_fingerprint"]
+__all__ = ["simulate", "SimulationOptions", "SimulationInterrupted", "load_results", "SimulationResult", "Dynamics",
+           "StateSpace", "RK4", "SymplecticEuler", "DormandPrince5", "DOP853", "EmbeddedRK", "make_integrator",
+           "Checkpointer", "CheckpointError", "model_fingerprint"]

@@ -15,11 +15,14 @@
   t -> (q, qd, qdd)}.  Those joints follow the given acceleration and the torque they need is
   computed: with M the mass matrix (CRBA) split into active (a) and passive (p) blocks and
   C = bias forces, M_pp qdd_p = tau_p - C_p - M_pa qdd_a and tau_a = M_a. qdd + C_a.  This dense
-  solve is O(nv^3): meant for the small seed models (an O(N) hybrid recursion is future work).
+  solve is O(nv^3): meant for the small seed models.
 
-Backends: ``backend='serial'`` uses ``partree.aba``; 'mpi' and 'dask' go through
-``partree.parallel.forward_dynamics(model, q, qd, tau, backend=..., parts=...)`` when that
-engine is present, and otherwise raise a clear error.
+Each evaluation runs ``partree.aba`` (``backend='serial'``), or, for ``backend='mpi'`` /
+``'dask'``, ``partree.parallel.forward_dynamics`` on the whole state (full vectors in, qdd out:
+a way to check the parallel engine inside a serial time loop).  ``simulate(...,
+backend='mpi'|'dask')`` does not go through here for its evaluations: it keeps the state in
+pieces, one per part, and evaluates the inputs of each piece with :class:`LocalInputs`
+(``Dynamics.restrict``), which computes the same numbers entry by entry.
 """
 from __future__ import annotations
 
@@ -27,30 +30,27 @@ import hashlib
 
 import numpy as np
 
+from .. import checks
 from .. import joints as J
 from ..algorithms.aba import aba
 from ..algorithms.crba import bias_forces, crba
 from ..algorithms.rnea import rnea
 from ..errors import PartreeInputError
 
+#: the engines one evaluation can run on
 BACKENDS = ("serial", "mpi", "dask")
 
 
-def _distributed_forward_dynamics(backend):
-    try:
-        from .. import parallel
-    except ImportError:
-        parallel = None
-    fd = getattr(parallel, "forward_dynamics", None) if parallel is not None else None
-    if fd is None:
-        raise PartreeInputError(
-            f"backend {backend!r} is not available yet: the distributed engine "
-            f"(partree.parallel.forward_dynamics) has not landed; use backend 'serial'")
-    return fd
+class TorqueTable:
+    """Piecewise-linear interpolation of a table (t (K,), values (K, m)); constant outside.
 
-
-class _Table:
-    """Piecewise-linear interpolation of a table (t (K,), values (K, m)); constant outside."""
+    Parameters
+    ----------
+    t : array_like, shape (K,)
+        Strictly increasing times.
+    values : array_like, shape (K,) or (K, m)
+        The values at those times.
+    """
 
     def __init__(self, t, values):
         self.t = np.asarray(t, dtype=float)
@@ -63,7 +63,12 @@ class _Table:
             raise PartreeInputError("torque table: times must be strictly increasing")
         self.values = vals
 
+    def columns(self, sel):
+        """The same table restricted to some columns."""
+        return TorqueTable(self.t, self.values[:, sel])
+
     def __call__(self, t):
+        """The interpolated values at time ``t`` (a new (m,) array)."""
         ts = self.t
         if t <= ts[0]:
             return self.values[0].copy()
@@ -74,7 +79,8 @@ class _Table:
         return (1.0 - w) * self.values[k] + w * self.values[k + 1]
 
 
-def _is_table(x):
+def is_table(x):
+    """True for a torque table ``(t_table, values)`` (a 2-tuple whose first item is not callable)."""
     return isinstance(x, tuple) and len(x) == 2 and not callable(x[0])
 
 
@@ -90,7 +96,30 @@ def _per_dof(model, x, name):
 
 
 class Dynamics:
-    """Pluggable dynamics function with inputs; ``dyn(t, q, v) -> qdd``."""
+    """The dynamics function of a run with its joint inputs: ``dyn(t, q, v) -> qdd``.
+
+    Parameters
+    ----------
+    model : Model
+        The tree.
+    torques : array_like, callable, tuple or dict, optional
+        Joint torques (see the module docstring).
+    damping, stiffness : float or array_like, optional
+        Per-dof damping and spring constants.
+    q_ref : array_like, optional
+        Rest positions of the springs (nq or nv entries; zero by default).
+    f_ext : array_like, dict or callable, optional
+        External body wrenches.
+    prescribed : object or dict, optional
+        Prescribed motion of some joints (hybrid dynamics).
+    backend : str
+        Engine of each evaluation: 'serial' (``partree.aba``), 'mpi' or 'dask'
+        (``partree.parallel.forward_dynamics`` on the whole state).
+    parts : int, optional
+        Number of parts of the 'mpi' / 'dask' evaluations.
+    data : Data, optional
+        Workspace of the serial algorithms.
+    """
 
     def __init__(self, model, torques=None, damping=None, stiffness=None, q_ref=None, f_ext=None,
                  prescribed=None, backend="serial", parts=None, data=None):
@@ -99,7 +128,11 @@ class Dynamics:
         if self.backend not in BACKENDS:
             raise PartreeInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.parts = parts
-        self._fd = None if self.backend == "serial" else _distributed_forward_dynamics(self.backend)
+        self._fd = None
+        if self.backend != "serial":
+            from ..parallel import forward_dynamics
+
+            self._fd = forward_dynamics
         self.data = data if data is not None else model.create_data()
         nv = model.nv
         # ---- torques
@@ -114,14 +147,14 @@ class Dynamics:
                 sl = model.v_slice(name)
                 if callable(spec):
                     self._tau_joint.append((sl, spec))
-                elif _is_table(spec):
-                    self._tau_joint.append((sl, _Table(*spec)))
+                elif is_table(spec):
+                    self._tau_joint.append((sl, TorqueTable(*spec)))
                 else:
                     self._tau_const[sl] = np.asarray(spec, dtype=float)
         elif callable(torques):
             self._tau_fn = torques
-        elif _is_table(torques):
-            tab = _Table(*torques)
+        elif is_table(torques):
+            tab = TorqueTable(*torques)
             if tab.values.shape[1] != nv:
                 raise PartreeInputError(f"torque table has {tab.values.shape[1]} columns; the model has nv = {nv}")
             self._tau_fn = lambda t, q, qd, _tab=tab: _tab(t)
@@ -192,7 +225,33 @@ class Dynamics:
         return tau
 
     def f_ext(self, t, q, qd):
+        """The external body wrenches at (t, q, qd): None, an (n, 6) array or a dict."""
         return self._fext_fn(t, q, qd) if self._fext_fn is not None else self._fext
+
+    @property
+    def conservative(self):
+        """True when nothing but gravity acts (no torques, damping, springs, external forces or
+        prescribed motion): the energy T + V is then a constant of the motion."""
+        no_tau = self._tau_fn is None and not self._tau_joint and not np.any(self._tau_const)
+        return (no_tau and self.damping is None and self.stiffness is None and self.f_ext_spec is None
+                and self.prescribed is None)
+
+    def restrict(self, vsel, qsel, bodies):
+        """The joint inputs of some joints and bodies only (a distributed run's piece of the state).
+
+        Parameters
+        ----------
+        vsel, qsel : array_like of int
+            Global indices of the piece's velocity and configuration entries, in the piece's order.
+        bodies : array_like of int
+            Global indices of the piece's bodies (for external forces).
+
+        Returns
+        -------
+        LocalInputs
+            Computes exactly what :meth:`tau` computes on those entries.
+        """
+        return LocalInputs(self, vsel, qsel, bodies)
 
     # ---------------------------------------------------------------- evaluations
     def __call__(self, t, q, v):
@@ -204,7 +263,8 @@ class Dynamics:
             return qdd
         self.last_tau = tau
         if self._fd is not None:
-            return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts)
+            F, has = checks.external_forces(self.model, fe)
+            return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts, f_ext=F if has else None)
         return aba(self.model, q, v, tau, fe, self.data)
 
     def hybrid(self, t, q, v, tau, fe=None):
@@ -255,3 +315,72 @@ class Dynamics:
         if self.prescribed is not None:
             h.update(self.active_dofs.tobytes())
         return h.hexdigest()
+
+
+class LocalInputs:
+    """The joint forces and external forces of a :class:`Dynamics` restricted to some joints and
+    bodies (global indices ``vsel`` (v layout), ``qsel`` (q layout), ``bodies``): what each
+    piece of a distributed run evaluates on its own.  ``tau`` computes exactly what
+    ``Dynamics.tau`` computes on those entries, element by element.
+
+    Inputs that need the whole state (a torque or force callable of (t, q, qd), prescribed
+    motion) are refused with ``PartreeInputError``.
+    """
+
+    def __init__(self, dyn, vsel, qsel, bodies):
+        model = dyn.model
+        if dyn.prescribed is not None:
+            raise PartreeInputError("prescribed motion is not supported by the distributed backends "
+                                    "(it needs the whole state); use backend 'serial'")
+        if dyn._fext_fn is not None:
+            raise PartreeInputError("a callable f_ext(t, q, qd) is not supported by the distributed backends "
+                                    "(it needs the whole state); give a constant (n, 6) array or a dict")
+        vsel = np.asarray(vsel, dtype=np.int64)
+        qsel = np.asarray(qsel, dtype=np.int64)
+        nv = model.nv
+        vloc = -np.ones(nv, dtype=np.int64)
+        vloc[vsel] = np.arange(vsel.size)
+        qloc = -np.ones(model.nq, dtype=np.int64)
+        qloc[qsel] = np.arange(qsel.size)
+        self.nv = vsel.size
+        self.const = dyn._tau_const[vsel].copy()
+        self.table = None
+        if dyn._tau_fn is not None:
+            spec = dyn.torques_spec
+            if is_table(spec):
+                self.table = TorqueTable(*spec).columns(vsel)
+            else:
+                raise PartreeInputError("a torque callable tau(t, q, qd) is not supported by the distributed "
+                                        "backends (it needs the whole state); use per-joint callables of t "
+                                        "({joint: f(t)}), a table, or constant torques")
+        self.joint = []
+        for sl, fn in dyn._tau_joint:
+            loc = vloc[np.arange(nv)[sl]]
+            if np.all(loc >= 0):
+                self.joint.append((loc, fn))
+        self.damping = None if dyn.damping is None else dyn.damping[vsel].copy()
+        self.k_vidx = None
+        if dyn.stiffness is not None:
+            lv = vloc[dyn._k_vidx]
+            keep = lv >= 0
+            self.k_vidx = lv[keep]
+            self.k_qidx = qloc[dyn._k_qidx[keep]]
+            self.stiffness = np.zeros(self.nv)
+            self.stiffness[self.k_vidx] = dyn.stiffness[dyn._k_vidx[keep]]
+            self.q_ref = np.asarray(dyn.q_ref)[keep].copy()
+        self.f_ext = None
+        if dyn._fext is not None:
+            F, has = checks.external_forces(model, dyn._fext)
+            if has:
+                self.f_ext = np.ascontiguousarray(F[np.asarray(bodies, dtype=np.int64)])
+
+    def tau(self, t, q, qd):
+        """The piece's applied joint forces at (t, q, qd) (its own slices of q and qd)."""
+        tau = self.const.copy() if self.table is None else self.table(t) + self.const
+        for loc, fn in self.joint:
+            tau[loc] += np.asarray(fn(t), dtype=float)
+        if self.damping is not None:
+            tau -= self.damping * qd
+        if self.k_vidx is not None and self.k_vidx.size:
+            tau[self.k_vidx] -= self.stiffness[self.k_vidx] * (q[self.k_qidx] - self.q_ref)
+        return tau

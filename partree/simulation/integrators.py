@@ -3,8 +3,9 @@
 The state is (q, v): configuration (nq, quaternions included) and generalised velocity (nv).
 Every integrator only needs
 
-- ``f(t, q, v) -> qdd``: the dynamics function (serial ABA, hybrid dynamics, or a distributed
-  backend's ``forward_dynamics``; see ``partree.simulation.dynamics``);
+- ``f(t, q, v) -> qdd``: the dynamics function (serial ABA or hybrid dynamics, see
+  ``partree.simulation.dynamics``; a distributed backend's evaluation over its parts, on the
+  local pieces of the state);
 - a ``StateSpace``: the hooks that know the state layout -- ``retract(q, dq)`` (q ⊕ dq through
   ``partree.integrate``: quaternions move on the sphere and stay unit), ``dexpinv`` (the
   correction that makes the Lie-group Runge-Kutta methods keep their order), the error-scale
@@ -23,7 +24,7 @@ Integrators:
     DormandPrince5     adaptive 5(4), FSAL
     DOP853             adaptive 8(5,3)
     (``scipy``: ``partree.simulation.simulate(..., integrator='scipy')`` hands the flat state to
-    ``scipy.integrate.solve_ivp``; models without quaternions only.)
+    ``scipy.integrate.solve_ivp``; serial backend, models without quaternions only.)
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from numba import njit
 
 from .. import joints as J
 from ..configuration import integrate as _integrate
+from ..errors import PartreeInputError
 from . import tableaus as T
 
 
@@ -96,7 +98,7 @@ class StateSpace:
         return out
 
     def q_magnitude(self, q):
-        """|q| laid out like v (for error scales)."""
+        """The magnitudes ``|q|`` laid out like v (for error scales)."""
         if self.vector_space:
             return np.abs(q)
         m = self._mag_base.copy()
@@ -240,7 +242,7 @@ class SymplecticEuler(Integrator):
 class EmbeddedRK(Integrator):
     """Adaptive explicit embedded Runge-Kutta pair with step-size control.
 
-    Error control: err = RMS_i(e_i / (atol + rtol max(|y0_i|, |y1_i|))) over the configuration
+    Error control: ``err = RMS_i(e_i / (atol + rtol max(|y0_i|, |y1_i|)))`` over the configuration
     increment and the velocity, through ``StateSpace.rms_norm`` (global over processes); a step
     is accepted when err <= 1; the next step is h * min(facmax, max(facmin, safety err^(-1/k)))
     with k = 1 + the lower order.  ``advance(t, q, v, t_target)`` takes steps until t_target,
@@ -318,7 +320,7 @@ class EmbeddedRK(Integrator):
         return sq, sv
 
     def initial_step(self, t, q, v, a0, t_span):
-        """Hairer's starting-step heuristic (first part): h = 0.01 |y| / |y'|."""
+        """Hairer's starting-step heuristic (first part): ``h = 0.01 |y| / |y'|``."""
         sq, sv = self._scales(q, v, q, v)
         d0 = self.space.rms_norm((self.space.q_magnitude(q), sq), (v, sv))
         d1 = self.space.rms_norm((v, sq), (a0, sv))
@@ -413,13 +415,64 @@ class DOP853(EmbeddedRK):
 INTEGRATORS = {"rk4": RK4, "dopri5": DormandPrince5, "dop853": DOP853, "symplectic-euler": SymplecticEuler}
 
 
-def make_integrator(name, f, space, **kw):
-    """An integrator by name ('rk4', 'dopri5', 'dop853', 'symplectic-euler')."""
-    key = str(name).lower().replace("_", "-")
-    aliases = {"rk45": "dopri5", "dopri": "dopri5", "euler": "symplectic-euler", "symplectic": "symplectic-euler"}
-    key = aliases.get(key, key)
+#: other names of the integrators
+ALIASES = {"rk45": "dopri5", "dopri": "dopri5", "euler": "symplectic-euler", "symplectic": "symplectic-euler"}
+#: the methods of ``scipy.integrate.solve_ivp`` (``'scipy:METHOD'``), by lower-case name
+SCIPY_METHODS = {"rk45": "RK45", "rk23": "RK23", "dop853": "DOP853", "radau": "Radau", "bdf": "BDF", "lsoda": "LSODA"}
+
+
+def canonical_integrator(name):
+    """The canonical name of an integrator: a key of :data:`INTEGRATORS`, ``'scipy'`` or
+    ``'scipy:METHOD'`` (METHOD as ``solve_ivp`` spells it); an unknown name is refused.
+
+    Parameters
+    ----------
+    name : str
+        Any spelling: ``'RK4'``, ``'rk45'``, ``'symplectic_euler'``, ``'scipy:radau'``.
+
+    Returns
+    -------
+    str
+        The canonical name.
+    """
+    key = str(name).strip().lower().replace("_", "-")
+    if key == "scipy":
+        return key
+    if key.startswith("scipy:"):
+        method = key.split(":", 1)[1]
+        if method not in SCIPY_METHODS:
+            raise PartreeInputError(f"integrator {name!r}: unknown solve_ivp method {method!r}; choose one of "
+                                    f"{', '.join(SCIPY_METHODS.values())}")
+        return "scipy:" + SCIPY_METHODS[method]
+    key = ALIASES.get(key, key)
     if key not in INTEGRATORS:
-        raise ValueError(f"unknown integrator {name!r}; choose one of {', '.join(INTEGRATORS)} or 'scipy'")
+        raise PartreeInputError(f"unknown integrator {name!r}; choose one of {', '.join(INTEGRATORS)} or 'scipy' "
+                                f"(or 'scipy:METHOD')")
+    return key
+
+
+def make_integrator(name, f, space, **kw):
+    """An integrator by name ('rk4', 'dopri5', 'dop853', 'symplectic-euler', or an alias).
+
+    Parameters
+    ----------
+    name : str
+        The integrator's name (see :func:`canonical_integrator`; not 'scipy').
+    f : callable
+        The dynamics function ``f(t, q, v) -> qdd``.
+    space : StateSpace
+        The state layout hooks.
+    **kw
+        Options of the adaptive integrators (rtol, atol, h0, h_max, max_steps, ...).
+
+    Returns
+    -------
+    Integrator
+        The integrator.
+    """
+    key = canonical_integrator(name)
+    if key not in INTEGRATORS:
+        raise PartreeInputError(f"integrator {name!r} is not one of {', '.join(INTEGRATORS)}")
     cls = INTEGRATORS[key]
     if cls.adaptive:
         return cls(f, space, **kw)

@@ -1,10 +1,11 @@
-"""Run under mpiexec: simulate(..., backend='mpi') vs the serial driver (RK4, DOPRI5, DOP853,
+"""Run under mpiexec: simulate(..., backend='mpi') vs the serial backend (RK4, DOPRI5, DOP853,
 record='all'), for the default part count and for more parts than ranks.
 
 Also checks that every rank holds only its slice of the state and that the run's only
 communication is the engine's two rounds per evaluation (Gatherv + Scatterv each), the state
-gathered at save points, the adaptive error norm's allgather, one gather at setup and the
-engine's own set-up messages (before the first step).
+gathered at save points, the adaptive error norm's allgather, one gather at setup, the time
+loop's agreements on stopping (one Allreduce of three integers each, counted in the summary's
+'polls') and the set-up messages (before the first step).
 
 argv[1]: 'plain' (revolute/prismatic/universal random tree, stiffness, per-joint torque of t) or
 'floating' (free base, spherical joints).  Prints 'OK <max abs diff>' on rank 0 and exits 0;
@@ -62,8 +63,8 @@ cases = [("rk4", 0.05, 1e-3, {"save_every": 10}),
          ("dop853", 0.2, 0.1, {}),
          ("rk4", 0.004, 1e-3, {"record": "all"})]
 for P in (None, comm.size + 2):
-    for integ, t_end, dt, extra in cases:
-        out = os.path.join(tmp, f"{integ}_{P}.h5")
+    for ci, (integ, t_end, dt, extra) in enumerate(cases):
+        out = os.path.join(tmp, f"{ci}_{integ}_{P}.h5")
         cc = CountingComm(comm)
         sizes = []
         at_step1 = {}
@@ -79,8 +80,8 @@ for P in (None, comm.size + 2):
         if comm.size > 1 and (max(sizes) >= (m.nq, m.nv) or tuple(tot) != (m.nq, m.nv)):
             print(f"MISMATCH local sizes {sizes[-1]} {tot}", flush=True)
             comm.Abort(6)
-        info = comm.bcast(None if res is None else (res.summary["f_evals"], len(res.t)))
-        nfev, nsave = info
+        info = comm.bcast(None if res is None else (res.summary["f_evals"], len(res.t), res.summary.get("polls", 0)))
+        nfev, nsave, polls = info
         extra_ev = nsave if extra.get("record") == "all" else 0
         calls = dict(cc.calls)
         # the loop: two rounds (Gatherv + Scatterv each) per evaluation; Gatherv of q, v (and qdd,
@@ -89,6 +90,9 @@ for P in (None, comm.size + 2):
         ok = (calls.pop("Gatherv", 0) == want_g and calls.pop("Scatterv", 0) == 2 * (nfev + extra_ev)
               and calls.pop("gather", 0) == 1 and (integ != "rk4" or "allgather" not in calls))
         calls.pop("allgather", None)
+        # the loop's agreements on stopping: one Allreduce each (none with a single rank)
+        if calls.pop("Allreduce", 0) != (polls if comm.size > 1 else 0):
+            ok = False
         # the engine's set-up messages (e.g. rank 0 sending the parts: bcast, send / recv) happen
         # before the first step and never again
         for name in ("bcast", "send", "recv"):

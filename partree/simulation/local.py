@@ -1,0 +1,48 @@
+"""The layout of a distributed run's pieces of the state: some parts of the tree, concatenated."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class LocalLayout:
+    """The joints of a list of parts, concatenated (part after part, each in its own local
+    numbering): the model-like object a ``StateSpace`` needs (jtype, idx_q, idx_v, nq_j, nv_j,
+    nq, nv) plus where every piece sits in the global vectors (qsel, vsel, bodies).
+
+    Parameters
+    ----------
+    parts : list of PartKernel
+        The parts (``partree.parallel.part.build_part``), in the order their pieces are
+        concatenated.
+    """
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+        jt, nqj, nvj, qsel, vsel, bod = [], [], [], [], [], []
+        self.qsl, self.vsl, self.bsl = [], [], []
+        oq = ov = ob = 0
+        for pk in self.parts:
+            jt.append(np.asarray(pk.jtype))
+            nqj.append(np.diff(np.append(pk.idx_q, pk.nq)))
+            nvj.append(np.diff(np.append(pk.idx_v, pk.nv)))
+            qsel.append(pk.qsel)
+            vsel.append(pk.vsel)
+            bod.append(pk.bodies)
+            self.qsl.append(slice(oq, oq + pk.nq))
+            self.vsl.append(slice(ov, ov + pk.nv))
+            self.bsl.append(slice(ob, ob + pk.m))
+            oq += pk.nq
+            ov += pk.nv
+            ob += pk.m
+
+        def cat(xs, dt=np.int64):
+            return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)
+
+        self.jtype = cat(jt, np.asarray(self.parts[0].jtype).dtype if self.parts else np.int64)
+        self.nq_j, self.nv_j = cat(nqj), cat(nvj)
+        self.idx_q = np.concatenate(([0], np.cumsum(self.nq_j)[:-1])).astype(np.int64) if self.nq_j.size \
+            else np.zeros(0, dtype=np.int64)
+        self.idx_v = np.concatenate(([0], np.cumsum(self.nv_j)[:-1])).astype(np.int64) if self.nv_j.size \
+            else np.zeros(0, dtype=np.int64)
+        self.nq, self.nv, self.n = oq, ov, ob
+        self.qsel, self.vsel, self.bodies = cat(qsel), cat(vsel), cat(bod)

@@ -1,0 +1,259 @@
+"""The MPI backend: every rank integrates only its parts' pieces of the state.
+
+``simulate(..., backend='mpi', comm=None, parts=P)`` is collective: run it on every rank of
+``comm`` (default COMM_WORLD), e.g. under ``mpiexec -n R``.  Every rank builds the model and the
+same partition (``partree.parallel.mpi.MPIEngine``, rank 0 is the root), keeps only its own parts
+and the configuration / velocity entries of their joints (``LocalLayout``: the rank's parts
+concatenated, each in its local numbering).  The integrators of ``integrators.py`` run unchanged
+on these local vectors: every stage combination, ``retract`` and ``dexpinv`` act joint by joint,
+so they are purely local; the adaptive error norm is a global sum through the ``StateSpace``
+allreduce hook (:func:`ordered_allreduce`).  One evaluation of the dynamics
+(:class:`MPILocalDynamics`) is exactly the engine's two rounds (``MPIEngine.evaluate_local``:
+Gatherv velocity maps / Scatterv v_in, Gatherv boundary relations / Scatterv a_in and g): O(P)
+boundary data, never the state.  The state is gathered to rank 0 only at save points and
+checkpoints (rank 0 keeps the model: it computes the energy, the optional joint wrenches, and
+writes the files).
+
+Besides, the time loop agrees on stopping (a signal reached some rank) and on wall-clock
+checkpoints with one ``Allreduce`` of three integers, about every ``loop.POLL_SECONDS`` of wall
+time (at every tick when checkpoints are due by wall time); its count is the summary's
+``polls``.  Any exception on one rank aborts the job (``AbortOnError``) instead of leaving the
+others in a collective; a refused checkpoint or output file raises the same error on every rank.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import PartreeInputError
+from .dynamics import Dynamics
+from .integrators import StateSpace, make_integrator
+from .local import LocalLayout
+from .loop import Backend
+
+
+def ordered_allreduce(comm):
+    """Sum over the ranks, in rank order, with the same bits on every rank (an allgather of a few
+    floats): every rank then takes the same step-size decisions.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator
+        The ranks.
+
+    Returns
+    -------
+    callable
+        ``allreduce(x) -> sum of x over the ranks``.
+    """
+    def allreduce(x):
+        pieces = comm.allgather(np.asarray(x, dtype=np.float64))
+        s = pieces[0].copy()
+        for p in pieces[1:]:
+            s = s + p
+        return s
+    return allreduce
+
+
+class MPILocalDynamics:
+    """``f(t, q_loc, v_loc) -> qdd_loc`` on this rank's parts; collective over the engine's comm.
+
+    One call = the engine's two communication rounds, nothing else (no full vector anywhere).
+
+    Parameters
+    ----------
+    engine : MPIEngine
+        The engine (this rank's parts).
+    layout : LocalLayout
+        Where each part's pieces sit in the local vectors.
+    inputs : LocalInputs
+        The joint forces of this rank's joints.
+    """
+
+    def __init__(self, engine, layout, inputs):
+        self.eng, self.layout, self.inputs = engine, layout, inputs
+        self.last_tau = None
+        self.nevals = 0
+
+    def __call__(self, t, q, v):
+        tau = self.inputs.tau(t, q, v)
+        self.last_tau = tau
+        return self.evaluate(q, v, tau, self.inputs.f_ext)
+
+    def evaluate(self, q, v, tau, f_ext=None):
+        """qdd of this rank's joints for given local q, v, tau (and external forces)."""
+        L = self.layout
+        self.nevals += 1
+        P = len(self.eng.parts)
+        out = self.eng.evaluate_local([q[L.qsl[j]] for j in range(P)], [v[L.vsl[j]] for j in range(P)],
+                                      [tau[L.vsl[j]] for j in range(P)],
+                                      None if f_ext is None else [f_ext[L.bsl[j]] for j in range(P)])
+        qdd = np.empty(L.nv)
+        for j in range(P):
+            qdd[L.vsl[j]] = out[j]
+        self.last_bytes = self.eng.last_boundary_bytes
+        return qdd
+
+
+class MPIGather:
+    """Gathers local vectors to rank 0 (save points and checkpoints only) and places them in
+    global order; scatters whole vectors from rank 0 (resume).
+
+    Parameters
+    ----------
+    comm : mpi4py communicator
+        The ranks.
+    layout : LocalLayout
+        This rank's pieces (one gather of their indices at construction).
+    """
+
+    def __init__(self, comm, layout):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.lnq, self.lnv = int(layout.nq), int(layout.nv)
+        sel = comm.gather((layout.qsel, layout.vsel), root=0)      # once, at setup
+        if self.rank == 0:
+            self.qidx = np.concatenate([s[0] for s in sel])
+            self.vidx = np.concatenate([s[1] for s in sel])
+            self.qcounts = [int(s[0].size) for s in sel]
+            self.vcounts = [int(s[1].size) for s in sel]
+            self.nq, self.nv = self.qidx.size, self.vidx.size
+
+    def _gatherv(self, x, counts):
+        recv = None
+        if self.rank == 0:
+            buf = np.empty(sum(counts))
+            recv = [buf, (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int).tolist())]
+        self.comm.Gatherv(np.ascontiguousarray(x, dtype=np.float64), recv, root=0)
+        return recv[0] if recv is not None else None
+
+    def q(self, x):
+        """This rank's piece of q -> the whole q on rank 0 (None elsewhere); collective."""
+        b = self._gatherv(x, self.qcounts if self.rank == 0 else None)
+        if b is None:
+            return None
+        out = np.empty(self.nq)
+        out[self.qidx] = b
+        return out
+
+    def v(self, x):
+        """This rank's piece of a velocity-sized vector -> the whole vector on rank 0; collective."""
+        b = self._gatherv(x, self.vcounts if self.rank == 0 else None)
+        if b is None:
+            return None
+        out = np.empty(self.nv)
+        out[self.vidx] = b
+        return out
+
+    def _scatterv(self, full, idx, counts, n_local):
+        send = None
+        if self.rank == 0:
+            send = [np.ascontiguousarray(np.asarray(full, dtype=np.float64)[idx]),
+                    (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int).tolist())]
+        out = np.empty(n_local)
+        self.comm.Scatterv(send, out, root=0)
+        return out
+
+    def scatter_q(self, full):
+        """Rank 0's whole q -> this rank's piece (collective)."""
+        if self.rank == 0:
+            return self._scatterv(full, self.qidx, self.qcounts, self.lnq)
+        return self._scatterv(None, None, None, self.lnq)
+
+    def scatter_v(self, full):
+        """Rank 0's whole velocity-sized vector -> this rank's piece (collective)."""
+        if self.rank == 0:
+            return self._scatterv(full, self.vidx, self.vcounts, self.lnv)
+        return self._scatterv(None, None, None, self.lnv)
+
+
+class MPIBackend(Backend):
+    """The state in pieces on the ranks of ``comm`` (see the module docstring).
+
+    Parameters
+    ----------
+    comm : mpi4py communicator or None
+        Default ``MPI.COMM_WORLD``.
+    """
+
+    name = "mpi"
+
+    def __init__(self, comm=None):
+        if comm is None:
+            from ..extras import require
+
+            comm = require("mpi4py.MPI", "backend 'mpi'").COMM_WORLD
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.root = self.rank == 0
+        self.polls_every_tick = self.size == 1
+        self.eng = None
+
+    def guard(self):
+        from ..parallel.mpi import AbortOnError
+
+        return AbortOnError(self.comm)
+
+    def agree(self, value):
+        return self.comm.bcast(value, root=0)
+
+    def poll(self, values):
+        if self.size == 1:
+            return values
+        from mpi4py import MPI
+
+        out = np.empty_like(values)
+        self.comm.Allreduce(values, out, op=MPI.MAX)
+        return out
+
+    def dynamics(self, model, inputs, custom=None):
+        if custom is not None:
+            raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
+                                    "backends (they build their own local ones)")
+        dyn = Dynamics(model, **inputs)
+        dyn.restrict([], [], [])           # inputs that need the whole state are refused here
+        return dyn
+
+    def start(self, model, dyn, opts, q, v, space=None):
+        from ..parallel.mpi import MPIEngine
+        from ..parallel.partition import PATH_WEIGHT
+
+        self.eng = MPIEngine(model, comm=self.comm, parts=opts.parts, gather=False,
+                             path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
+        L = LocalLayout(self.eng.parts)
+        self.f = MPILocalDynamics(self.eng, L, dyn.restrict(L.vsel, L.qsel, L.bodies))
+        space = StateSpace(L, allreduce=ordered_allreduce(self.comm))
+        kw = dict(rtol=opts.rtol, atol=opts.atol, h0=opts.h0, max_steps=opts.max_steps)
+        if opts.h_max is not None:
+            kw["h_max"] = opts.h_max
+        integ = make_integrator(opts.integrator, self.f, space, **kw)
+        self.gather = MPIGather(self.comm, L)
+        return integ, q[L.qsel].copy(), v[L.vsel].copy()
+
+    def put_state(self, integ, info, state):
+        st = state if self.root else {}
+        q = self.gather.scatter_q(st.get("q"))
+        v = self.gather.scatter_v(st.get("v"))
+        istate = dict(info["integrator"])
+        if info["fsal"]:
+            istate["fsal"] = self.gather.scatter_v(st.get("fsal"))
+        integ.load_state_dict(istate)
+        return q, v
+
+    def gather_q(self, q):
+        return self.gather.q(q)
+
+    def gather_v(self, v):
+        return self.gather.v(v)
+
+    def sample(self, t, q, v, need_qdd):
+        qg, vg = self.gather.q(q), self.gather.v(v)
+        qdd = tau = None
+        if need_qdd:
+            qdd_l = self.f(t, q, v)            # collective: every rank evaluates at the save point
+            qdd = self.gather.v(qdd_l)
+            tau = self.gather.v(self.f.last_tau)
+        return (qg, vg, qdd, tau) if self.root else None
+
+    def summary(self):
+        return {"ranks": self.size, "nparts": int(self.eng.nparts) if self.eng is not None else None}

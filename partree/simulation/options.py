@@ -1,0 +1,407 @@
+"""The options of a simulation run: one dataclass, checked at entry, and its fingerprint.
+
+:class:`SimulationOptions` holds every option of a run (times, integrator, tolerances, what is
+recorded, where results and checkpoints go, progress, backend).  ``validate()`` checks every value
+before any work starts and names the option in its message; ``fingerprint()`` is what a checkpoint
+must match to be resumed.  The joint inputs (torques, damping, springs, external forces,
+prescribed motion) are not options: they belong to :class:`~partree.simulation.dynamics.Dynamics`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PartreeInputError
+from .integrators import canonical_integrator
+
+#: what a run records: 'joints' (t, q, qd, energy) or 'all' (also qdd, tau and every joint's wrench)
+RECORD = ("joints", "all")
+#: the backends ``simulate`` runs on
+BACKENDS = ("serial", "mpi", "dask")
+#: suffixes of results files and the format each one picks
+RESULT_SUFFIXES = {".h5": "h5", ".hdf5": "h5", ".npz": "npz"}
+#: the values a checkpoint must match to be resumed (``t_end`` may grow; backend and parts may change)
+FINGERPRINT_KEYS = ("dt", "integrator", "rtol", "atol", "save_every", "record", "wrench_joints", "h0", "h_max",
+                    "q0", "qd0", "inputs")
+
+
+def hash_array(x):
+    """The first 16 hex digits of the SHA-256 of an array's float64 bytes (an initial state's identity)."""
+    return hashlib.sha256(np.ascontiguousarray(x, dtype=float).tobytes()).hexdigest()[:16]
+
+
+def results_kind(path):
+    """'h5' or 'npz' from a results file's suffix; anything else is refused.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The results file.
+
+    Returns
+    -------
+    str
+        ``'h5'`` for .h5 / .hdf5, ``'npz'`` for .npz.
+    """
+    low = os.fspath(path).lower()
+    for suffix, kind in RESULT_SUFFIXES.items():
+        if low.endswith(suffix):
+            return kind
+    raise PartreeInputError(f"results file {os.fspath(path)!r}: use a .h5/.hdf5 or .npz suffix")
+
+
+def parse_checkpoint_every(value):
+    """Read a ``checkpoint_every`` value: a step count, or wall seconds written with an ``s``.
+
+    Parameters
+    ----------
+    value : int, str or None
+        ``20`` or ``"20"``: every 20 steps; ``"30s"`` or ``"1.5s"``: every 30 / 1.5 seconds of
+        wall time; None: no periodic checkpoints.
+
+    Returns
+    -------
+    tuple
+        ``(steps, seconds)``: one of them set, the other None (both None for None).
+    """
+    if value is None:
+        return None, None
+    where = f"checkpoint_every (--checkpoint-every) = {value!r}"
+    if isinstance(value, str):
+        s = value.strip().lower()
+        if s.endswith("s"):
+            try:
+                secs = float(s[:-1])
+            except ValueError:
+                raise PartreeInputError(f"{where}: give a step count (20) or wall seconds (30s)") from None
+            if not (math.isfinite(secs) and secs > 0):
+                raise PartreeInputError(f"{where}: the seconds must be > 0")
+            return None, secs
+        try:
+            value = int(s)
+        except ValueError:
+            raise PartreeInputError(f"{where}: give a step count (20) or wall seconds (30s)") from None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise PartreeInputError(f"{where}: give a step count (20) or wall seconds (30s)")
+    if value < 1:
+        raise PartreeInputError(f"{where}: the step count must be >= 1")
+    return int(value), None
+
+
+def _count(name, value, minimum=1):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise PartreeInputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise PartreeInputError(f"{name} must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def _real(name, value, positive=True, allow_inf=False, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PartreeInputError(f"{name} must be a number, got {value!r}")
+    x = float(value)
+    if math.isnan(x) or (math.isinf(x) and not allow_inf):
+        raise PartreeInputError(f"{name} must be finite, got {value!r}")
+    if positive and not x > 0:
+        raise PartreeInputError(f"{name} must be > 0, got {value!r}")
+    if not positive and x < 0:
+        raise PartreeInputError(f"{name} must be >= 0, got {value!r}")
+    return x
+
+
+def _flag(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise PartreeInputError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _path(name, value):
+    if value is None:
+        return None
+    try:
+        p = os.fspath(value)
+    except TypeError:
+        raise PartreeInputError(f"{name} must be a file path, got {value!r}") from None
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    if not p.strip():
+        raise PartreeInputError(f"{name} is an empty path")
+    return p
+
+
+@dataclass
+class SimulationOptions:
+    """Every option of a simulation run.
+
+    ``simulate(model, t_end, dt, **options)`` builds one from its keywords; build one yourself to
+    reuse it (``simulate(model, options=opts)``).  :meth:`validate` checks and normalises every
+    value (called by ``simulate`` before any work).
+
+    Parameters
+    ----------
+    t_end : float
+        End time in s (> 0); the run goes from t = 0 to t_end.
+    dt : float
+        Step in s of the fixed-step integrators; for the adaptive ones the output spacing is
+        ``dt * save_every`` (the integrator picks its own steps in between).
+    integrator : str
+        ``'rk4'``, ``'dopri5'``, ``'dop853'``, ``'symplectic-euler'`` (aliases ``'rk45'``,
+        ``'euler'``), or ``'scipy'`` / ``'scipy:METHOD'`` (``scipy.integrate.solve_ivp``; serial
+        backend, models without quaternions).
+    rtol, atol : float
+        Relative and absolute tolerances of the adaptive integrators (> 0).
+    h0, h_max : float or None
+        First and largest step of the adaptive integrators (None: chosen by the integrator; no
+        limit).
+    max_steps : int
+        Most steps an adaptive integrator may take within one output interval.
+    save_every : int
+        Record every k-th tick (the initial state is always recorded).
+    record : str
+        ``'joints'``: t, q, qd and the energy; ``'all'``: also qdd, tau and every joint's wrench.
+    wrench_joints : list of str or None
+        Joints whose wrench [n; f] (child frame) is recorded, whatever ``record`` says.
+    out : str or path-like or None
+        Results file (.h5 / .hdf5 needs h5py; .npz needs nothing).
+    overwrite : bool
+        Replace existing output files (results, checkpoint).  A model file is never replaced.
+    checkpoint : str or path-like or None
+        Checkpoint file (default ``out + '.ckpt'``).
+    checkpoint_every : int or str or None
+        Write a checkpoint every this many steps (int >= 1), or every so many seconds of wall
+        time written as ``'30s'``.
+    checkpoint_seconds : float or None
+        Wall seconds between checkpoints (the same as ``checkpoint_every='30s'``).
+    resume : bool or 'auto'
+        True: continue from the checkpoint (it must exist and match the model, the inputs and
+        the options in :data:`FINGERPRINT_KEYS`); ``'auto'``: continue when a checkpoint exists,
+        start afresh otherwise.
+    keep_checkpoint : bool
+        Keep the checkpoint after a run that finished (it is deleted otherwise).
+    progress : bool
+        Report progress on stderr: a progress bar when stderr is a terminal, otherwise a plain
+        line at every tenth of the run and at least every 30 s of wall time.
+    verbose : bool or None
+        Print the summary at the end (None: the same as ``progress``).
+    catch_signals : bool
+        Catch SIGINT and SIGTERM during the time loop: write a checkpoint at the current step,
+        write the results recorded so far, and raise
+        :class:`~partree.simulation.loop.SimulationInterrupted` (a ``KeyboardInterrupt``).
+        Only in the main thread of the process.
+    backend : str
+        ``'serial'``, ``'mpi'`` (collective over a communicator; the state stays in pieces on
+        the ranks) or ``'dask'`` (the pieces stay in actors on the workers).
+    parts : int or Partition or None
+        Number of parts of the distributed backends (default: one per rank / worker).
+    path_weight : float or None
+        Extra relative work of a body on a handle path, for the partitioner (None: the
+        engine's default, ``partree.parallel.partition.PATH_WEIGHT``).
+    command : list of str or None
+        The command line that started the run, recorded in the results file (the
+        ``partree simulate`` command sets it).
+    """
+
+    t_end: float
+    dt: float
+    integrator: str = "rk4"
+    rtol: float = 1e-8
+    atol: float = 1e-10
+    h0: float | None = None
+    h_max: float | None = None
+    max_steps: int = 10**9
+    save_every: int = 1
+    record: str = "joints"
+    wrench_joints: list | None = None
+    out: str | None = None
+    overwrite: bool = False
+    checkpoint: str | None = None
+    checkpoint_every: int | str | None = None
+    checkpoint_seconds: float | None = None
+    resume: bool | str = False
+    keep_checkpoint: bool = False
+    progress: bool = True
+    verbose: bool | None = None
+    catch_signals: bool = True
+    backend: str = "serial"
+    parts: object = None
+    path_weight: float | None = None
+    command: list | None = None
+
+    # ---------------------------------------------------------------- building
+    @classmethod
+    def names(cls):
+        """The option names, in order."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def build(cls, options=None, **values):
+        """Options from a base (or none) and keyword values, validated.
+
+        Parameters
+        ----------
+        options : SimulationOptions or None
+            Start from these (a copy; the argument is not changed).
+        **values
+            Option values; None for ``t_end`` / ``dt`` keeps the base's.
+
+        Returns
+        -------
+        SimulationOptions
+            The validated options.
+        """
+        unknown = sorted(set(values) - set(cls.names()))
+        if unknown:
+            raise PartreeInputError(f"unknown simulation option(s) {', '.join(unknown)}; the options are "
+                                    f"{', '.join(cls.names())} (and the joint inputs q0, qd0, torques, damping, "
+                                    f"stiffness, q_ref, f_ext, prescribed)")
+        if options is not None:
+            if not isinstance(options, SimulationOptions):
+                raise PartreeInputError(f"options must be a SimulationOptions, got {type(options).__name__}")
+            for k in ("t_end", "dt"):
+                if values.get(k) is None:
+                    values.pop(k, None)
+            opts = dataclasses.replace(options, **values)
+        else:
+            for k in ("t_end", "dt"):
+                if values.get(k) is None:
+                    raise PartreeInputError(f"simulate needs {k} (a number > 0)")
+            opts = cls(**values)
+        return opts.validate()
+
+    # ---------------------------------------------------------------- checks
+    def validate(self):
+        """Check and normalise every option; the message of a refusal names the option.
+
+        Returns
+        -------
+        SimulationOptions
+            ``self``, normalised: numbers as float / int, the integrator's canonical name, paths
+            as str, ``checkpoint_every='30s'`` moved to ``checkpoint_seconds``.
+        """
+        self.t_end = _real("t_end (--t-end)", self.t_end)
+        self.dt = _real("dt (--dt)", self.dt)
+        if not isinstance(self.integrator, str):
+            raise PartreeInputError(f"integrator must be a name, got {self.integrator!r}")
+        self.integrator = canonical_integrator(self.integrator)
+        self.rtol = _real("rtol (--rtol)", self.rtol)
+        self.atol = _real("atol (--atol)", self.atol)
+        self.h0 = _real("h0 (--h0)", self.h0, allow_none=True)
+        self.h_max = _real("h_max (--h-max)", self.h_max, allow_inf=True, allow_none=True)
+        self.max_steps = _count("max_steps", self.max_steps)
+        self.save_every = _count("save_every (--save-every)", self.save_every)
+        rec = str(self.record).lower()
+        if rec not in RECORD:
+            raise PartreeInputError(f"record must be one of {RECORD}, got {self.record!r}")
+        self.record = rec
+        if self.wrench_joints is not None:
+            if isinstance(self.wrench_joints, str):
+                self.wrench_joints = [self.wrench_joints]
+            names = list(self.wrench_joints)
+            if not all(isinstance(n, str) for n in names):
+                raise PartreeInputError(f"wrench_joints must be joint names, got {self.wrench_joints!r}")
+            self.wrench_joints = names
+        self.out = _path("out (--out)", self.out)
+        if self.out is not None:
+            results_kind(self.out)
+        self.checkpoint = _path("checkpoint (--checkpoint)", self.checkpoint)
+        self.overwrite = _flag("overwrite (--force)", self.overwrite)
+        steps, secs = parse_checkpoint_every(self.checkpoint_every)
+        if secs is not None:
+            if self.checkpoint_seconds is not None:
+                raise PartreeInputError("give checkpoint_every='30s' or checkpoint_seconds=30, not both")
+            self.checkpoint_seconds = secs
+        self.checkpoint_every = steps
+        self.checkpoint_seconds = _real("checkpoint_seconds", self.checkpoint_seconds, allow_none=True)
+        if isinstance(self.resume, str):
+            if self.resume.lower() != "auto":
+                raise PartreeInputError(f"resume must be True, False or 'auto', got {self.resume!r}")
+            self.resume = "auto"
+        else:
+            self.resume = _flag("resume (--resume)", self.resume)
+        self.keep_checkpoint = _flag("keep_checkpoint (--keep-checkpoint)", self.keep_checkpoint)
+        self.progress = _flag("progress", self.progress)
+        self.verbose = self.progress if self.verbose is None else _flag("verbose", self.verbose)
+        self.catch_signals = _flag("catch_signals", self.catch_signals)
+        bk = str(self.backend).lower()
+        if bk not in BACKENDS:
+            raise PartreeInputError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.backend = bk
+        if self.parts is not None and not hasattr(self.parts, "nparts"):
+            self.parts = _count("parts (--parts)", self.parts)
+        self.path_weight = _real("path_weight", self.path_weight, positive=False, allow_none=True)
+        if self.command is not None:
+            if isinstance(self.command, str) or not all(isinstance(a, str) for a in self.command):
+                raise PartreeInputError("command must be a list of strings (the command line's arguments)")
+            self.command = list(self.command)
+        if (self.checkpoint_every or self.checkpoint_seconds or self.resume) and self.checkpoint_path() is None:
+            raise PartreeInputError("checkpointing needs a checkpoint path (checkpoint=..., --checkpoint) or an "
+                                    "output file (out=..., --out)")
+        if bk != "serial" and self.integrator.startswith("scipy"):
+            raise PartreeInputError("integrator 'scipy' needs the whole state in one process; the distributed "
+                                    "backends run 'rk4', 'dopri5', 'dop853' or 'symplectic-euler'")
+        return self
+
+    # ---------------------------------------------------------------- derived values
+    def checkpoint_path(self):
+        """The checkpoint file: ``checkpoint``, else ``out + '.ckpt'``, else None."""
+        if self.checkpoint is not None:
+            return os.fspath(self.checkpoint)
+        if self.out is not None:
+            return os.fspath(self.out) + ".ckpt"
+        return None
+
+    @property
+    def periodic_checkpoints(self):
+        """True when checkpoints are written during the run (every so many steps or seconds)."""
+        return bool(self.checkpoint_every or self.checkpoint_seconds)
+
+    def fingerprint(self, q0, qd0, inputs, wrench_joints):
+        """What a checkpoint must match to be resumed, and its SHA-256.
+
+        The same on every backend and part count, so a checkpoint written by one backend
+        resumes on another; ``t_end`` is not part of it (a run may be extended).
+
+        Parameters
+        ----------
+        q0, qd0 : ndarray
+            The initial state (q normalised), hashed.
+        inputs : str
+            The fingerprint of the joint inputs (``Dynamics.fingerprint()``); its first 16
+            digits are used.
+        wrench_joints : list of str
+            The names of the joints whose wrenches are recorded (resolved: every joint for
+            ``record='all'`` without a list).
+
+        Returns
+        -------
+        tuple
+            ``(values, digest)``: the dict of :data:`FINGERPRINT_KEYS` and the hex SHA-256 of its
+            JSON.
+        """
+        values = {"dt": self.dt, "integrator": self.integrator, "rtol": self.rtol, "atol": self.atol,
+                  "save_every": self.save_every, "record": self.record, "wrench_joints": list(wrench_joints),
+                  "h0": self.h0, "h_max": self.h_max, "q0": hash_array(q0), "qd0": hash_array(qd0),
+                  "inputs": str(inputs)[:16]}
+        return values, hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+
+    def to_dict(self):
+        """The options as a JSON-able dict (a partition as its number of parts)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if d["wrench_joints"] is not None:
+            d["wrench_joints"] = list(d["wrench_joints"])
+        if d["command"] is not None:
+            d["command"] = list(d["command"])
+        if self.parts is not None and not isinstance(self.parts, int):
+            d["parts"] = int(self.parts.nparts)
+        return d
