@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 
+from ..jit import CompileNotice
 from .common import MODEL_HELP, add_floating_base, add_force, check_output, count, load_model, nonneg_int
 
 
@@ -38,10 +39,14 @@ def run(a):
     else:
         q, qd = m.neutral(), np.zeros(m.nv)
     tau = rng.uniform(-1, 1, m.nv) if a.state == "random" else np.zeros(m.nv)
-    print(f"{m!r}")
-    t0 = time.perf_counter()
-    qdd = partree.aba(m, q, qd, tau)
-    first = time.perf_counter() - t0
+    print(f"{m!r}", flush=True)
+    with CompileNotice(lambda line: print(line, flush=True)) as notice:
+        t0 = time.perf_counter()
+        qdd = partree.aba(m, q, qd, tau)
+        first = time.perf_counter() - t0
+        partree.rnea(m, q, qd, qdd, return_wrenches=True)
+        partree.energy(m, q, qd)
+        notice.done()
     times = []
     for _ in range(a.repeat):
         t0 = time.perf_counter()
@@ -57,7 +62,8 @@ def run(a):
     err = np.abs(tau_back - tau).max() / max(np.abs(tau).max() + np.abs(h).max(), 1e-300)
     T, V = partree.energy(m, q, qd)
     best = min(times) if times else first
-    print(f"forward dynamics (ABA): first call {first * 1e3:.2f} ms (includes compiling or loading the kernels), "
+    print(f"forward dynamics (ABA): first call {first * 1e3:.2f} ms (includes {'compiling' if notice.compiled else 'loading'} "
+          f"the kernels), "
           f"best of {a.repeat}: {best * 1e3:.3f} ms = {best / m.n * 1e9:.0f} ns per body")
     print(f"inverse dynamics (RNEA): {t_rnea * 1e3:.3f} ms; backward error |RNEA(qdd) - tau| / (|tau| + |h|) = {err:.2e}")
     print(f"energy: kinetic {T:.6g} J, potential {V:.6g} J; |qdd|max {np.abs(qdd).max():.4g}; "

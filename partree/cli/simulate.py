@@ -218,7 +218,7 @@ def run(a):
     from ..extras import available, require
     from ..simulation import SimulationInterrupted, SimulationOptions, simulate
     from ..simulation.loop import check_outputs, resume_command
-    from ..simulation.outputs import check_output_dir
+    from ..outputs import check_output_dir
 
     builtin = a.model is None
     comm = None

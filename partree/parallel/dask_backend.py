@@ -21,6 +21,8 @@ kernels (bad input) are re-raised as they are, not retried.
 """
 from __future__ import annotations
 
+import signal
+import threading
 import time
 
 import numpy as np
@@ -57,6 +59,41 @@ def _solve(pk, a_in, g, wrenches=False):
 
 
 # graph tasks: the root's steps run on a worker, between the parts' steps
+def start_local_cluster(n_workers=2):
+    """A LocalCluster of ``n_workers`` single-threaded worker processes, which ignore SIGINT.
+
+    A Ctrl-C in a terminal goes to the whole process group, the workers included; the run stops
+    in the client, which then fetches the state from the workers to write the checkpoint, so the
+    workers must outlive the signal.  SIGINT is ignored while the worker processes start (they
+    keep that setting, and Python installs no KeyboardInterrupt handler in a process that starts
+    with SIGINT ignored), then restored in the client.
+
+    Parameters
+    ----------
+    n_workers : int
+        Number of worker processes.
+
+    Returns
+    -------
+    tuple
+        ``(client, cluster)``; close both when done.
+    """
+    from distributed import Client, LocalCluster
+
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, old)
+    try:
+        return Client(cluster), cluster
+    except BaseException:
+        cluster.close()
+        raise
+
+
 class DaskEngine:
     """Forward dynamics and constraint forces over a dask.distributed cluster.
 
@@ -90,8 +127,6 @@ class DaskEngine:
         from ..extras import require
 
         require("distributed", "the Dask backend")
-        from distributed import Client, LocalCluster
-
         from ..specs import resolve_model
 
         # everything that can be checked without the cluster is checked first
@@ -104,9 +139,7 @@ class DaskEngine:
             pt = make_partition(model, parts, path_weight)
         self._own = None
         if client is None:
-            cluster = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
-            client = Client(cluster)
+            client, cluster = start_local_cluster(int(workers))
             self._own = (client, cluster)
         self.client = client
         self.model = model

@@ -20,8 +20,6 @@ single-threaded workers, closed at the end.
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
 
 import numpy as np
@@ -403,41 +401,6 @@ class DaskLocalDynamics:
         return out
 
 
-def start_local_cluster(n_workers=2):
-    """A LocalCluster of ``n_workers`` single-threaded worker processes, which ignore SIGINT.
-
-    A Ctrl-C in a terminal goes to the whole process group, the workers included; the run stops
-    in the client, which then fetches the state from the workers to write the checkpoint, so the
-    workers must outlive the signal.  SIGINT is ignored while the worker processes start (they
-    keep that setting, and Python installs no KeyboardInterrupt handler in a process that starts
-    with SIGINT ignored), then restored in the client.
-
-    Parameters
-    ----------
-    n_workers : int
-        Number of worker processes.
-
-    Returns
-    -------
-    tuple
-        ``(client, cluster)``; close both when done.
-    """
-    from distributed import Client, LocalCluster
-
-    main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-    try:
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, old)
-    try:
-        return Client(cluster), cluster
-    except BaseException:
-        cluster.close()
-        raise
-
-
 class DaskBackend(Backend):
     """The parts and the state's pieces in actors on the workers of ``client`` (see the module
     docstring).
@@ -445,7 +408,7 @@ class DaskBackend(Backend):
     Parameters
     ----------
     client : distributed.Client or None
-        None: a LocalCluster with 2 single-threaded workers (:func:`start_local_cluster`), closed
+        None: a LocalCluster with 2 single-threaded workers (:func:`partree.parallel.dask_backend.start_local_cluster`), closed
         at the end.
     """
 
@@ -474,6 +437,8 @@ class DaskBackend(Backend):
         from ..parallel.partition import PATH_WEIGHT
 
         if self.client is None:
+            from ..parallel.dask_backend import start_local_cluster
+
             self._own = start_local_cluster()
             self.client = self._own[0]
         eng = self.eng = DaskEngine(model, client=self.client, parts=opts.parts, evaluate=False,

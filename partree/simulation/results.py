@@ -93,7 +93,7 @@ from ..errors import PartreeInputError
 from ..extras import require
 from .checkpoint import atomic_write
 from .options import results_kind
-from .outputs import HDF5_SIGNATURE, MODEL_FORMAT, ZIP_SIGNATURE, check_output_file, complete_zip
+from ..outputs import HDF5_SIGNATURE, MODEL_FORMAT, ZIP_SIGNATURE, check_output_file, complete_zip
 
 FORMAT = "partree-simulation"
 FORMAT_VERSION = 2

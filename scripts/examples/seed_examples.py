@@ -45,7 +45,8 @@ def seed000(out, quick):
     t_end, dt = (0.5, 0.002) if quick else (10.0, 0.002)
     drive = {j: (lambda t: 20.0 * np.sin(np.pi * t)) for j in ("L11", "L12", "L13")}
     res = simulate(m, t_end, dt, integrator="rk4", torques=drive, wrench_joints=["L11"], save_every=5,
-                   out=os.path.join(out, "seed000_space_robot.h5"), progress=not quick, verbose=True)
+                   out=os.path.join(out, "seed000_space_robot.h5"), overwrite=True, progress=not quick,
+                   verbose=True)
     qb, _ = res.joint("base")
     eul = np.rad2deg(_quat_to_euler_zyx(qb[:, 3:7]))
     fig, ax = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
@@ -115,7 +116,7 @@ def seed002(out, quick):
     torques = {j: (lambda t, _i=inp: _i.torque(t)) for j in inp.passive}
     t_end = 1.0 if quick else 10.0
     res = simulate(m, t_end, 1e-3, integrator="rk4", prescribed=inp, torques=torques, q0=q0, qd0=qd0,
-                   record="all", save_every=10, out=os.path.join(out, "seed002_three_arm.h5"),
+                   record="all", save_every=10, out=os.path.join(out, "seed002_three_arm.h5"), overwrite=True,
                    progress=not quick, verbose=True)
     fig, ax = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
     for j in ("J1", "J5", "J6"):
