@@ -26,7 +26,7 @@ def run(a):
     if a.out.lower().endswith((".h5", ".hdf5")):
         require("h5py", "writing .h5 model files")
     check_output(a.out, a.force, "model file", allow_model=True)
-    if os.path.exists(a.model) and os.path.samefile(a.model, a.out):
+    if os.path.exists(a.model) and os.path.exists(a.out) and os.path.samefile(a.model, a.out):
         raise ValueError(f"{a.out} is the input model itself; write the converted model to another file")
     m = load_model(a.model, a.floating_base)
     save_model(m, a.out)
