@@ -129,7 +129,7 @@ def test_size_tables_in_a_mixed_model():
         off = J.QUAT_OFFSET[codes[i]]
         if off >= 0:
             assert abs(np.linalg.norm(q[m.idx_q[i] + off:m.idx_q[i] + off + 4]) - 1.0) < 1e-12
-    pin = pytest.importorskip("pinocchio")
+    pytest.importorskip("pinocchio")
     from partree.io.pinocchio import to_pinocchio
 
     p, _ = to_pinocchio(m)
@@ -147,7 +147,7 @@ def test_joint_transform_formula(jtype, rng):
     for _ in range(3):
         q = random_q(jtype, rng)
         RJ, rJ = joint_rotation(jtype, q)
-        nv, E, r, _, _ = jcalc(m, q, np.zeros(m.nv))
+        _, E, r, _, _ = jcalc(m, q, np.zeros(m.nv))
         E_tree = rpy_to_matrix(RPY).T
         assert np.allclose(E[0], RJ.T @ E_tree, rtol=0, atol=1e-14)
         assert np.allclose(r[0], np.array(XYZ) + E_tree.T @ rJ, rtol=0, atol=1e-14)
@@ -258,7 +258,7 @@ def test_universal_velocity_product_is_derivative_of_S_qd(axes, rng):
     m = one_body("universal", axis2=b)
     for _ in range(3):
         q, qd = rng.uniform(-2, 2, 2), rng.normal(size=2)
-        _, _, _, S0, cJ = jcalc(m, q, qd)
+        cJ = jcalc(m, q, qd)[4]
         h = 1e-6
         Sp = jcalc(m, q + h * qd, qd)[3]
         Sm = jcalc(m, q - h * qd, qd)[3]

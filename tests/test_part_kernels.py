@@ -13,7 +13,9 @@ import pytest
 import partree
 from partree.algorithms.aba import aba_backward_pass, aba_forward_pass1
 from partree.errors import PartreeInputError
+from partree import joints as J
 from partree.models import auto_tree, binary_tree, chain, random_tree
+from partree.models.generators import random_units
 from partree.parallel.part import PartKernel
 from partree.spatial import motion_xform
 
@@ -76,8 +78,20 @@ def state(m, seed):
             rng.normal(size=(m.n, 6)))
 
 
-def model():
-    return random_tree(90, seed=31, floating_base=True, joint_types=ALL_TYPES, p_chain=0.5, gravity=G)
+def model(kind="mixed"):
+    """A random tree of every joint type; with kind '1-dof-paths' the same tree with its free and
+    fixed joints below the base made revolute: a free joint transmits no wrench, so on the mixed
+    tree the handles' influence stops at the first free joint of a path, and the walk's 1-DOF
+    bodies above it are never reached."""
+    m = random_tree(90, seed=31, floating_base=True, joint_types=ALL_TYPES, p_chain=0.5, gravity=G)
+    if kind == "mixed":
+        return m
+    swap = (np.arange(m.n) > 0) & np.isin(m.jtype, (J.FREE, J.FIXED))
+    jt = np.where(swap, J.REVOLUTE, m.jtype)
+    axis = m.axis.copy()
+    axis[swap] = random_units(np.random.default_rng(2), int(swap.sum()))
+    return partree.Model(m.parent, jt, axis, m.E_tree, m.r_tree, m.mass, m.com, m.I_com, axis2=m.axis2,
+                         gravity=G)
 
 
 def cases(m):
@@ -107,7 +121,7 @@ def test_whole_model_part_is_aba_bit_for_bit(make, early):
     pk = PartKernel(m, np.arange(m.n), [], early_kinematics=early)
     assert pk.H == 0 and pk.top
     TE, Tr, vrel = pk.velocity(q[pk.qsel], qd[pk.vsel])
-    assert TE.shape == (0, 3, 3) and vrel.shape == (0, 6)
+    assert TE.shape == (0, 3, 3) and Tr.shape == (0, 3) and vrel.shape == (0, 6)
     for f in (None, F):
         pk.reduce(np.zeros(6), tau[pk.vsel], f)
         qdd = pk.solve(a0_of(m), np.zeros((0, 6)))
@@ -156,9 +170,10 @@ def test_leaf_part_root_relation_is_its_articulated_body(rng):
 # a part with handles
 # ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("early", [False, True])
+@pytest.mark.parametrize("kind", ["mixed", "1-dof-paths"])
 @pytest.mark.parametrize("case", ["two-on-one-handle", "nested", "top"])
-def test_boundary_relations_hold_on_the_true_motion(case, early):
-    m = model()
+def test_boundary_relations_hold_on_the_true_motion(case, kind, early):
+    m = model(kind)
     r, cuts = cases(m)[case]
     bodies, handles = part_of(m, r, cuts)
     q, qd, tau, F = state(m, 4)
@@ -197,18 +212,19 @@ def test_boundary_relations_hold_on_the_true_motion(case, early):
     qdd = pk.solve(a_in, g)
     assert rel_err(qdd, tr["qdd"][pk.vsel]) < 1e-9
     assert rel_err(pk.a, tr["a"][bodies]) < 1e-9
-    W, FS, FT = pk.wrenches()
+    W, _, _ = pk.wrenches()
     assert rel_err(W, tr["W"][bodies]) < 1e-9
     assert pk.handles.tolist() == hl.tolist()
 
 
+@pytest.mark.parametrize("kind", ["mixed", "1-dof-paths"])
 @pytest.mark.parametrize("case", ["two-on-one-handle", "nested", "top"])
-def test_boundary_relations_are_what_solve_and_wrenches_give_for_any_input(case):
+def test_boundary_relations_are_what_solve_and_wrenches_give_for_any_input(case, kind):
     """For any a_in and handle wrenches g (not the tree's), the back-substitution's handle
     accelerations are Psi a_in + Lam g + beta and the root joint's wrench moved to frame 0 is
     M a_in + m0 + sum Kt g; the relations are affine: a perturbation of one g_k moves a_h by
     Lam[h, k] dg."""
-    m = model()
+    m = model(kind)
     r, cuts = cases(m)[case]
     bodies, handles = part_of(m, r, cuts)
     rng = np.random.default_rng(7)
@@ -259,11 +275,11 @@ def test_part_wrenches_split(rng):
     v_in, a_in, g = boundary_inputs(m, tr, bodies, handles, cuts)
     pk = PartKernel(m, bodies, handles)
     with pytest.raises(RuntimeError, match="call wrenches"):
-        pk.constraint_rows
+        _ = pk.constraint_rows
     pk.velocity(q[pk.qsel], qd[pk.vsel])
     pk.reduce(v_in, tau[pk.vsel], F[bodies])
     pk.solve(a_in, g)
-    W, FS, FT = pk.wrenches()
+    _, FS, FT = pk.wrenches()
     Wt = pk.constraint_rows
     assert Wt.shape == (int((6 - m.nv_j[bodies]).sum()), 6) and FS.shape == (Wt.shape[0],)
     row = 0

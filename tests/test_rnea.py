@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import partree
-from partree import joints as J
 from partree.errors import PartreeInputError
 from partree.models import chain, random_tree
 
@@ -77,7 +76,7 @@ def test_static_wrenches_carry_the_weight_of_every_subtree(rng):
     kin = partree.forward_kinematics(m, q)
     cw = kin.com_world(m)
     for f_ext in (None, F):
-        tau, W = partree.rnea(m, q, z, z, f_ext=f_ext, return_wrenches=True)
+        _, W = partree.rnea(m, q, z, z, f_ext=f_ext, return_wrenches=True)
         for i in range(m.n):
             n_w, f_w = np.zeros(3), np.zeros(3)
             for j in subtree(m, i):
