@@ -6,7 +6,7 @@ import pytest
 
 import partree
 from partree.algorithms.aba import (aba_backward_pass, aba_forward_pass1, aba_forward_pass2, aba_kernel,
-                                    articulated_step)
+                                    articulated_project)
 from partree.errors import PartreeInputError
 from partree.models import chain, random_tree
 from partree.spatial import axis_angle, crf, crm, motion_xform, quat_to_matrix, rpy_to_matrix, spatial_inertia
@@ -292,62 +292,51 @@ def test_articulated_inertia_is_the_floating_chain_response(rng):
 
 
 @pytest.mark.parametrize("nv", [1, 2, 3, 6])
-def test_articulated_step(nv, rng):
-    """project=False: U = IA S, D^-1, u = tau - S^T pA only; project=True also
-    Ia = IA - U D^-1 U^T and pa = pA + Ia c + U D^-1 u, with Ia S = 0 (no inertia along the
-    joint's motion is handed on), S^T pa = tau, and Ia symmetric positive semi-definite."""
+def test_articulated_project(nv, rng):
+    """What a body hands its parent: Ia = IA - U D^-1 U^T and pa = pA + Ia c + U D^-1 u, with
+    Ia S = 0 (no inertia along the joint's motion is handed on), S^T pa = tau, and Ia symmetric
+    positive semi-definite; U, D^-1, u read only from the joint's rows."""
     nvt, iv = nv + 3, 2
     A = rng.normal(size=(6, 6))
     IA = A @ A.T + 0.1 * np.eye(6)
     pA, c = rng.normal(size=6), rng.normal(size=6)
-    S = np.full((nvt, 6), np.nan)
     Q, _ = np.linalg.qr(rng.normal(size=(6, 6)))
-    S[iv:iv + nv] = Q[:nv] * rng.uniform(0.5, 2.0, (nv, 1))
-    tau = np.full(nvt, np.nan)
-    tau[iv:iv + nv] = rng.normal(size=nv)
-    Sm = S[iv:iv + nv].T
-    D = Sm.T @ IA @ Sm
-    Dinv_ref = np.linalg.inv(D)
-    for project in (False, True):
-        U, Dinv, u = np.zeros((nvt, 6)), np.zeros((nvt, 6)), np.zeros(nvt)
-        Ia, pa = np.full((6, 6), 7.0), np.full(6, 7.0)
-        ok = articulated_step(IA, pA, c, S, tau, iv, nv, project, U, Dinv, u, Ia, pa, np.zeros((6, 6)),
-                              np.zeros((6, 6)), np.zeros(6))
-        assert ok is True
-        assert np.allclose(U[iv:iv + nv], (IA @ Sm).T, rtol=0, atol=1e-13)
-        assert np.allclose(Dinv[iv:iv + nv, :nv], Dinv_ref, rtol=1e-11, atol=1e-12)
-        assert np.allclose(u[iv:iv + nv], tau[iv:iv + nv] - Sm.T @ pA, rtol=0, atol=1e-13)
-        other = np.ones(nvt, dtype=bool)
-        other[iv:iv + nv] = False
-        assert not U[other].any() and not u[other].any()
-        if not project:
-            assert (Ia == 7.0).all() and (pa == 7.0).all()
-            continue
-        Ia_ref = IA - IA @ Sm @ Dinv_ref @ Sm.T @ IA
-        assert np.allclose(Ia, Ia_ref, rtol=0, atol=1e-11)
-        assert np.allclose(pa, pA + Ia_ref @ c + IA @ Sm @ Dinv_ref @ (tau[iv:iv + nv] - Sm.T @ pA), rtol=0,
-                           atol=1e-11)
-        assert np.allclose(Ia @ Sm, 0.0, rtol=0, atol=1e-11)
-        assert np.allclose(Sm.T @ pa, tau[iv:iv + nv], rtol=0, atol=1e-11)
-        assert np.allclose(Ia, Ia.T, rtol=0, atol=1e-12) and np.linalg.eigvalsh(Ia)[0] > -1e-11
+    Sm = (Q[:nv] * rng.uniform(0.5, 2.0, (nv, 1))).T
+    tau = rng.normal(size=nv)
+    Dinv_ref = np.linalg.inv(Sm.T @ IA @ Sm)
+    U, Dinv, u = np.full((nvt, 6), np.nan), np.full((nvt, 6), np.nan), np.full(nvt, np.nan)
+    U[iv:iv + nv] = (IA @ Sm).T
+    Dinv[iv:iv + nv, :nv] = Dinv_ref
+    u[iv:iv + nv] = tau - Sm.T @ pA
+    Ia, pa = np.full((6, 6), 7.0), np.full(6, 7.0)
+    articulated_project(IA, pA, c, U, Dinv, u, iv, nv, Ia, pa, np.zeros(6))
+    Ia_ref = IA - IA @ Sm @ Dinv_ref @ Sm.T @ IA
+    assert np.allclose(Ia, Ia_ref, rtol=0, atol=1e-11)
+    assert np.allclose(pa, pA + Ia_ref @ c + IA @ Sm @ Dinv_ref @ (tau - Sm.T @ pA), rtol=0, atol=1e-11)
+    assert np.allclose(Ia @ Sm, 0.0, rtol=0, atol=1e-11)
+    assert np.allclose(Sm.T @ pa, tau, rtol=0, atol=1e-11)
+    assert np.allclose(Ia, Ia.T, rtol=0, atol=1e-12) and np.linalg.eigvalsh(Ia)[0] > -1e-11
 
 
-@pytest.mark.parametrize("nv", [1, 3])
-def test_articulated_step_refuses_a_singular_D(nv, rng):
-    """No inertia along the joint's motion: IA S = 0 (a point mass on a revolute axis, a point mass
-    at a spherical joint's centre); False, whatever project is."""
-    c = np.zeros(3) if nv == 3 else np.array([0.0, 0.0, 0.7])
-    IA = spatial_inertia(2.0, c, np.zeros((3, 3)))
-    S = np.zeros((nv, 6))
-    if nv == 1:
-        S[0, 2] = 1.0            # about z, through the point mass
-    else:
-        S[:, :3] = np.eye(3)
-    for project in (False, True):
-        ok = articulated_step(IA, np.zeros(6), np.zeros(6), S, np.ones(nv), 0, nv, project, np.zeros((nv, 6)),
-                              np.zeros((nv, 6)), np.zeros(nv), np.zeros((6, 6)), np.zeros(6), np.zeros((6, 6)),
-                              np.zeros((6, 6)), np.zeros(6))
-        assert ok is False
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_spd_inverse(n, rng):
+    """The package's one SPD inverse: D^-1 of an SPD block in place or into another array, and
+    False for a block that is not positive definite (a zero pivot: no inertia along a motion)."""
+    from partree.algorithms.linalg import spd_inverse
+
+    A = rng.normal(size=(n, n))
+    D = A @ A.T + 0.1 * np.eye(n)
+    out = np.full((6, 6), np.nan)
+    assert spd_inverse(D, n, out)
+    assert np.allclose(out[:n, :n], np.linalg.inv(D), rtol=1e-12, atol=1e-12)
+    W = np.zeros((6, 6))
+    W[:n, :n] = D
+    assert spd_inverse(W, n, W)                          # in place
+    assert np.allclose(W[:n, :n], np.linalg.inv(D), rtol=1e-12, atol=1e-12)
+    S = D.copy()
+    S[:, 0] = S[0, :] = 0.0                               # a direction with no inertia
+    assert not spd_inverse(S, n, out)
+    assert not spd_inverse(-D, n, out)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""partree.joints: joint codes and sizes, ``joint_calc`` (X_J, S, cJ) of every joint type against
-the rotation / translation formulas and finite differences of the joint's pose, and
-``joint_velocity``."""
+"""partree.joints: joint codes and sizes, the joint kinematics (X_J, S, cJ) of every joint type against
+the rotation / translation formulas and finite differences of the joint's pose.
+"""
 import numpy as np
 import pytest
 
@@ -27,14 +27,14 @@ def one_body(jtype, axis=A1, axis2=A2, rpy=RPY, xyz=XYZ):
 
 
 def jcalc(model, q, qd, i=0, fill=np.nan):
-    """joint_calc of body i over the model's arrays; E, r, S prefilled with ``fill``.
+    """joint_kinematics_at of body i over the model's arrays; E, r, S prefilled with ``fill``.
     Returns (nv, E, r, S, cJ) with the whole E, r, S arrays."""
     E = np.full((model.n, 3, 3), fill)
     r = np.full((model.n, 3), fill)
     S = np.full((model.nv, 6), fill)
     cJ = np.full(6, fill)
     R, R2 = np.empty((3, 3)), np.empty((3, 3))
-    nv = J.joint_calc(i, model.jtype, model.axis, model.axis2, np.ascontiguousarray(q, dtype=float), model.idx_q,
+    nv = J.joint_kinematics_at(i, model.jtype, model.axis, model.axis2, np.ascontiguousarray(q, dtype=float), model.idx_q,
                       np.ascontiguousarray(qd, dtype=float), int(model.idx_v[i]), model.E_tree, model.r_tree,
                       E, r, S, cJ, R, R2)
     return nv, E, r, S, cJ
@@ -137,7 +137,7 @@ def test_size_tables_in_a_mixed_model():
 
 
 # ----------------------------------------------------------------------------------------------
-# joint_calc: X_J, S and cJ
+# joint_kinematics_at: X_J, S and cJ
 # ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("jtype", TYPES)
 def test_joint_transform_formula(jtype, rng):
@@ -271,7 +271,7 @@ def test_universal_velocity_product_is_derivative_of_S_qd(axes, rng):
 
 @pytest.mark.parametrize("jtype", ["spherical", "free"])
 def test_quaternion_normalised_on_the_fly(jtype, rng):
-    """A quaternion of any norm encodes the rotation of its normalised self, in joint_calc and in
+    """A quaternion of any norm encodes the rotation of its normalised self, in joint_kinematics_at and in
     every algorithm (the free joint's position is not scaled)."""
     m = one_body(jtype)
     q = random_q(jtype, rng)
@@ -287,8 +287,8 @@ def test_quaternion_normalised_on_the_fly(jtype, rng):
     assert np.allclose(jcalc(m, qs, np.zeros(m.nv))[1], a[1], rtol=0, atol=1e-14)
 
 
-def test_joint_calc_writes_only_its_own_body_and_rows(rng):
-    """In a model of several joints, joint_calc(i, ...) writes E[i], r[i] and the rows
+def test_joint_kinematics_at_writes_only_its_own_body_and_rows(rng):
+    """In a model of several joints, joint_kinematics_at(i, ...) writes E[i], r[i] and the rows
     idx_v[i] .. idx_v[i] + nv of S, nothing else, and returns nv; X_up is that of
     forward_kinematics."""
     seq = ["revolute", "free", "universal", "prismatic", "fixed", "spherical", "revolute"]
@@ -307,22 +307,6 @@ def test_joint_calc_writes_only_its_own_body_and_rows(rng):
         rows = np.zeros(m.nv, dtype=bool)
         rows[m.v_slice(i)] = True
         assert np.isfinite(S[rows]).all() and np.isnan(S[~rows]).all()
-
-
-def test_joint_velocity_reads_only_its_rows(rng):
-    nvt = 9
-    S = rng.normal(size=(nvt, 6))
-    qd = rng.normal(size=nvt)
-    for iv, nv in ((0, 1), (4, 1), (2, 2), (3, 3), (3, 6), (8, 1)):
-        Sx, qx = np.full_like(S, np.nan), np.full_like(qd, np.nan)
-        Sx[iv:iv + nv], qx[iv:iv + nv] = S[iv:iv + nv], qd[iv:iv + nv]
-        out = np.full(6, np.nan)
-        J.joint_velocity(Sx, qx, iv, nv, out)
-        ref = sum(S[iv + d] * qd[iv + d] for d in range(nv))
-        assert np.allclose(out, ref, rtol=1e-15, atol=1e-15)
-    out = np.full(6, np.nan)
-    J.joint_velocity(S, qd, 2, 0, out)          # a fixed joint: no motion
-    assert np.array_equal(out, np.zeros(6))
 
 
 def test_unknown_joint_code_in_model_refused():

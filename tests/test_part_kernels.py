@@ -294,9 +294,6 @@ def test_part_wrenches_split(rng):
     assert rel_err(FT, tau[pk.vsel]) < 1e-13
 
 
-@pytest.mark.xfail(strict=True, reason="PartKernel.solve subtracts Y g from the reduction's u in place, so a "
-                   "second solve after one reduce (another g, or the same one again) starts from the modified u and "
-                   "returns wrong accelerations without an error")
 def test_solve_can_be_repeated_after_one_reduce():
     m = model()
     r, cuts = cases(m)["nested"]
