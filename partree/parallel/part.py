@@ -242,7 +242,11 @@ class PartKernel:
     def solve(self, a_in, g):
         """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
         Returns this part's qdd (a view of the workspace)."""
-        self._g = np.ascontiguousarray(g, dtype=np.float64).reshape(self.H, 6)
+        g = np.ascontiguousarray(g, dtype=np.float64)
+        if g.size != 6 * self.H:
+            raise PartreeInputError(f"part {self.part_id}: g holds {g.size} values; its {self.H} handles need "
+                                    f"({self.H}, 6) wrenches")
+        self._g = g.reshape(self.H, 6)
         K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self._g,
                        self.path_ptr, self.path_idx, self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c,
                        self.U, self.Dinv, self.u, self.usave, self.a, self.qdd)
