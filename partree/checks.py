@@ -1,8 +1,8 @@
 """Argument checks at the entry points (none inside the kernels)."""
 import math
-import weakref
 
 import numpy as np
+from numba import njit
 
 from .errors import PartreeInputError
 
@@ -40,9 +40,8 @@ def state(model, q, qd=None):
     q = vector(model, q, model.nq, "q", "nq")
     qi = quaternion_starts(model)
     if qi.size:
-        n2 = q[qi] ** 2 + q[qi + 1] ** 2 + q[qi + 2] ** 2 + q[qi + 3] ** 2
-        if not (n2 > QUAT_MIN_NORM2).all():
-            k = int(np.flatnonzero(~(n2 > QUAT_MIN_NORM2))[0])
+        k = _first_zero_quaternion(q, qi, QUAT_MIN_NORM2)
+        if k >= 0:
             body = int(np.flatnonzero(_quat_bodies(model))[k])
             raise PartreeInputError(f"joint {model.joint_names[body]!r} (body {body}): its quaternion "
                                     f"q[{qi[k]}:{qi[k] + 4}] = {q[qi[k]:qi[k] + 4].tolist()} is zero; a rotation "
@@ -54,7 +53,18 @@ def state(model, q, qd=None):
 
 #: squared norm below which a quaternion is refused (it defines no rotation)
 QUAT_MIN_NORM2 = 1e-20
-_QUAT = weakref.WeakKeyDictionary()
+
+
+@njit(cache=True)
+def _first_zero_quaternion(q, starts, tol):
+    """Index (into ``starts``) of the first quaternion whose squared norm is not above ``tol``
+    (NaN included), or -1: one pass, no temporaries."""
+    for k in range(starts.shape[0]):
+        i = starts[k]
+        n2 = q[i] * q[i] + q[i + 1] * q[i + 1] + q[i + 2] * q[i + 2] + q[i + 3] * q[i + 3]
+        if not n2 > tol:
+            return k
+    return -1
 
 
 def _quat_bodies(model):
@@ -65,15 +75,16 @@ def _quat_bodies(model):
 
 
 def quaternion_starts(model):
-    """Index in q of the first component of every quaternion, in body order (cached per model)."""
-    got = _QUAT.get(model)
+    """Index in q of the first component of every quaternion, in body order (cached on the model,
+    as long as its joint types are the same array)."""
+    got = getattr(model, "_quaternion_starts", None)
     if got is None or got[0] is not model.jtype:
         from . import joints as J
 
         ids = np.flatnonzero(_quat_bodies(model))
         starts = (model.idx_q[ids] + J.QUAT_OFFSET[model.jtype[ids]]).astype(np.int64)
         got = (model.jtype, starts)
-        _QUAT[model] = got
+        model._quaternion_starts = got
     return got[1]
 
 

@@ -200,6 +200,7 @@ class Model:
         self.nv = int(self.nv_j.sum())
         self._topo = {}
         self._data = None
+        self._quaternion_starts = None     # (partree.checks.quaternion_starts)
 
     # ------------------------------------------------------------------ validation
     def validate(self):
