@@ -7,7 +7,6 @@ install ran before, as in CI); the compiled kernels are shared through the sourc
 """
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 

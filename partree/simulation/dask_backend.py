@@ -24,12 +24,10 @@ import time
 
 import numpy as np
 
-from ..errors import DaskEngineError, PartreeInputError
-from .dynamics import Dynamics
+from ..errors import DaskEngineError
 from .integrators import DOP853, RK4, DormandPrince5, StateSpace, SymplecticEuler, make_integrator
-from .local import LocalLayout
+from .local import DistributedBackend, LocalLayout
 from .tableaus import DOP853_E3, DOP853_E5
-from .loop import Backend
 
 
 # ==================================================================== the per-part arithmetic
@@ -401,7 +399,7 @@ class DaskLocalDynamics:
         return out
 
 
-class DaskBackend(Backend):
+class DaskBackend(DistributedBackend):
     """The parts and the state's pieces in actors on the workers of ``client`` (see the module
     docstring).
 
@@ -422,14 +420,6 @@ class DaskBackend(Backend):
         self.eng = self.ctx = None
         self._afuts = None
         self._own = None
-
-    def dynamics(self, model, inputs, custom=None):
-        if custom is not None:
-            raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
-                                    "backends (they build their own local ones)")
-        dyn = Dynamics(model, **inputs)
-        dyn.restrict([], [], [])           # inputs that need the whole state are refused here
-        return dyn
 
     def start(self, model, dyn, opts, q, v, space=None):
         from ..parallel.dask_backend import DaskEngine

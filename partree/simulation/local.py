@@ -1,7 +1,12 @@
-"""The layout of a distributed run's pieces of the state: some parts of the tree, concatenated."""
+"""The layout of a distributed run's pieces of the state (some parts of the tree, concatenated), and
+what the distributed backends share."""
 from __future__ import annotations
 
 import numpy as np
+
+from ..errors import PartreeInputError
+from .dynamics import Dynamics
+from .loop import Backend
 
 
 class LocalLayout:
@@ -46,3 +51,16 @@ class LocalLayout:
             else np.zeros(0, dtype=np.int64)
         self.nq, self.nv, self.n = oq, ov, ob
         self.qsel, self.vsel, self.bodies = cat(qsel), cat(vsel), cat(bod)
+
+
+class DistributedBackend(Backend):
+    """What the MPI and Dask backends share: inputs restricted to the pieces of the state each
+    part holds (inputs that need the whole state are refused)."""
+
+    def dynamics(self, model, inputs, custom=None):
+        if custom is not None:
+            raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
+                                    "backends (they build their own local ones)")
+        dyn = Dynamics(model, **inputs)
+        dyn.restrict([], [], [])           # inputs that need the whole state are refused here
+        return dyn

@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PartreeInputError
-from .dynamics import Dynamics
 from .integrators import StateSpace, make_integrator
-from .local import LocalLayout
-from .loop import Backend
+from .local import DistributedBackend, LocalLayout
 
 
 def ordered_allreduce(comm):
@@ -166,7 +163,7 @@ class MPIGather:
         return self._scatterv(None, None, None, self.lnv)
 
 
-class MPIBackend(Backend):
+class MPIBackend(DistributedBackend):
     """The state in pieces on the ranks of ``comm`` (see the module docstring).
 
     Parameters
@@ -205,14 +202,6 @@ class MPIBackend(Backend):
         out = np.empty_like(values)
         self.comm.Allreduce(values, out, op=MPI.MAX)
         return out
-
-    def dynamics(self, model, inputs, custom=None):
-        if custom is not None:
-            raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
-                                    "backends (they build their own local ones)")
-        dyn = Dynamics(model, **inputs)
-        dyn.restrict([], [], [])           # inputs that need the whole state are refused here
-        return dyn
 
     def start(self, model, dyn, opts, q, v, space=None):
         from ..parallel.mpi import MPIEngine

@@ -12,7 +12,6 @@ process takes from start to its first ABA result with the compiled kernels cache
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -41,14 +40,9 @@ def timeit(fn, min_time=0.3, rounds=5, min_reps=1):
 
 def peak_rss():
     """Peak resident memory of this process (VmHWM: unlike ru_maxrss it is not inherited across exec)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    from partree.cli.bench import max_rss_bytes
+
+    return max_rss_bytes()
 
 
 def small_case(nb, bf, rows):
