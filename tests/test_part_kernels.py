@@ -294,17 +294,26 @@ def test_part_wrenches_split(rng):
     assert rel_err(FT, tau[pk.vsel]) < 1e-13
 
 
-def test_solve_can_be_repeated_after_one_reduce():
+def test_each_reduce_serves_one_solve():
+    """The back-substitution works in the reduction's arrays: a second solve without a new reduce
+    is refused (it would start from a spent reduction); after a new reduce it gives the same
+    result again."""
     m = model()
     r, cuts = cases(m)["nested"]
     bodies, handles = part_of(m, r, cuts)
     q, qd, tau, F = state(m, 5)
     rng = np.random.default_rng(11)
-    a_in, g = rng.normal(size=6), rng.normal(size=(len(handles), 6))
+    v_in, a_in, g = rng.normal(size=6), rng.normal(size=6), rng.normal(size=(len(handles), 6))
     pk = PartKernel(m, bodies, handles)
+    with pytest.raises(PartreeInputError, match="needs a reduce"):
+        pk.solve(a_in, g)
     pk.velocity(q[pk.qsel], qd[pk.vsel])
-    pk.reduce(rng.normal(size=6), tau[pk.vsel], F[bodies])
+    pk.reduce(v_in, tau[pk.vsel], F[bodies])
     first = pk.solve(a_in, g).copy()
+    with pytest.raises(PartreeInputError, match="needs a reduce"):
+        pk.solve(a_in, g)
+    pk.velocity(q[pk.qsel], qd[pk.vsel])
+    pk.reduce(v_in, tau[pk.vsel], F[bodies])
     assert np.array_equal(pk.solve(a_in, g), first)
 
 

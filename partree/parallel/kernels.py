@@ -786,22 +786,15 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
 
 
 @njit(cache=True)
-def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, r, S, c, U, Dinv, u, usave, a, qdd):
+def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, r, S, c, U, Dinv, u, a, qdd):
     """Back-substitution: the handle wrenches g change u only on the paths (u -= Y g, Y kept by
-    the reduce kernel, zero before ylo); then ABA pass 3 from a_in.  The path entries of u are
-    restored afterwards (from ``usave``, one row per path position), so that the part can be
-    solved again for other (a_in, g) after one reduction."""
+    the reduce kernel, zero before ylo); then ABA pass 3 from a_in.  u is changed in place, so
+    each reduction serves one back-substitution (``PartKernel.solve`` enforces it): keeping u
+    would cost two more passes over the handle paths, which on a chain cut in two are all of the
+    first part's bodies."""
     n = parent.shape[0]
     H = path_ptr.shape[0] - 1
     nvt = S.shape[0]
-    for kh in range(H):
-        for pos in range(path_ptr[kh], path_ptr[kh + 1]):
-            i = path_idx[pos]
-            iv = idx_v[i]
-            nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
-            yo = yptr[pos]
-            for d in range(nv):
-                usave[yo + d] = u[iv + d]
     for kh in range(H):
         for pos in range(max(path_ptr[kh], ylo[kh]), path_ptr[kh + 1]):
             i = path_idx[pos]
@@ -814,14 +807,6 @@ def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, 
                     s += Yst[yo + d, l] * g[kh, l]
                 u[iv + d] -= s
     aba_forward_pass2(parent, idx_v, a_in, E, r, S, c, U, Dinv, u, a, qdd)
-    for kh in range(H - 1, -1, -1):
-        for pos in range(path_ptr[kh], path_ptr[kh + 1]):
-            i = path_idx[pos]
-            iv = idx_v[i]
-            nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
-            yo = yptr[pos]
-            for d in range(nv):
-                u[iv + d] = usave[yo + d]
 
 
 @njit(cache=True)

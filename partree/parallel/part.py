@@ -137,8 +137,8 @@ class PartKernel:
     #: the workspace: allocated where the part runs, never pickled (a part sent to an MPI rank or
     #: a Dask worker carries its slice of the model only, a fraction of its workspace's size)
     _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
-                  "Trb", "vrb", "Yst", "usave", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
-                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws")
+                  "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
+                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws", "_reduced")
 
     def _allocate(self):
         m, nv, H, ns = self.m, self.nv, self.H, self.ns
@@ -164,7 +164,7 @@ class PartKernel:
         self.Trb = np.zeros((ns, 3))
         self.vrb = np.zeros((0 if self.top else ns, 6))     # (a part at the base: v, see velocity)
         self.Yst = np.zeros((int(self.yptr[-1]), 6))
-        self.usave = np.zeros(int(self.yptr[-1]))          # the path entries of u, kept by solve
+        self._reduced = False           # a reduction not yet used by solve (it serves one)
         self._q = np.zeros(self.nq)
         self._qd = np.zeros(nv)
         self._fext = np.zeros((1, 6))
@@ -237,19 +237,26 @@ class PartKernel:
             gb = int(self.bodies[bad])
             raise PartreeInputError(f"body {gb}: its subtree has a singular inertia along the joint's motion "
                                     f"(massless subtree?); forward dynamics is undefined")
+        self._reduced = True
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
 
     def solve(self, a_in, g):
         """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
-        Returns this part's qdd (a view of the workspace)."""
+        Returns this part's qdd (a view of the workspace).  Each ``reduce`` serves one ``solve``
+        (the back-substitution works in the reduction's arrays); a second ``solve`` needs a new
+        ``reduce`` first and is refused otherwise."""
+        if not self._reduced:
+            raise PartreeInputError(f"part {self.part_id}: solve() needs a reduce() first (each reduction serves "
+                                    f"one back-substitution)")
         g = np.ascontiguousarray(g, dtype=np.float64)
         if g.size != 6 * self.H:
             raise PartreeInputError(f"part {self.part_id}: g holds {g.size} values; its {self.H} handles need "
                                     f"({self.H}, 6) wrenches")
         self._g = g.reshape(self.H, 6)
+        self._reduced = False
         K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self._g,
                        self.path_ptr, self.path_idx, self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c,
-                       self.U, self.Dinv, self.u, self.usave, self.a, self.qdd)
+                       self.U, self.Dinv, self.u, self.a, self.qdd)
         return self.qdd
 
     def wrenches(self):
