@@ -61,9 +61,9 @@ def test_readme_has_the_three_quick_start_commands():
 def test_readme_python_blocks_run(tmp_path):
     code = "\n\n".join(_small(body) for lang, body in _blocks() if lang == "python")
     assert "partree" in code
-    script = tmp_path / "readme_blocks.py"
-    script.write_text(code)
-    p = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    # run as code typed at the interpreter (python -c), not as a script file: Dask's worker
+    # processes would re-import a script that starts a cluster outside ``if __name__ == "__main__"``
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, f"README Python blocks failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
 
 
