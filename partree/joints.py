@@ -28,10 +28,10 @@ engine's velocity and reduce kernels), each copy marked ``the joint dispatch``::
     else:                           joint_kinematics_at(i, ...)         one call, any other type
 
 :func:`joint_kinematics` holds all the joint types' kinematics; only the branch is repeated, and
-``tests/test_joints.py`` checks that every kernel's copy is this one.  The branch is written in
+``tests/test_dispatch.py`` checks that every kernel's copy is this one.  The branch is written in
 each kernel rather than in an inlined helper because numba reference-counts the array arguments
 of an inlined function whose body branches at run time, once per call: such a helper made RNEA
-and ABA about 1.4x slower per body (docs/performance.md has the measurement).
+and ABA markedly slower per body (docs/performance.md has the measurement).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ back-substitution is :func:`aba_forward_pass2`, its reduce kernel pass 2 with th
 in hand-over buffers instead of per body, and :func:`articulated_project`.  The per-body step of
 pass 2 is written out in both rather than shared through an inlined helper: numba
 reference-counts the array arguments of an inlined function that branches at run time, once per
-body, which made ABA about 1.25x slower (docs/performance.md).
+body, which made ABA markedly slower (docs/performance.md).
 
 Kernel arguments, shared by the passes (n bodies, nv velocity coordinates):
 
