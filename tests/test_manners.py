@@ -149,3 +149,58 @@ def test_a_closed_pipe_ends_quietly():
     assert first.startswith("model")
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert rc == 0
+
+
+# -------------------------------------------------------------- the same rules in Python
+def test_python_writers_refuse_existing_files(tmp_path):
+    pytest.importorskip("matplotlib")
+    from partree.plotting import plot_results
+    from partree.plotting.tree import show_model
+
+    res = partree.simulate("chain:n=3", t_end=0.02, dt=0.01, out=tmp_path / "r.npz", progress=False)
+    with pytest.raises(PartreeInputError, match="exists"):
+        partree.simulate("chain:n=3", t_end=0.02, dt=0.01, out=tmp_path / "r.npz", progress=False)
+    plot_results(res, tmp_path / "figs")
+    with pytest.raises(PartreeInputError, match="exist"):
+        plot_results(res, tmp_path / "figs")
+    assert plot_results(res, tmp_path / "figs", overwrite=True)
+    show_model("chain:n=3", tmp_path / "m.png")
+    with pytest.raises(PartreeInputError, match="exists"):
+        show_model("chain:n=3", tmp_path / "m.png")
+
+
+# ------------------------------------------------------------------- noise-aware benchmarks
+def test_bench_reports_its_spread():
+    import json
+
+    p = cli("bench", "--model", "autotree:nb=500,bf=2", "--repeat", "3", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    assert d["spread"] >= 0 and d["seconds_median"] >= d["seconds_per_eval"]
+    p = cli("bench", "--model", "autotree:nb=500,bf=2", "--repeat", "3")
+    assert "above the best" in p.stdout
+
+
+def test_scaling_measures_points_until_they_settle(tmp_path):
+    """Every point from fresh jobs, more while the two best differ; the CSV says how many and how
+    far apart, and nothing is written outside --out."""
+    import csv
+    from pathlib import Path
+
+    from partree.mpienv import find_mpiexec
+
+    if find_mpiexec() is None:
+        pytest.skip("no mpiexec")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "study"
+    before = set(p.name for p in root.iterdir())
+    p = subprocess.run([sys.executable, str(root / "scripts" / "benchmarks" / "scaling.py"), "--out", str(out),
+                        "--ranks", "1,2", "--families", "chain", "--strong-n", "2000", "--modes", "strong",
+                        "--bytes-n", "none", "--repeat", "2", "--min-jobs", "2", "--max-jobs", "3", "--spread", "0.5",
+                        "--no-plots"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = list(csv.DictReader(open(out / "scaling.csv")))
+    assert len(rows) == 2
+    for r in rows:
+        assert 2 <= int(r["jobs"]) <= 3 and float(r["job_spread"]) >= 0 and r["settled"] in ("True", "False")
+    assert set(p.name for p in root.iterdir()) == before

@@ -305,6 +305,6 @@ def run(a):
     if plot:
         from ..plotting import plot_results
 
-        files = plot_results(res, out_dir=plot_dir)
+        files = plot_results(res, out_dir=plot_dir, overwrite=True)      # the folder was checked before the run
         print(f"figures     {', '.join(files)}")
     return 0

@@ -59,7 +59,7 @@ def _writer(animation, ext, fps):
 
 def animate_results(results, out, fps=10.0, max_frames=100, ranks=None, large=LARGE_MODEL,
                     max_segments=ANIMATION_SEGMENTS, labels=LABEL_LIMIT, size=(7.0, 6.0), dpi=100,
-                    overwrite=True, progress=False):
+                    overwrite=False, progress=False):
     """Write an animation of a simulation's results: one frame per recorded time (at most
     ``max_frames``, evenly spaced), fixed axes over the whole run and the time on every frame.
 

@@ -390,7 +390,7 @@ def configuration_figure(results, times=None, ranks=None, large=LARGE_MODEL, lab
 
 
 def plot_results(results, out_dir=None, joints=None, times=None, fmt="png", dpi=120, ranks=None,
-                 large=LARGE_MODEL, labels=LABEL_LIMIT, overwrite=True):
+                 large=LARGE_MODEL, labels=LABEL_LIMIT, overwrite=False):
     """Write the figures of a run (see the module's description) into one folder.
 
     Parameters

@@ -658,7 +658,7 @@ def draw_tree(ax, model, q, drawing=None, view=None, color="C0", **options):
 
 
 def show_model(model, out, q=None, seed=0, ranks=None, large=LARGE_MODEL, max_segments=MAX_SEGMENTS,
-               labels=LABEL_LIMIT, title=None, size=(8.0, 6.5), dpi=150, overwrite=True):
+               labels=LABEL_LIMIT, title=None, size=(8.0, 6.5), dpi=150, overwrite=False):
     """Draw a model's tree in one configuration and write the picture (``partree show``).
 
     Parameters
