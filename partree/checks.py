@@ -34,20 +34,21 @@ def vector(model, x, size, name, what):
     return x
 
 
-def state(model, q, qd=None):
+def state(model, q, qd=None, names=("q", "qd")):
     """q (and qd) checked: sizes, finite values, and quaternions of spherical and free joints that
-    define a rotation (the kernels normalise them, but a zero quaternion has no direction)."""
-    q = vector(model, q, model.nq, "q", "nq")
+    define a rotation (the kernels normalise them, but a zero quaternion has no direction).
+    ``names``: what the messages call them."""
+    q = vector(model, q, model.nq, names[0], "nq")
     qi = quaternion_starts(model)
     if qi.size:
         k = _first_zero_quaternion(q, qi, QUAT_MIN_NORM2)
         if k >= 0:
             body = int(np.flatnonzero(_quat_bodies(model))[k])
             raise PartreeInputError(f"joint {model.joint_names[body]!r} (body {body}): its quaternion "
-                                    f"q[{qi[k]}:{qi[k] + 4}] = {q[qi[k]:qi[k] + 4].tolist()} is zero; a rotation "
+                                    f"{names[0]}[{qi[k]}:{qi[k] + 4}] = {q[qi[k]:qi[k] + 4].tolist()} is zero; a rotation "
                                     f"needs a nonzero (normally unit) quaternion (x, y, z, w)")
     if qd is not None:
-        qd = vector(model, qd, model.nv, "qd", "nv")
+        qd = vector(model, qd, model.nv, names[1], "nv")
     return q, qd
 
 

@@ -10,10 +10,12 @@ fingerprint a checkpoint must match), ``dynamics`` (the joint inputs and the dyn
 time loop: ticks, save points, checkpoints, progress, interrupts), the backends ``serial``,
 ``mpi`` and ``dask_backend``, ``checkpoint`` (the checkpoint files), ``results`` (the results
 files: their format is described there), ``outputs`` (the checks of every output path) and
-``driver`` (:func:`simulate`).
+``driver`` (:func:`simulate`) and ``ensemble`` (:func:`simulate_ensemble`: many independent runs
+over the cores, MPI ranks or Dask workers).
 """
 from .checkpoint import Checkpointer, model_fingerprint
 from .driver import simulate
+from .ensemble import ensemble_members, simulate_ensemble
 from .dynamics import Dynamics
 from .integrators import DOP853, RK4, DormandPrince5, EmbeddedRK, StateSpace, SymplecticEuler, make_integrator
 from .loop import SimulationInterrupted
@@ -21,6 +23,6 @@ from .options import SimulationOptions
 from .results import SimulationResult, load_results
 from ..errors import CheckpointError
 
-__all__ = ["simulate", "SimulationOptions", "SimulationInterrupted", "load_results", "SimulationResult", "Dynamics",
+__all__ = ["simulate", "simulate_ensemble", "ensemble_members", "SimulationOptions", "SimulationInterrupted", "load_results", "SimulationResult", "Dynamics",
            "StateSpace", "RK4", "SymplecticEuler", "DormandPrince5", "DOP853", "EmbeddedRK", "make_integrator",
            "Checkpointer", "CheckpointError", "model_fingerprint"]

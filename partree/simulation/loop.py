@@ -476,11 +476,11 @@ class Backend:
 
 
 def _initial_state(model, q0, qd0):
-    q = model.neutral() if q0 is None else model.normalize(np.asarray(q0, dtype=float))
-    v = np.zeros(model.nv) if qd0 is None else np.array(qd0, dtype=float)
-    if q.shape != (model.nq,) or v.shape != (model.nv,):
-        raise PartreeInputError(f"q0 / qd0 have shapes {q.shape} / {v.shape}; the model needs ({model.nq},) / "
-                                f"({model.nv},)")
+    """The initial state, checked (sizes, finite, real, quaternions) before it is normalised."""
+    from .. import checks
+
+    q = model.neutral() if q0 is None else model.normalize(checks.state(model, q0, names=("q0", "qd0"))[0])
+    v = np.zeros(model.nv) if qd0 is None else np.array(checks.vector(model, qd0, model.nv, "qd0", "nv"))
     return q, v
 
 
