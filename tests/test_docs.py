@@ -27,7 +27,7 @@ API_ENTRIES = {
                  "partree.parallel.serial.SerialEngine", "partree.parallel.mpi.MPIEngine",
                  "partree.parallel.dask_backend.DaskEngine", "partree.parallel.partition.partition",
                  "partree.parallel.partition.partition_for_ranks"],
-    "simulation": ["partree.simulate", "partree.SimulationOptions", "partree.load_results",
+    "simulation": ["partree.simulate", "partree.simulate_ensemble", "partree.SimulationOptions", "partree.load_results",
                    "partree.simulation.SimulationResult"],
     "figures": ["partree.plotting.plot_results", "partree.plotting.tree.show_model",
                 "partree.plotting.animate.animate_results"],
