@@ -176,3 +176,65 @@ def test_integrate_matches_pinocchio(rng):
     v = m.random_velocity(rng, 2.0)
     # same joint order (no fixed joints), so q and v map one to one
     assert np.allclose(integrate(m, q, v), pin.integrate(p, q, v), atol=1e-12)
+
+
+# ---------------------------------------------------------------------- inertia policy
+def _tri_I():
+    Ic = np.tile(np.diag([0.01, 0.1, 0.1]), (4, 1, 1))
+    Ic[3] = np.diag([0.01, 0.01, 1.0])      # breaks the triangle inequality
+    return Ic
+
+
+def test_inertia_policy_keyword():
+    assert make().inertia_policy == "strict"
+    for bad in ("lenient", None, 1):
+        with pytest.raises(PartreeInputError, match="inertia="):
+            make(inertia=bad)
+    assert make(inertia="warn").select([0, 1]).inertia_policy == "warn"
+
+
+def test_inertia_warn_accepts_triangle_violation_and_names_the_body():
+    Ic = _tri_I()
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)1 bodies.*body 3 \(b3\).*triangle") as rec:
+        m = make(I_com=Ic, inertia="warn")
+    assert len(rec) == 1
+    np.testing.assert_array_equal(m.I_com, Ic)
+
+
+def test_inertia_fix_balances_to_the_mean_and_passes_strict():
+    Ic = _tri_I()
+    R = axis_angle(np.array([1.0, 2.0, 2.0]) / 3.0, 0.7)
+    Ic[2] = R @ np.diag([0.02, 0.03, 0.09]) @ R.T      # rotated, also broken
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)2 bodies.*body 2 \(b2\).*body 3 \(b3\)"):
+        m = make(I_com=Ic.copy(), inertia="fix")
+    np.testing.assert_allclose(m.I_com[3], np.eye(3) * (0.01 + 0.01 + 1.0) / 3, rtol=1e-15)
+    np.testing.assert_allclose(m.I_com[2], np.eye(3) * (0.02 + 0.03 + 0.09) / 3, rtol=1e-12)
+    np.testing.assert_array_equal(m.I_com[:2], Ic[:2])
+    assert np.abs(Ic[3] - np.diag([0.01, 0.01, 1.0])).max() == 0.0    # the caller's array is untouched
+    make(I_com=m.I_com)                                                # strict accepts the repair
+
+
+def test_inertia_rounding_noise_is_zero_in_every_policy():
+    Ic = np.tile(np.diag([0.01, 0.1, 0.1]), (4, 1, 1))
+    R = axis_angle(np.array([0.0, 0.6, 0.8]), 0.3)
+    Ic[1] = R @ np.diag([-2e-14, 0.05, 0.05]) @ R.T     # a rod's zero moment, written with noise
+    Ic[2] = np.diag([-1.36e-20, 0.0, 1.36e-20])          # all noise (far below the model's moments)
+    for policy in ("strict", "warn"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            m = make(I_com=Ic, inertia=policy)
+        np.testing.assert_array_equal(m.I_com, Ic)
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)body 1 \(b1\).*noise clipped.*body 2 \(b2\)"):
+        m = make(I_com=Ic, inertia="fix")
+    ev = np.linalg.eigvalsh(m.I_com)
+    assert ev.min() >= -1e-17 and abs(ev[1, 0]) < 1e-17
+    np.testing.assert_allclose(ev[1, 1:], [0.05, 0.05], rtol=1e-12)
+
+
+def test_inertia_negative_moment_refused_in_every_policy():
+    Ic = np.tile(np.diag([0.01, 0.1, 0.1]), (4, 1, 1))
+    Ic[3] = np.diag([-1e-9, 0.1, 0.1])       # far beyond rounding of 0.1
+    for policy in ("strict", "warn", "fix"):
+        with pytest.raises(PartreeInputError, match=r"body 3 \(b3\) has a negative principal moment.*-1"):
+            make(I_com=Ic, inertia=policy)
