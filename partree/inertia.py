@@ -61,10 +61,10 @@ def check_policy(inertia):
 class Principal:
     """Principal moments of every body's rotational inertia, and what is wrong with them.
 
-    Attributes (n bodies): ``ev`` (n, 3) the principal moments in ascending order, ``tol`` (n,) the rounding noise of a moment, ``negative`` a
-    moment below -tol, ``triangle`` A + B < C beyond rounding (a body with no negative moment),
-    ``noise`` a moment in [-tol, 0) and no other fault, ``clipped`` (n, 3) the moments with the
-    noise set to zero.
+    Attributes (n bodies): ``ev`` (n, 3) the principal moments in ascending order, ``tol`` (n,)
+    the rounding noise of a moment, ``negative`` a moment below -tol, ``triangle`` A + B < C
+    beyond rounding (a body with no negative moment), ``noise`` a moment in [-tol, 0) and no
+    other fault, ``clipped`` (n, 3) the moments with the noise set to zero.
     """
 
     def __init__(self, I_com, skip=None):
@@ -103,6 +103,33 @@ def _listing(lines):
     shown = lines[:SHOWN]
     more = len(lines) - len(shown)
     return "\n  " + "\n  ".join(shown) + (f"\n  ... and {more} more" if more > 0 else "")
+
+
+class labelled_warnings:
+    """Context manager for readers: the ``PartreeInertiaWarning`` raised while a model is built
+    inside is raised again on leaving, its message prefixed with ``label`` (the file), pointing
+    ``up`` frames above the function that holds the ``with`` statement (1: its caller).  Other
+    warnings pass through unchanged; nothing is raised again when an exception leaves."""
+
+    def __init__(self, label, up=1):
+        self.label, self.up = label, up
+
+    def __enter__(self):
+        self._cm = warnings.catch_warnings(record=True)
+        self._caught = self._cm.__enter__()
+        warnings.simplefilter("always", PartreeInertiaWarning)
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        self._cm.__exit__(kind, exc, tb)
+        if kind is not None:
+            return False
+        for w in self._caught:
+            if issubclass(w.category, PartreeInertiaWarning):
+                warnings.warn(f"{self.label}: {w.message}", PartreeInertiaWarning, stacklevel=2 + self.up)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return False
 
 
 # ---------------------------------------------------------------------- composites
@@ -327,8 +354,13 @@ class _Rigid:
         if not self.parts[j]:
             return ""
         whole = "a rigid body's" if not self.triangle[j] else "positive semi-definite"
-        return (f"; the rigid body it forms with bodies {self.members(j, but=i)} (principal moments "
-                f"{_fmt(self.ev[j])}) is {whole}")
+        k = len(self.parts[j])
+        if i == j:
+            what = f"the rigid body it forms with the {k} bod{'y' if k == 1 else 'ies'} fixed to it"
+        else:
+            what = (f"the rigid body it is part of (body {j} ({self.name[j]}) and the "
+                    f"{k} bod{'y' if k == 1 else 'ies'} fixed to it)")
+        return f"; {what} is {whole} (principal moments {_fmt(self.ev[j])})"
 
 
 def _negative_message(model, P, rigid, i, j):
@@ -367,7 +399,8 @@ def apply_policy(model, inertia, massless):
         raise PartreeInputError(
             f"body {i} ({name[i]}) has an invalid rotational inertia (principal moments {_fmt(P.ev[i])}): "
             f"it must be positive semi-definite and satisfy the triangle inequality"
-            + (f" ({faulty.size - 1} more bodies do not)" if faulty.size > 1 else "")
+            + (f" ({faulty.size - 1} more bod{'y does' if faulty.size == 2 else 'ies do'} not)"
+               if faulty.size > 1 else "")
             + "; inertia='warn' accepts it (a negative moment only as part of the rigid body it is fixed to), "
               "inertia='fix' balances it")
     lines = []
@@ -404,10 +437,13 @@ def apply_policy(model, inertia, massless):
     if I_new is not None:
         model.I_com = I_new
         if lines:
-            warnings.warn(f"model {model.name!r}: the inertias of {len(lines)} bodies were changed (inertia='fix'):"
+            k = len(lines)
+            warnings.warn(f"model {model.name!r}: the inertia of {k} bod{'y was' if k == 1 else 'ies were'} changed "
+                          f"(inertia='fix'):"
                           + _listing(lines), PartreeInertiaWarning, stacklevel=4)
     elif lines:
         warnings.warn(
-            f"model {model.name!r}: {len(lines)} bodies have an inertia that is not a rigid body's; accepted as "
-            f"given (inertia='warn'; inertia='fix' balances them, inertia='strict' refuses them):" + _listing(lines),
+            f"model {model.name!r}: {len(lines)} bod{'y has' if len(lines) == 1 else 'ies have'} an inertia that is "
+            f"not a rigid body's; accepted as given (inertia='warn'; inertia='fix' balances them, "
+            f"inertia='strict' refuses them):" + _listing(lines),
             PartreeInertiaWarning, stacklevel=4)

@@ -195,7 +195,7 @@ def test_inertia_policy_keyword():
 
 def test_inertia_warn_accepts_triangle_violation_and_names_the_body():
     Ic = _tri_I()
-    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)1 bodies.*body 3 \(b3\).*triangle") as rec:
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)1 body has.*body 3 \(b3\).*triangle") as rec:
         m = make(I_com=Ic, inertia="warn")
     assert len(rec) == 1
     np.testing.assert_array_equal(m.I_com, Ic)
@@ -205,7 +205,8 @@ def test_inertia_fix_balances_to_the_mean_and_passes_strict():
     Ic = _tri_I()
     R = axis_angle(np.array([1.0, 2.0, 2.0]) / 3.0, 0.7)
     Ic[2] = R @ np.diag([0.02, 0.03, 0.09]) @ R.T      # rotated, also broken
-    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)2 bodies.*body 2 \(b2\).*body 3 \(b3\)"):
+    with pytest.warns(partree.PartreeInertiaWarning,
+                      match=r"(?s)inertia of 2 bodies were changed.*body 2 \(b2\).*body 3 \(b3\)"):
         m = make(I_com=Ic.copy(), inertia="fix")
     np.testing.assert_allclose(m.I_com[3], np.eye(3) * (0.01 + 0.01 + 1.0) / 3, rtol=1e-15)
     np.testing.assert_allclose(m.I_com[2], np.eye(3) * (0.02 + 0.03 + 0.09) / 3, rtol=1e-12)
@@ -257,8 +258,8 @@ def test_fixed_parts_are_judged_with_their_rigid_body():
     with pytest.raises(PartreeInputError, match=r"body 2 \(b2\) has an invalid rotational inertia"):
         _tiny(*args)
     with pytest.warns(partree.PartreeInertiaWarning,
-                      match=r"body 2 \(b2\): principal moments .* have a negative one; the rigid body it forms with "
-                            r"bodies 1 \(b1\)") as rec:
+                      match=r"body 2 \(b2\): principal moments .* have a negative one; the rigid body it is part of "
+                            r"\(body 1 \(b1\) and the 1 body fixed to it\) is a rigid body's") as rec:
         m = _tiny(*args, inertia="warn")
     assert len(rec) == 1
     np.testing.assert_array_equal(m.I_com[2], Ic[2])
@@ -280,7 +281,7 @@ def test_floating_base_with_its_mass_in_a_fixed_child():
     with pytest.raises(PartreeInputError, match=r"body 0 \(b0\) has an invalid"):
         _tiny(*args)
     with pytest.warns(partree.PartreeInertiaWarning,
-                      match=r"body 0 \(b0\): .* triangle .* forms with bodies 1 \(b1\) .* is a rigid body's"):
+                      match=r"body 0 \(b0\): .* triangle .* forms with the 1 body fixed to it is a rigid body's"):
         m = _tiny(*args, inertia="warn")
     # the dynamics is well-posed: the mass matrix is positive definite
     assert np.linalg.eigvalsh(partree.crba(m, m.random_configuration(0)))[0] > 1e-4
@@ -305,7 +306,8 @@ def test_joint_that_moves_no_inertia_is_refused_naming_it():
                                [ok, np.zeros((3, 3)), np.zeros((3, 3))], None,
                                r"2 moving joints .*joint 'j1' \(body 1, prismatic\): the 2 bodies it moves"),
         # a free point mass: its rotation is undetermined
-        "point-mass-free": (["free"], [1.0], np.zeros((1, 3)), [np.zeros((3, 3))], None, r"joint 'j0' \(body 0, free\)"),
+        "point-mass-free": (["free"], [1.0], np.zeros((1, 3)), [np.zeros((3, 3))], None,
+                            r"joint 'j0' \(body 0, free\)"),
     }
     for key, (jt, mass, com, Ic, axis, msg) in cases.items():
         for policy in ("strict", "warn", "fix"):
