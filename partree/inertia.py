@@ -5,26 +5,29 @@ semi-definite, and its principal moments A <= B <= C satisfy the triangle inequa
 (a non-negative density).  Robot descriptions exported from CAD often miss this in harmless ways:
 a moment that is 0 written as -1e-20 (rounding noise), a triangle inequality broken by a few
 percent, a link whose own inertia is ~0 because its mass sits in a link welded to it by a fixed
-joint.  The dynamics needs less than a rigid body per link: a positive semi-definite spatial
-inertia, so that no motion has negative kinetic energy.
+joint.  The dynamics needs less than a rigid body per link: every rigid body (a moving body and
+the bodies welded to it by fixed joints, as one composite) must have a positive semi-definite
+inertia, so that no motion has negative kinetic energy, and every moving joint must move some
+inertia, so that its acceleration is determined.
 
-``Model(..., inertia=...)`` takes one of three policies:
+``Model(..., inertia=...)`` takes one of three policies for the bodies that are not a rigid body
+on their own:
 
-* ``"strict"``: every body's inertia must be that of a rigid body (positive semi-definite and
-  the triangle inequality); the first body that is not is refused, by name.
-* ``"warn"``: accept every body whose inertia is physically usable (positive semi-definite);
-  warn once (:class:`~partree.errors.PartreeInertiaWarning`) with every body that is not a rigid
-  body and what is wrong with it.  The inertias are kept as given.
-* ``"fix"``: balance the principal moments of the bodies that break the triangle inequality as
-  MuJoCo's ``balanceinertia`` does (all three set to their mean, which makes the inertia
-  isotropic) and clip rounding noise below zero to zero; warn once with the old and new
-  principal moments.  The result passes ``"strict"``.
+* ``"strict"``: refused, the first by name (every body's inertia must be positive
+  semi-definite and satisfy the triangle inequality).
+* ``"warn"``: accepted as given where physically usable (a broken triangle inequality; a
+  negative moment in a body welded to others whose composite is positive semi-definite); one
+  :class:`~partree.errors.PartreeInertiaWarning` names them all and what is wrong with each.
+* ``"fix"``: their principal moments are balanced as MuJoCo's ``balanceinertia`` does (all three
+  set to their mean, which makes the inertia isotropic) and rounding noise below zero is clipped
+  to zero; one warning lists the old and new principal moments.  The result passes ``"strict"``.
 
 In every policy, a principal moment within rounding of zero is zero: ``|A| <= NOISE_REL * C +
 NOISE_MODEL * C_max``, with C the body's largest principal moment and C_max the model's (a few
 units in the last place of the model's largest moment: a number that small disappears when it is
-added to it).  A moment below that is negative, and a negative moment is refused in every
-policy: no policy turns an indefinite inertia into a usable one.
+added to it).  A rigid body with a moment below that is refused, and so is a moving joint whose
+subtree has no mass or inertia along its motion (:func:`undetermined_joints`): no policy turns
+broken physics into a usable model.
 """
 from __future__ import annotations
 
@@ -326,7 +329,7 @@ class _Rigid:
         Ic, tr = _about_com(Mr[roots], Hr[roots], IBr[roots])
         ev = np.linalg.eigvalsh(Ic)
         tol = NOISE_REL * (np.maximum(ev[:, 2], 0.0) + tr) + NOISE_MODEL * max(float(P.ev[:, 2].max()), 0.0)
-        c = np.where(ev < 0.0, np.maximum(ev, 0.0), ev)
+        c = np.maximum(ev, 0.0)
         n = model.n
         self.ev = np.zeros((n, 3))
         self.negative = np.zeros(n, dtype=bool)
