@@ -13,7 +13,8 @@ from .algorithms.rnea import joint_wrenches, rnea
 from .configuration import integrate
 from .io import load_model, load_urdf, save_model
 from .model import Data, Model
-from .errors import CheckpointError, DaskEngineError, MissingDependencyError, PartreeError, PartreeInputError
+from .errors import (CheckpointError, DaskEngineError, MissingDependencyError, PartreeError, PartreeInertiaWarning,
+                     PartreeInputError)
 from .specs import register_generator, resolve_model
 from .simulation import SimulationInterrupted, SimulationOptions, load_results, simulate, simulate_ensemble
 from . import parallel
@@ -21,7 +22,7 @@ from .parallel import constraint_forces, forward_dynamics
 
 __version__ = "0.1.0"
 __all__ = ["Model", "Data", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
-           "MissingDependencyError", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
+           "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
            "center_of_mass", "momentum", "integrate", "load_urdf", "save_model", "load_model", "resolve_model",
            "register_generator", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "models", "spatial"]

@@ -23,8 +23,14 @@ class DaskEngineError(PartreeError, RuntimeError):
     """The Dask engine could not finish an evaluation (no workers left, a round timed out)."""
 
 
+class PartreeInertiaWarning(UserWarning):
+    """A model's inertias were accepted or repaired although some are not a rigid body's; the
+    message names the bodies and what is wrong with (or was changed in) each."""
+
+
 class MissingDependencyError(PartreeError, ImportError):
     """An optional package a feature needs is not installed; the message names the extra."""
 
 
-__all__ = ["PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError", "MissingDependencyError"]
+__all__ = ["PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError", "MissingDependencyError",
+           "PartreeInertiaWarning"]

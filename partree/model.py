@@ -12,6 +12,7 @@ from numba import njit
 
 from . import joints as J
 from .errors import PartreeInputError
+from .inertia import apply_policy, check_policy
 
 
 class JointNames(Sequence):
@@ -148,6 +149,12 @@ class Model:
         Accept bodies with zero mass and zero inertia (URDF frames).
     validate : bool, optional
         Check the arrays (:meth:`validate`); default True.
+    inertia : {'strict', 'warn', 'fix'}, optional
+        What :meth:`validate` does with a body whose inertia is not a rigid body's (see
+        ``partree.inertia``): 'strict' (default) refuses it, 'warn' accepts it when it is
+        physically usable and warns once (:class:`~partree.errors.PartreeInertiaWarning`) with
+        the bodies named, 'fix' balances its principal moments (as MuJoCo's ``balanceinertia``)
+        and warns with what changed.  Kept as ``inertia_policy``.
     units : int[n], optional
         Unit label of every body: bodies with the same label form one repeated unit (e.g. a
         scissor unit); every unit must be connected.  The partitioner
@@ -162,7 +169,7 @@ class Model:
 
     def __init__(self, parent, jtype, axis, E_tree, r_tree, mass, com, I_com, axis2=None,
                  gravity=(0.0, 0.0, -9.81), joint_names=None, body_names=None, name="model",
-                 allow_massless=False, validate=True, units=None):
+                 allow_massless=False, validate=True, units=None, inertia="strict"):
         parent = np.ascontiguousarray(parent, dtype=np.int64)
         if parent.ndim != 1:
             raise PartreeInputError(f"parent must be 1-D, got shape {parent.shape}")
@@ -189,18 +196,24 @@ class Model:
         self.joint_names = joint_names if isinstance(joint_names, JointNames) else JointNames(n, joint_names)
         self.body_names = body_names if isinstance(body_names, JointNames) else JointNames(n, body_names, "b")
         self.allow_massless = bool(allow_massless)
+        self.inertia_policy = check_policy(inertia)
+        self._topo = {}
+        self._data = None
+        self._quaternion_starts = None     # (partree.checks.quaternion_starts)
         if validate:
             self.validate()
+        else:
+            self._sizes()
         self.units = None if units is None else unit_heads(parent, units)[0]
+
+    def _sizes(self):
+        """Joint sizes and offsets from ``jtype`` (valid codes)."""
         self.nq_j = J.NQ[self.jtype]
         self.nv_j = J.NV[self.jtype]
         self.idx_q = np.concatenate(([0], np.cumsum(self.nq_j)[:-1])).astype(np.int64)
         self.idx_v = np.concatenate(([0], np.cumsum(self.nv_j)[:-1])).astype(np.int64)
         self.nq = int(self.nq_j.sum())
         self.nv = int(self.nv_j.sum())
-        self._topo = {}
-        self._data = None
-        self._quaternion_starts = None     # (partree.checks.quaternion_starts)
 
     # ------------------------------------------------------------------ validation
     def validate(self):
@@ -208,8 +221,12 @@ class Model:
 
         Checks regular numbering, joint codes, finite values, unit axes, rotation matrices in
         ``E_tree``, positive masses (zero with zero inertia where ``allow_massless``) and
-        physical inertias (symmetric, positive semi-definite, triangle inequality of the
-        principal moments).
+        physical inertias: symmetric, positive semi-definite (a moment within rounding of zero
+        counts as zero; a body welded to a moving one by fixed joints is judged with it, as one
+        rigid body), and, as ``inertia_policy`` says, the triangle inequality of the principal
+        moments (``partree.inertia``).  Every moving joint must move some inertia along its
+        motion: a joint whose subtree has no mass or inertia along it leaves its motion
+        undetermined.  Under 'fix' it replaces ``I_com`` by the repaired inertias.
         """
         n, p = self.n, self.parent
         bad = np.flatnonzero((p >= np.arange(n)) | (p < -1))
@@ -223,6 +240,7 @@ class Model:
         if np.any(self.jtype < 0) or np.any(self.jtype >= len(J.NAMES)):
             i = int(np.flatnonzero((self.jtype < 0) | (self.jtype >= len(J.NAMES)))[0])
             raise PartreeInputError(f"body {i}: unknown joint type code {int(self.jtype[i])}")
+        self._sizes()
         for name in ("axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com", "gravity"):
             a = getattr(self, name)
             if not np.all(np.isfinite(a)):
@@ -260,17 +278,7 @@ class Model:
         if bad.size:
             i = int(bad[0])
             raise PartreeInputError(f"body {i} ({self._bname(i)}) has non-positive mass {m[i]!r}")
-        ev = np.linalg.eigvalsh(Ic)
-        scale = np.maximum(ev[:, -1], 1e-300)
-        bad_ev = ev[:, 0] < -1e-12 * scale
-        # triangle inequality of principal moments (a physical rigid body)
-        tri = ev[:, 0] + ev[:, 1] < ev[:, 2] * (1.0 - 1e-9) - 1e-12 * scale
-        bad = np.flatnonzero((bad_ev | tri) & ~massless)
-        if bad.size:
-            i = int(bad[0])
-            raise PartreeInputError(
-                f"body {i} ({self._bname(i)}) has an invalid rotational inertia (principal moments "
-                f"{ev[i]}): it must be positive semi-definite and satisfy the triangle inequality")
+        apply_policy(self, self.inertia_policy, massless)
 
     def _bname(self, i):
         return self.body_names[i]
@@ -439,7 +447,7 @@ class Model:
         return Model(par, self.jtype[ids], self.axis[ids], self.E_tree[ids], self.r_tree[ids], self.mass[ids],
                      self.com[ids], self.I_com[ids], axis2=self.axis2[ids], gravity=self.gravity,
                      joint_names=names, body_names=bnames, name=self.name, allow_massless=self.allow_massless,
-                     validate=False)
+                     validate=False, inertia=self.inertia_policy)
 
 
 @njit(cache=True)

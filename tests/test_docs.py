@@ -18,7 +18,7 @@ SOURCE = ROOT / "docs" / "api"
 API_ENTRIES = {
     "models": ["partree.Model", "partree.Data", "partree.resolve_model", "partree.load_urdf",
                "partree.load_model", "partree.save_model", "partree.models.auto_tree",
-               "partree.spatial.motion_xform"],
+               "partree.spatial.motion_xform", "partree.inertia.undetermined_joints"],
     "serial": ["partree.aba", "partree.rnea", "partree.crba", "partree.mass_matrix_operator",
                "partree.forward_kinematics", "partree.energy"],
     "constraint-forces": ["partree.cfa", "partree.CFAResult", "partree.constraint_bases",
@@ -32,7 +32,7 @@ API_ENTRIES = {
     "figures": ["partree.plotting.plot_results", "partree.plotting.tree.show_model",
                 "partree.plotting.animate.animate_results"],
     "errors": ["partree.errors.PartreeError", "partree.errors.PartreeInputError",
-               "partree.errors.MissingDependencyError"],
+               "partree.errors.MissingDependencyError", "partree.errors.PartreeInertiaWarning"],
 }
 
 #: guide pages (docs/*.md, included in the toctree) -> a heading each must show
