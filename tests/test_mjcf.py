@@ -583,3 +583,15 @@ def test_refused_element_in_an_included_file_names_that_file(tmp_path):
         partree.load_mjcf(tmp_path / "main.xml")
 
 
+
+
+def test_mjcf_files_are_model_files(tmp_path):
+    """Wherever a model is expected an .xml file is MJCF, and an output never overwrites one."""
+    from partree.outputs import check_output_file, model_file_kind
+
+    path = tmp_path / "robot.xml"
+    path.write_text(PENDULUM)
+    assert partree.resolve_model(str(path)).joint_names[0] == "swing"
+    assert model_file_kind(path) == "mjcf"
+    with pytest.raises(PartreeInputError, match="is a model file; it is never overwritten"):
+        check_output_file(path, "output file", overwrite=True)
