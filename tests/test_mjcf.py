@@ -253,7 +253,9 @@ FRAMES = """
         <geom type="box" size="0.05 0.05 0.05"/>
         <body name="c" pos="0 0 -0.2">
           <joint name="jd" type="slide"/>
-          <geom type="sphere" size="0.05"/>
+          <frame pos="0.05 0 0" axisangle="0 0 1 90">
+            <inertial pos="0 0.1 0" quat="0.6 0.8 0 0" mass="0.6" diaginertia="0.002 0.003 0.004"/>
+          </frame>
         </body>
       </body>
     </frame>
@@ -535,7 +537,12 @@ REFUSED = {
               r"line 3: <geom>: .*shellinertia"),
     "malformed": (_lines("<worldbody>", "<body>", "</worldbody>"), r"line 4: malformed XML"),
     "root": ("<robot/>", r"line 1: <robot>: the root element must be <mujoco>"),
-    "duplicate joint": (_lines("<worldbody>", BODY, BODY, "</worldbody>"), r"line 4: <joint>: joint name 'j' is used twice"),
+    "duplicate joint": (_lines("<worldbody>", BODY, BODY.replace('name="b"', 'name="c"'), "</worldbody>"),
+                        r"line 4: <joint>: joint name 'j' is used twice \(first at line 3\)"),
+    "duplicate body": (_lines("<worldbody>", BODY, BODY.replace('name="j"', 'name="k"'), "</worldbody>"),
+                       r"line 4: <body>: body name 'b' is used twice"),
+    "pos and fromto": (_lines("<worldbody>", '<body><joint/><geom type="capsule" size="0.1" pos="1 0 0" '
+                              'fromto="0 0 0 0 0 1"/></body>', "</worldbody>"), r"line 3: <geom>: both pos and fromto"),
 }
 
 
@@ -583,6 +590,14 @@ def test_refused_element_in_an_included_file_names_that_file(tmp_path):
         partree.load_mjcf(tmp_path / "main.xml")
 
 
+
+
+def test_deep_chain_builds_iteratively():
+    n = 3000
+    xml = ("<mujoco><worldbody>" + "".join(f'<body pos="0 0 -0.1"><joint name="j{k}"/><geom size="0.02"/>'
+                                           for k in range(n)) + "</body>" * n + "</worldbody></mujoco>")
+    m = load(xml)
+    assert m.n == n and list(m.parent[:3]) == [-1, 0, 1] and m.joint_names[n - 1] == f"j{n - 1}"
 
 
 def test_mjcf_files_are_model_files(tmp_path):

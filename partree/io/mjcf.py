@@ -169,31 +169,37 @@ def _read_file(path, what, node=None):
         raise PartreeInputError(f"{where}{path}: cannot read {what} ({exc.strerror or exc})") from None
 
 
-def _expand_includes(node, base_dir, active):
-    """Replace every <include file> under node by the children of the included <mujoco>."""
-    out = []
-    for child in node.children:
-        if child.tag != "include":
-            _expand_includes(child, base_dir, active)
-            out.append(child)
-            continue
-        fname = child.attrib.get("file")
-        if not fname:
-            raise _error(child, "missing required attribute 'file'")
-        path = fname if os.path.isabs(fname) else os.path.join(base_dir, fname)
-        if not os.path.exists(path):
-            alt = os.path.join(os.path.dirname(os.path.abspath(child.file)), fname)
-            if os.path.exists(alt):
-                path = alt
-        key = os.path.abspath(path)
-        if key in active:
-            raise _error(child, f"file {fname!r} includes itself (through {' -> '.join(active)})")
-        sub = _parse_xml(_read_file(path, "included MJCF file", child), path)
-        if sub.tag != "mujoco":
-            raise _error(sub, f"an included file must have <mujoco> as its root element, not <{sub.tag}>")
-        _expand_includes(sub, base_dir, active + [key])
-        out.extend(sub.children)
-    node.children = out
+def _expand_includes(root, base_dir, active):
+    """Replace every <include file> under root by the children of the included <mujoco>
+    (iterative: deeply nested bodies are fine)."""
+    stack = [(root, active)]
+    while stack:
+        node, chain = stack.pop()
+        out = []
+        for child in node.children:
+            if child.tag != "include":
+                stack.append((child, chain))
+                out.append(child)
+                continue
+            fname = child.attrib.get("file")
+            if not fname:
+                raise _error(child, "missing required attribute 'file'")
+            path = fname if os.path.isabs(fname) else os.path.join(base_dir, fname)
+            if not os.path.exists(path):
+                alt = os.path.join(os.path.dirname(os.path.abspath(child.file)), fname)
+                if os.path.exists(alt):
+                    path = alt
+            key = os.path.abspath(path)
+            if key in chain:
+                raise _error(child, f"file {fname!r} includes itself (through {' -> '.join(chain)})")
+            sub = _parse_xml(_read_file(path, "included MJCF file", child), path)
+            if sub.tag != "mujoco":
+                raise _error(sub, f"an included file must have <mujoco> as its root element, not <{sub.tag}>")
+            holder = _Node("mujoco", {}, sub.line, sub.file)
+            holder.children = sub.children
+            _expand_includes(holder, base_dir, chain + [key])
+            out.extend(holder.children)
+        node.children = out
 
 
 # ---------------------------------------------------------------------------------------- numbers
@@ -331,6 +337,7 @@ class _Reader:
         self.body_count = 0             # MuJoCo body ids (world = 0)
         self.joint_count = 0
         self.joint_lines = {}
+        self.body_lines = {}
         self.free_bodies = []
         self.dropped = []               # equality constraints left out (equality='ignore')
 
@@ -497,6 +504,10 @@ class _Reader:
         self.body_count += 1
         attrs = node.attrib
         bname = attrs.get("name") or f"body{self.body_count}"
+        if attrs.get("name"):
+            if bname in self.body_lines:
+                raise _error(node, f"body name {bname!r} is used twice (first at line {self.body_lines[bname]})")
+            self.body_lines[bname] = node.line
         Rb, pb = self._pose(node, attrs)
         # pose of the body in the parent partree frame: undo the parent's anchor offset
         R_c, p_c = Rf @ Rb, Rf @ pb + pf - offset
@@ -506,9 +517,9 @@ class _Reader:
         contents = self._contents(node, np.eye(3), np.zeros(3), childclass, [])
         joints = [(n, R, p, c) for kind, n, R, p, c in contents if kind in ("joint", "freejoint")]
         geoms = [(n, R, p, c) for kind, n, R, p, c in contents if kind == "geom"]
-        inertials = [n for kind, n, R, p, c in contents if kind == "inertial"]
+        inertials = [(n, R, p) for kind, n, R, p, c in contents if kind == "inertial"]
         if len(inertials) > 1:
-            raise _error(inertials[1], f"body {bname!r} has a second <inertial>")
+            raise _error(inertials[1][0], f"body {bname!r} has a second <inertial>")
         if node.attrib.get("gravcomp") and _number(node, attrs, "gravcomp") != 0.0:
             self.passive.setdefault("gravcomp", []).append(f"body {bname!r}")
 
@@ -536,7 +547,7 @@ class _Reader:
             jt_name = _choice(jn, ja, "type", tuple(JOINT_TYPES), "hinge")
             code = JOINT_TYPES[jt_name]
             for key in ("armature", "damping", "frictionloss", "stiffness"):
-                if key in ja and np.any(_numbers(jn, ja, key, at_most=3 if key == "damping" else 1) != 0.0):
+                if key in ja and np.any(_numbers(jn, ja, key) != 0.0):
                     self.passive.setdefault(key, []).append(repr(jname))
             name_of_body = bname if k == len(joints) - 1 else f"{bname}/{jname}"
             generated = not ja.get("name")
@@ -596,7 +607,9 @@ class _Reader:
                     raise
                 mass, com, I = 0.0, np.zeros(3), np.zeros((3, 3))
         elif inertials:
-            mass, com, I = self._inertial(inertials[0])
+            node_i, Rf, pf = inertials[0]
+            mass, com, I = self._inertial(node_i)
+            com, I = Rf @ com + pf, Rf @ I @ Rf.T
         else:
             mass, com, I = 0.0, np.zeros(3), np.zeros((3, 3))
         c = self.compiler
@@ -660,6 +673,8 @@ class _Reader:
         size = _numbers(g, ga, "size", default=(0.0, 0.0, 0.0), at_most=3)
         size = np.concatenate([size, np.zeros(3 - size.size)])
         if "fromto" in ga:
+            if "pos" in g.attrib and "fromto" in g.attrib:
+                raise _error(g, "both pos and fromto are given (as in MuJoCo, one of them)")
             if gtype == "sphere":
                 raise _error(g, "fromto is not allowed for a sphere")
             ft = _numbers(g, ga, "fromto", 6)
