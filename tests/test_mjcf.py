@@ -325,11 +325,33 @@ COMPILER_BOUNDS = """
   </worldbody>
 </mujoco>"""
 
+INERTIA_FROM_GEOM = """
+<mujoco>
+  <compiler inertiafromgeom="{mode}"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint axis="1 0 0"/>
+      <inertial pos="0 0 -0.1" mass="2" diaginertia="0.02 0.03 0.04"/>
+      <geom type="box" size="0.1 0.1 0.2" pos="0 0 -0.2"/>
+      <body name="b" pos="0 0 -0.4">
+        <joint axis="0 1 0"/>
+        <inertial pos="0.05 0 0" mass="0.5" diaginertia="0.002 0.003 0.004"/>
+        <body name="c" pos="0.2 0 0">
+          <joint axis="0 0 1"/>
+          <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/>
+          <inertial pos="0.1 0 0" mass="0.3" diaginertia="0.001 0.002 0.002"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
 GRAVITY_OFF = PENDULUM.replace("<worldbody>", "<option><flag gravity='disable'/></option><worldbody>")
 
 MODELS = {"pendulum": PENDULUM, "multi_joint": MULTI_JOINT, "fullinertia": FULLINERTIA, "geoms": GEOMS,
           "defaults": DEFAULTS, "frames": FRAMES, "floating_tree": FLOATING_TREE,
           "compiler_bounds": COMPILER_BOUNDS, "gravity_off": GRAVITY_OFF,
+          **{f"inertiafromgeom={k}": INERTIA_FROM_GEOM.format(mode=k) for k in ("auto", "true", "false")},
           "humanoid": str(DATA / "humanoid.xml")}
 
 EULER_BODY = """
@@ -411,6 +433,8 @@ def test_model_structure():
     assert f.joint_type("root") == "free" and f.parent[f.joint_id("root")] == -1
     assert f.parent[f.joint_id("static_fixed")] == -1 and f.parent[f.joint_id("static_child_fixed")] == f.joint_id("static_fixed")
     np.testing.assert_array_equal(load(GRAVITY_OFF).gravity, 0.0)
+    np.testing.assert_array_equal(load(PENDULUM, gravity=(0, 0, -1)).gravity, [0, 0, -1])
+    assert load(PENDULUM.encode()).joint_names[0] == "swing"
     assert load(PENDULUM).name == "pendulum" and load(PENDULUM, name="p").name == "p"
 
 
