@@ -197,18 +197,23 @@ class Model:
         self.body_names = body_names if isinstance(body_names, JointNames) else JointNames(n, body_names, "b")
         self.allow_massless = bool(allow_massless)
         self.inertia_policy = check_policy(inertia)
+        self._topo = {}
+        self._data = None
+        self._quaternion_starts = None     # (partree.checks.quaternion_starts)
         if validate:
             self.validate()
+        else:
+            self._sizes()
         self.units = None if units is None else unit_heads(parent, units)[0]
+
+    def _sizes(self):
+        """Joint sizes and offsets from ``jtype`` (valid codes)."""
         self.nq_j = J.NQ[self.jtype]
         self.nv_j = J.NV[self.jtype]
         self.idx_q = np.concatenate(([0], np.cumsum(self.nq_j)[:-1])).astype(np.int64)
         self.idx_v = np.concatenate(([0], np.cumsum(self.nv_j)[:-1])).astype(np.int64)
         self.nq = int(self.nq_j.sum())
         self.nv = int(self.nv_j.sum())
-        self._topo = {}
-        self._data = None
-        self._quaternion_starts = None     # (partree.checks.quaternion_starts)
 
     # ------------------------------------------------------------------ validation
     def validate(self):
@@ -217,9 +222,11 @@ class Model:
         Checks regular numbering, joint codes, finite values, unit axes, rotation matrices in
         ``E_tree``, positive masses (zero with zero inertia where ``allow_massless``) and
         physical inertias: symmetric, positive semi-definite (a moment within rounding of zero
-        counts as zero), and, as ``inertia_policy`` says, the triangle inequality of the
-        principal moments (``partree.inertia``).  Under 'fix' it replaces ``I_com`` by the
-        repaired inertias.
+        counts as zero; a body welded to a moving one by fixed joints is judged with it, as one
+        rigid body), and, as ``inertia_policy`` says, the triangle inequality of the principal
+        moments (``partree.inertia``).  Every moving joint must move some inertia along its
+        motion: a joint whose subtree has no mass or inertia along it leaves its motion
+        undetermined.  Under 'fix' it replaces ``I_com`` by the repaired inertias.
         """
         n, p = self.n, self.parent
         bad = np.flatnonzero((p >= np.arange(n)) | (p < -1))
@@ -233,6 +240,7 @@ class Model:
         if np.any(self.jtype < 0) or np.any(self.jtype >= len(J.NAMES)):
             i = int(np.flatnonzero((self.jtype < 0) | (self.jtype >= len(J.NAMES)))[0])
             raise PartreeInputError(f"body {i}: unknown joint type code {int(self.jtype[i])}")
+        self._sizes()
         for name in ("axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com", "gravity"):
             a = getattr(self, name)
             if not np.all(np.isfinite(a)):

@@ -405,11 +405,11 @@ def _registry_keys():
 
 
 # ---------------------------------------------------------------------- built-in generators
-def _urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81)):
-    """A URDF file (``urdf:path=robot.urdf,floating_base=true``)."""
+def _urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), inertia="warn"):
+    """A URDF file (``urdf:path=robot.urdf,floating_base=true,inertia=fix``)."""
     from .io import load_urdf
 
-    return load_urdf(str(path), floating_base=floating_base, gravity=gravity)
+    return load_urdf(str(path), floating_base=floating_base, gravity=gravity, inertia=inertia)
 
 
 register_generator("autotree", "partree.models.autotree:auto_tree",

@@ -1,6 +1,8 @@
 """Native model files (.npz, .h5/.hdf5, .json): exact round trips, names, versions, errors."""
 import json
+import re
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -49,7 +51,7 @@ def assert_same(a, b):
         x, y = getattr(a, k), getattr(b, k)
         assert x.dtype == y.dtype and x.shape == y.shape, k
         assert x.tobytes() == y.tobytes(), f"{k} differs"
-    assert a.name == b.name and a.allow_massless == b.allow_massless
+    assert a.name == b.name and a.allow_massless == b.allow_massless and a.inertia_policy == b.inertia_policy
     for key in ("joint_names", "body_names"):
         na, nb = getattr(a, key), getattr(b, key)
         assert (na.explicit is None) == (nb.explicit is None), key
@@ -234,6 +236,48 @@ def test_validation_can_be_skipped(tmp_path):
     save_model(mixed_model(6), good)
     _rewrite_npz(good, bad, lambda d: d["mass"].__setitem__(2, -1.0))
     assert load_model(bad, validate=False).mass[2] == -1.0   # structural checks only
+
+
+TRIANGLE_URDF = ('<robot name="tri"><link name="a"/><link name="b"><inertial><mass value="1"/>'
+                 '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="5"/></inertial></link>'
+                 '<joint name="j" type="revolute"><parent link="a"/><child link="b"/></joint></robot>')
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_inertia_policy_is_kept_in_the_file(tmp_path, suffix):
+    """A model read from a URDF under 'warn' reads back under 'warn' (with the file named in the
+    warning); the caller can ask for 'strict'; files that store no policy read as 'strict'."""
+    with pytest.warns(partree.PartreeInertiaWarning):
+        m = load_urdf(TRIANGLE_URDF)
+    path = tmp_path / f"tri{suffix}"
+    save_model(m, path)
+    with pytest.warns(partree.PartreeInertiaWarning, match=f"(?s)^{re.escape(str(path))}: .*body 0 \\(b\\)") as rec:
+        back = load_model(path)
+    assert len(rec) == 1 and rec[0].filename == __file__
+    assert_same(m, back)
+    with pytest.raises(PartreeInputError, match=f"^{re.escape(str(path))}: body 0 \\(b\\) has an invalid"):
+        load_model(path, inertia="strict")
+    with pytest.raises(PartreeInputError, match="inertia='loose'"):
+        load_model(path, inertia="loose")
+    with pytest.warns(partree.PartreeInertiaWarning, match="balanced"):
+        fixed = load_model(path, inertia="fix")
+    save_model(fixed, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_model(path, inertia="strict")
+    if suffix == ".npz":
+        old = tmp_path / "old.npz"
+        save_model(m, path)
+        _rewrite_npz(path, old, lambda d: _set_meta(d, inertia_policy="strict"))
+        with pytest.raises(PartreeInputError, match="invalid rotational inertia"):
+            load_model(old)
+        def drop(d):
+            meta = json.loads(d["meta"].tobytes())
+            del meta["inertia_policy"]
+            d["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        _rewrite_npz(path, old, drop)
+        with pytest.raises(PartreeInputError, match="invalid rotational inertia"):
+            load_model(old)
 
 
 def test_garbage_files_are_refused(tmp_path):

@@ -195,7 +195,7 @@ def test_inertia_policy_keyword():
 
 def test_inertia_warn_accepts_triangle_violation_and_names_the_body():
     Ic = _tri_I()
-    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)1 bodies.*body 3 \(b3\).*triangle") as rec:
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)1 body has.*body 3 \(b3\).*triangle") as rec:
         m = make(I_com=Ic, inertia="warn")
     assert len(rec) == 1
     np.testing.assert_array_equal(m.I_com, Ic)
@@ -205,7 +205,8 @@ def test_inertia_fix_balances_to_the_mean_and_passes_strict():
     Ic = _tri_I()
     R = axis_angle(np.array([1.0, 2.0, 2.0]) / 3.0, 0.7)
     Ic[2] = R @ np.diag([0.02, 0.03, 0.09]) @ R.T      # rotated, also broken
-    with pytest.warns(partree.PartreeInertiaWarning, match=r"(?s)2 bodies.*body 2 \(b2\).*body 3 \(b3\)"):
+    with pytest.warns(partree.PartreeInertiaWarning,
+                      match=r"(?s)inertia of 2 bodies were changed.*body 2 \(b2\).*body 3 \(b3\)"):
         m = make(I_com=Ic.copy(), inertia="fix")
     np.testing.assert_allclose(m.I_com[3], np.eye(3) * (0.01 + 0.01 + 1.0) / 3, rtol=1e-15)
     np.testing.assert_allclose(m.I_com[2], np.eye(3) * (0.02 + 0.03 + 0.09) / 3, rtol=1e-12)
@@ -238,3 +239,94 @@ def test_inertia_negative_moment_refused_in_every_policy():
     for policy in ("strict", "warn", "fix"):
         with pytest.raises(PartreeInputError, match=r"body 3 \(b3\) has a negative principal moment.*-1"):
             make(I_com=Ic, inertia=policy)
+
+
+def _tiny(jtype, mass, com, I_com, axis=None, parent=None, **kw):
+    n = len(jtype)
+    a = dict(parent=np.arange(-1, n - 1) if parent is None else np.asarray(parent), jtype=jtype,
+             axis=np.tile([0.0, 0, 1], (n, 1)) if axis is None else np.asarray(axis, dtype=float),
+             E_tree=np.tile(np.eye(3), (n, 1, 1)), r_tree=np.tile([0.3, 0.1, 0], (n, 1)), mass=np.asarray(mass, float),
+             com=np.asarray(com, float), I_com=np.asarray(I_com, float), allow_massless=True)
+    a.update(kw)
+    return partree.Model(**a)
+
+
+def test_fixed_parts_are_judged_with_their_rigid_body():
+    R = axis_angle(np.array([0.0, 0.6, 0.8]), 0.4)
+    Ic = [np.diag([0.1, 0.2, 0.25]), np.diag([0.3, 0.3, 0.4]), R @ np.diag([-0.01, 0.02, 0.04]) @ R.T]
+    args = (["revolute", "revolute", "fixed"], [1.0, 2.0, 0.5], [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]], Ic)
+    with pytest.raises(PartreeInputError, match=r"body 2 \(b2\) has an invalid rotational inertia"):
+        _tiny(*args)
+    with pytest.warns(partree.PartreeInertiaWarning,
+                      match=r"body 2 \(b2\): principal moments .* have a negative one; the rigid body it is part of "
+                            r"\(body 1 \(b1\) and the 1 body fixed to it\) is a rigid body's") as rec:
+        m = _tiny(*args, inertia="warn")
+    assert len(rec) == 1
+    np.testing.assert_array_equal(m.I_com[2], Ic[2])
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"body 2 \(b2\).*balanced"):
+        m = _tiny(*args, inertia="fix")
+    np.testing.assert_allclose(m.I_com[2], np.eye(3) * 0.05 / 3, rtol=1e-12)
+    _tiny(args[0], args[1], args[2], m.I_com)          # strict accepts the repair
+    # the rigid body itself indefinite: refused in every policy, with its parts named
+    Ic[1] = np.diag([0.001, 0.001, 0.001])
+    for policy in ("strict", "warn", "fix"):
+        with pytest.raises(PartreeInputError, match=r"body 2 \(b2\) has a negative .*fixed to it \(1 \(b1\)"):
+            _tiny(args[0], args[1], args[2], Ic, inertia=policy)
+
+
+def test_floating_base_with_its_mass_in_a_fixed_child():
+    """A floating base link of ~0 inertia whose mass sits in a trunk welded to it."""
+    Ic = [np.diag([1e-22, 2e-23, 3e-6]), np.diag([0.3, 0.5, 0.6]), np.diag([0.01, 0.02, 0.02])]
+    args = (["free", "fixed", "revolute"], [1e-3, 20.0, 1.0], np.zeros((3, 3)), Ic)
+    with pytest.raises(PartreeInputError, match=r"body 0 \(b0\) has an invalid"):
+        _tiny(*args)
+    with pytest.warns(partree.PartreeInertiaWarning,
+                      match=r"body 0 \(b0\): .* triangle .* forms with the 1 body fixed to it is a rigid body's"):
+        m = _tiny(*args, inertia="warn")
+    # the dynamics is well-posed: the mass matrix is positive definite
+    assert np.linalg.eigvalsh(partree.crba(m, m.random_configuration(0)))[0] > 1e-4
+
+
+def _min_eig_M(m, q):
+    M = partree.crba(m, q)
+    return np.linalg.eigvalsh(M)[0] / np.linalg.eigvalsh(M)[-1]
+
+
+def test_joint_that_moves_no_inertia_is_refused_naming_it():
+    ok = np.diag([0.1, 0.2, 0.25])
+    cases = {
+        # a massless link on a revolute joint, nothing below it
+        "massless-leaf": (["revolute", "revolute"], [1.0, 0.0], np.zeros((2, 3)), [ok, np.zeros((3, 3))], None,
+                          r"joint 'j1' \(body 1, revolute\): the 1 body it moves \(b1\) has no mass and no inertia"),
+        # a rod on the joint's axis: mass, but no inertia about the axis
+        "rod-on-axis": (["revolute", "revolute"], [1.0, 1.0], [[0, 0, 0], [0, 0, 0.5]], [ok, np.diag([0.1, 0.1, 0])],
+                        None, r"joint 'j1' .*\(mass 1 kg\) has no inertia along its motion"),
+        # a massless subtree of two bodies on a prismatic joint
+        "massless-prismatic": (["revolute", "prismatic", "revolute"], [1.0, 0.0, 0.0], np.zeros((3, 3)),
+                               [ok, np.zeros((3, 3)), np.zeros((3, 3))], None,
+                               r"2 moving joints .*joint 'j1' \(body 1, prismatic\): the 2 bodies it moves"),
+        # a free point mass: its rotation is undetermined
+        "point-mass-free": (["free"], [1.0], np.zeros((1, 3)), [np.zeros((3, 3))], None,
+                            r"joint 'j0' \(body 0, free\)"),
+    }
+    for key, (jt, mass, com, Ic, axis, msg) in cases.items():
+        for policy in ("strict", "warn", "fix"):
+            with pytest.raises(PartreeInputError, match=msg):
+                _tiny(jt, mass, com, Ic, axis=axis, inertia=policy)
+        # the reason is real: the mass matrix is singular at any configuration
+        m = _tiny(jt, mass, com, Ic, axis=axis, validate=False)
+        for seed in range(3):
+            assert _min_eig_M(m, m.random_configuration(seed)) < 1e-14, key
+    # the same rod across the axis moves inertia: accepted
+    m = _tiny(["revolute", "revolute"], [1.0, 1.0], [[0, 0, 0], [0, 0, 0.5]], [ok, np.diag([0.1, 0.1, 0])],
+              axis=[[0, 0, 1], [1, 0, 0]])
+    assert _min_eig_M(m, m.random_configuration(0)) > 1e-6
+
+
+def test_joint_singular_only_at_the_neutral_configuration_is_accepted():
+    """A point mass that slides through a revolute joint's axis: the mass matrix is singular where
+    it sits on the axis (the neutral configuration), not elsewhere."""
+    m = _tiny(["revolute", "prismatic"], [0.0, 1.0], np.zeros((2, 3)), np.zeros((2, 3, 3)),
+              axis=[[0, 0, 1], [1, 0, 0]], r_tree=np.zeros((2, 3)))
+    assert _min_eig_M(m, m.neutral()) < 1e-14
+    assert _min_eig_M(m, m.random_configuration(0)) > 1e-6

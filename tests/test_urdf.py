@@ -353,10 +353,14 @@ ERRORS = {
     "duplicate-joint": ('<link name="a"/><link name="b"/><link name="c"/>' + _joint(child="b", jtype="fixed")
                         + _joint(child="c", jtype="fixed"), ["'j'", "twice"]),
     "no-joints": ('<link name="a"/>', ["no joints", "'a'"]),
-    "invalid-inertia": ('<link name="a"/><link name="b"><inertial><mass value="1"/>'
-                        '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="5"/></inertial></link>' + _joint(),
-                        ["(b)", "inertia"]),
+    "negative-inertia": ('<link name="a"/><link name="b"><inertial><mass value="1"/>'
+                         '<inertia ixx="1" ixy="0" ixz="0" iyy="-0.5" iyz="0" izz="1"/></inertial></link>' + _joint(),
+                         ["(b)", "negative principal moment"]),
+    # a massless link on a revolute joint with nothing below it: its motion is undetermined
+    "massless-leaf": ('<link name="a"/><link name="b"/>' + _joint(), ["joint 'j'", "no mass and no inertia"]),
 }
+TRIANGLE = ('<link name="a"/><link name="b"><inertial><mass value="1"/>'
+            '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="5"/></inertial></link>' + _joint())
 
 
 @pytest.mark.parametrize("case", list(ERRORS))
@@ -368,6 +372,25 @@ def test_errors_name_the_element(case):
     assert "<URDF string>" in msg
     for needle in needles:
         assert needle in msg, f"{needle!r} not in {msg!r}"
+
+
+def test_inertia_policies():
+    """The default 'warn' accepts a broken triangle inequality with one warning naming the string
+    and the link; 'strict' refuses it; 'fix' balances it to the mean of the moments."""
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"^<URDF string>: .*\n  body 0 \(b\): principal moments "
+                                                           r"\[1\. 1\. 5\.\] break the triangle") as rec:
+        m = load_urdf(_robot(TRIANGLE))
+    assert len(rec) == 1 and rec[0].filename == __file__ and m.inertia_policy == "warn"
+    np.testing.assert_array_equal(m.I_com[0], np.diag([1.0, 1.0, 5.0]))
+    with pytest.raises(PartreeInputError) as ei:
+        load_urdf(_robot(TRIANGLE), inertia="strict")
+    for needle in ("<URDF string>", "(b)", "inertia", "triangle"):
+        assert needle in str(ei.value)
+    with pytest.warns(partree.PartreeInertiaWarning, match=r"\[1\. 1\. 5\.\] -> \[2\.333333 2\.333333 2\.333333\]"):
+        m = load_urdf(_robot(TRIANGLE), inertia="fix")
+    np.testing.assert_allclose(m.I_com[0], np.eye(3) * 7 / 3, rtol=1e-15)
+    with pytest.raises(PartreeInputError, match="<URDF string>: inertia='lenient'"):
+        load_urdf(_robot(TRIANGLE), inertia="lenient")
 
 
 def test_error_files_name_the_file():

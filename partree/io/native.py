@@ -10,7 +10,9 @@ The suffix picks the format:
   trip is exact here too.
 
 The binary forms store the model's arrays as they are (bitwise round trip), the model name, the
-``allow_massless`` flag, the gravity vector and the names.  Generated names (``JointNames``
+``allow_massless`` flag, the inertia policy (``inertia_policy``: a model read from a URDF under
+"warn" reads back under "warn"; files without it read as "strict"), the gravity vector and the
+names.  Generated names (``JointNames``
 without an explicit list) are stored as their prefix only, so a 10^7-body model carries no
 strings; explicit names are stored as one UTF-8 blob plus offsets.  A model's ``units`` (unit
 label of every body, optional) are stored as an int64 array ``units`` (in JSON as each body's
@@ -27,6 +29,7 @@ import zipfile
 import numpy as np
 
 from .. import joints as J
+from ..inertia import check_policy, labelled_warnings
 from ..model import JointNames, Model
 from ..errors import PartreeInputError
 
@@ -105,7 +108,7 @@ def _decode_names(err, key, meta, blob, offsets, n):
 # ---------------------------------------------------------------------- save
 def _meta(model):
     meta = {"format": FORMAT, "version": FORMAT_VERSION, "n": int(model.n), "name": str(model.name),
-            "allow_massless": bool(model.allow_massless)}
+            "allow_massless": bool(model.allow_massless), "inertia_policy": str(model.inertia_policy)}
     payload = {}
     for key, _ in _NAME_SETS:
         m, blob, offsets = _encode_names(getattr(model, key))
@@ -166,7 +169,7 @@ def _check_meta(err, meta):
     return n
 
 
-def _build(err, meta, get, validate):
+def _build(err, meta, get, validate, inertia):
     """Model from the checked metadata and an array getter get(key) -> array or None."""
     n = _check_meta(err, meta)
     arrs = {}
@@ -188,11 +191,15 @@ def _build(err, meta, get, validate):
     if units is not None and (units.dtype != np.int64 or units.shape != (n,)):
         raise err(f"array 'units' has dtype {units.dtype} and shape {units.shape}; expected int64 and {(n,)}")
     return _make_model(err, arrs, g, names, meta.get("name", "model"), bool(meta.get("allow_massless", False)),
-                       validate, units)
+                       validate, units, meta.get("inertia_policy", "strict") if inertia is None else inertia)
 
 
-def _make_model(err, arrs, gravity, names, name, allow_massless, validate, units=None):
+def _make_model(err, arrs, gravity, names, name, allow_massless, validate, units=None, inertia="strict"):
     n = arrs["parent"].shape[0]
+    try:
+        check_policy(inertia)
+    except PartreeInputError as exc:
+        raise err(str(exc)) from None
     if validate is None:
         validate = n <= VALIDATE_MAX_BODIES
     # cheap structural checks always: the kernels index with these without bounds checks
@@ -204,20 +211,24 @@ def _make_model(err, arrs, gravity, names, name, allow_massless, validate, units
     bad = np.flatnonzero((jt < 0) | (jt >= len(J.NAMES)))
     if bad.size:
         raise err(f"body {int(bad[0])} has an unknown joint type code {int(jt[bad[0]])}")
+    label = str(err("")).removesuffix(": ")       # the file
     try:
-        return Model(arrs["parent"], arrs["jtype"], arrs["axis"], arrs["E_tree"], arrs["r_tree"], arrs["mass"],
-                     arrs["com"], arrs["I_com"], axis2=arrs["axis2"], gravity=gravity,
-                     joint_names=names["joint_names"], body_names=names["body_names"], name=name,
-                     allow_massless=allow_massless, validate=bool(validate), units=units)
+        with labelled_warnings(label, up=3):      # load_model -> _build or _load_json -> here
+            return Model(arrs["parent"], arrs["jtype"], arrs["axis"], arrs["E_tree"], arrs["r_tree"], arrs["mass"],
+                         arrs["com"], arrs["I_com"], axis2=arrs["axis2"], gravity=gravity,
+                         joint_names=names["joint_names"], body_names=names["body_names"], name=name,
+                         allow_massless=allow_massless, validate=bool(validate), units=units, inertia=inertia)
     except PartreeInputError as exc:
         raise err(str(exc)) from None
 
 
-def load_model(path, validate=None) -> Model:
+def load_model(path, validate=None, inertia=None) -> Model:
     """Read a model written by ``save_model`` (.npz, .h5/.hdf5 or .json).
 
     ``validate``: run the model's full validation (None: only for models of up to
-    ``VALIDATE_MAX_BODIES`` bodies; the structural checks always run).
+    ``VALIDATE_MAX_BODIES`` bodies; the structural checks always run).  ``inertia``: the inertia
+    policy of that validation (``Model``); None takes the one stored in the file, "strict" for
+    files that store none.
     """
     kind = _suffix(path)
     path = os.fspath(path)
@@ -228,7 +239,7 @@ def load_model(path, validate=None) -> Model:
     if not os.path.exists(path):
         raise err("no such model file")
     if kind == "json":
-        return _load_json(err, path, validate)
+        return _load_json(err, path, validate, inertia)
     if kind == "npz":
         try:
             npz = np.load(path, allow_pickle=False)
@@ -253,7 +264,7 @@ def load_model(path, validate=None) -> Model:
                 except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
                     raise err(f"array {key!r} is unreadable ({exc})") from None
 
-            return _build(err, meta, get, validate)
+            return _build(err, meta, get, validate, inertia)
     h5py = _h5py()
     try:
         f = h5py.File(path, "r")
@@ -276,7 +287,7 @@ def load_model(path, validate=None) -> Model:
                 raise err(f"{key!r} is not a dataset")
             return ds[()] if ds.shape == () else ds[...]
 
-        return _build(err, meta, get, validate)
+        return _build(err, meta, get, validate, inertia)
 
 
 # ---------------------------------------------------------------------- JSON
@@ -300,6 +311,7 @@ def _save_json(model, path):
         bodies.append(b)
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "name": str(model.name), "n": int(model.n),
            "gravity": model.gravity.tolist(), "allow_massless": bool(model.allow_massless),
+           "inertia_policy": str(model.inertia_policy),
            "generated_names": generated, "bodies": bodies}
     # json writes floats with repr (shortest round-trip form): exact.  One body per line.
     head = {k: v for k, v in doc.items() if k != "bodies"}
@@ -309,7 +321,7 @@ def _save_json(model, path):
         fh.write(f'{text}, "bodies": [\n  {lines}\n]}}\n')
 
 
-def _load_json(err, path, validate):
+def _load_json(err, path, validate, inertia):
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
@@ -403,4 +415,5 @@ def _load_json(err, path, validate):
         else:
             names[key] = JointNames(n, lst, dict(_NAME_SETS)[key])
     return _make_model(err, arrs, gravity, names, str(doc.get("name", "model")),
-                       bool(doc.get("allow_massless", False)), validate, units)
+                       bool(doc.get("allow_massless", False)), validate, units,
+                       doc.get("inertia_policy", "strict") if inertia is None else inertia)

@@ -15,7 +15,11 @@ Mapping (see ``partree.joints`` for the conventions):
 * the root link (the one link that is no joint's child) is the fixed base and not a body; with
   ``floating_base=True`` a free joint named ``root_joint`` attaches it to the world, and it
   becomes body 0;
-* bodies are numbered depth-first from the root (children in file order), so parent[i] < i.
+* bodies are numbered depth-first from the root (children in file order), so parent[i] < i;
+* inertias are checked under the policy ``inertia`` (``partree.inertia``), "warn" by default:
+  robot descriptions often carry inertias that are not a rigid body's (a broken triangle
+  inequality, a link whose mass sits in a link welded to it) but make a usable model; they are
+  accepted and named in one ``PartreeInertiaWarning``, whose message starts with the file.
 
 Elements the dynamics does not need (visual, collision, limit, dynamics, mimic, transmission,
 gazebo, ...) are ignored.
@@ -29,6 +33,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .. import joints as J
+from ..inertia import check_policy, labelled_warnings
 from ..model import Model
 from ..errors import PartreeInputError
 from ..spatial import rpy_to_matrix
@@ -143,16 +148,23 @@ def _link_inertia(src, link, name):
     return mass, com, I_link
 
 
-def load_urdf(path_or_string, floating_base=False, gravity=(0.0, 0.0, -9.81), name=None) -> Model:
+def load_urdf(path_or_string, floating_base=False, gravity=(0.0, 0.0, -9.81), name=None, inertia="warn") -> Model:
     """Build a Model from a URDF file (path or path-like) or a URDF XML string.
 
     ``floating_base=True`` attaches the root link to the world with a free joint named
     ``'root_joint'`` (body 0); otherwise the root link is the fixed base.  ``name`` overrides the
-    model name (default: the robot's name).  Errors raise ``PartreeInputError`` naming the file
-    and the offending element.
+    model name (default: the robot's name).  ``inertia`` is the inertia policy (see
+    ``Model`` and ``partree.inertia``): "warn" (default) accepts every physically usable inertia
+    and names the bodies that are not a rigid body's in one ``PartreeInertiaWarning``; "fix"
+    balances them as MuJoCo's ``balanceinertia`` does; "strict" refuses them.  Errors raise
+    ``PartreeInputError`` naming the file and the offending element, body or joint.
     """
     text, label = _read_source(path_or_string)
     src = _Source(label)
+    try:
+        check_policy(inertia)
+    except PartreeInputError as exc:
+        raise src.error(str(exc)) from None
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -282,8 +294,9 @@ def load_urdf(path_or_string, floating_base=False, gravity=(0.0, 0.0, -9.81), na
         jnames.append(jd["name"])
         bnames.append(jd["child"])
     robot_name = name if name is not None else (root.get("name") or os.path.splitext(os.path.basename(label))[0])
-    try:
-        return Model(parent, jtype, axis, E_tree, r_tree, mass, com, I_com, gravity=gravity,
-                     joint_names=jnames, body_names=bnames, name=robot_name, allow_massless=True)
-    except PartreeInputError as exc:
-        raise src.error(str(exc)) from None
+    with labelled_warnings(label):
+        try:
+            return Model(parent, jtype, axis, E_tree, r_tree, mass, com, I_com, gravity=gravity, joint_names=jnames,
+                         body_names=bnames, name=robot_name, allow_massless=True, inertia=inertia)
+        except PartreeInputError as exc:
+            raise src.error(str(exc)) from None
