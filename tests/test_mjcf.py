@@ -497,8 +497,9 @@ def test_inertia_policy_is_forwarded():
     bad = PENDULUM.replace('<geom type="sphere" pos="0 0 -0.5" size="0.08" mass="1.5"/>', "").replace(
         '<geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.03"/>',
         '<inertial pos="0 0 -0.5" mass="1" diaginertia="0.1 0.1 0.3"/>')
-    with pytest.warns(partree.PartreeInertiaWarning):
+    with pytest.warns(partree.PartreeInertiaWarning, match="<MJCF string>: ") as rec:
         assert partree.load_mjcf(bad).inertia_policy == "warn"
+    assert rec[0].filename == __file__                     # it points at the caller
     with pytest.raises(PartreeInputError, match="triangle"):
         partree.load_mjcf(bad, inertia="strict")
 

@@ -67,6 +67,7 @@ import numpy as np
 
 from .. import joints as J
 from ..errors import PartreeInputError
+from ..inertia import check_policy, labelled_warnings
 from ..model import Model
 from ..spatial import axis_angle
 
@@ -803,6 +804,7 @@ def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality=
         For a missing or malformed file, an element partree refuses, or a model the physics
         refuses; the message names the file, the element and its line.
     """
+    check_policy(inertia)
     if equality not in ("error", "ignore"):
         raise PartreeInputError(f"equality={equality!r}: expected 'error' or 'ignore'")
     text, label, base_dir = _read_source(path_or_string)
@@ -830,14 +832,15 @@ def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality=
     R = np.array(b.R)
     model_name = name if name is not None else (root.attrib.get("model") or
                                                 os.path.splitext(os.path.basename(label))[0])
-    try:
-        return Model(np.array(b.parent), np.array(b.jtype, dtype=np.int8), np.array(b.axis),
-                     np.ascontiguousarray(R.transpose(0, 2, 1)), np.array(b.p), mass, np.array(b.com), I,
-                     gravity=reader.gravity if gravity is None else gravity,
-                     joint_names=_unique(b.jnames, b.generated_jname), body_names=b.bnames, name=model_name,
-                     allow_massless=True, inertia=inertia)
-    except PartreeInputError as exc:
-        raise PartreeInputError(f"{label}: {exc}") from None
+    with labelled_warnings(label):
+        try:
+            return Model(np.array(b.parent), np.array(b.jtype, dtype=np.int8), np.array(b.axis),
+                         np.ascontiguousarray(R.transpose(0, 2, 1)), np.array(b.p), mass, np.array(b.com), I,
+                         gravity=reader.gravity if gravity is None else gravity,
+                         joint_names=_unique(b.jnames, b.generated_jname), body_names=b.bnames, name=model_name,
+                         allow_massless=True, inertia=inertia)
+        except PartreeInputError as exc:
+            raise PartreeInputError(f"{label}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------- states

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import joints as J
 from ..errors import MissingDependencyError, PartreeInputError
+from ..inertia import check_policy, labelled_warnings
 from ..model import Model
 
 _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
@@ -221,6 +222,7 @@ def from_pinocchio(pin_model, inertia="warn", name=None) -> Model:
     MissingDependencyError
         When pinocchio is not installed.
     """
+    check_policy(inertia)
     pin = _pin()
     bnames = _body_names(pin_model)
     parent, jtype, axis, axis2, E_tree, r_tree = [], [], [], [], [], []
@@ -251,11 +253,16 @@ def from_pinocchio(pin_model, inertia="warn", name=None) -> Model:
         last[j] = prev
     if not parent:
         raise PartreeInputError(f"Pinocchio model {pin_model.name!r} has no joints besides the universe")
-    return Model(np.array(parent), np.array(jtype, dtype=np.int8), np.array(axis), np.array(E_tree),
-                 np.array(r_tree), np.array(mass), np.array(com), np.array(I_com), axis2=np.array(axis2),
-                 gravity=np.array(pin_model.gravity.linear, dtype=float), joint_names=jnames,
-                 body_names=bodies, name=pin_model.name if name is None else name, allow_massless=True,
-                 inertia=inertia)
+    label = f"Pinocchio model {pin_model.name!r}"
+    with labelled_warnings(label):
+        try:
+            return Model(np.array(parent), np.array(jtype, dtype=np.int8), np.array(axis), np.array(E_tree),
+                         np.array(r_tree), np.array(mass), np.array(com), np.array(I_com), axis2=np.array(axis2),
+                         gravity=np.array(pin_model.gravity.linear, dtype=float), joint_names=jnames,
+                         body_names=bodies, name=pin_model.name if name is None else name, allow_massless=True,
+                         inertia=inertia)
+        except PartreeInputError as exc:
+            raise PartreeInputError(f"{label}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------- q and v
