@@ -204,15 +204,15 @@ DEFAULTS = """
 <mujoco>
   <default>
     <geom type="capsule" size="0.05 0.2" density="500"/>
-    <joint axis="0 1 0"/>
     <default class="limb">
       <geom type="box" size="0.03"/>
-      <joint axis="1 0 0" pos="0 0 0.05"/>
       <default class="finger">
         <joint axis="0 0 1" type="slide"/>
         <geom type="sphere" size="0.02 0.5 0.5" mass="0.2"/>
       </default>
+      <joint pos="0 0 0.05"/>
     </default>
+    <joint axis="0 1 0" ref="10"/>
   </default>
   <worldbody>
     <body name="root" pos="0 0 1">

@@ -339,7 +339,6 @@ class _Reader:
         self.joint_count = 0
         self.joint_lines = {}
         self.body_lines = {}
-        self.free_bodies = []
         self.dropped = []               # equality constraints left out (equality='ignore')
 
     # ------------------------------------------------------------ top level
@@ -375,9 +374,9 @@ class _Reader:
         for node in sections.get("equality", []):
             for child in node.children:
                 if self.equality == "error":
-                    raise _error(child, f"equality constraint {child.attrib.get('name', '')!r}: closed loops "
-                                        f"(equality constraints) are not supported yet; load_mjcf(..., "
-                                        f"equality='ignore') loads the tree without them".replace(" ''", ""))
+                    named = f" {child.attrib['name']!r}" if child.attrib.get("name") else ""
+                    raise _error(child, f"equality constraint{named}: closed loops (equality constraints) are not "
+                                        f"supported yet; load_mjcf(..., equality='ignore') loads the tree without them")
                 self.dropped.append(f"<{child.tag}> at line {child.line}")
         b = _Builder()
         for node in sections.get("worldbody", []):
@@ -398,6 +397,10 @@ class _Reader:
                 self.gravity = np.zeros(3)
 
     def _read_default(self, node, cls):
+        # the class's own elements first, then its nested classes (which inherit them), as in MuJoCo
+        for child in node.children:
+            if child.tag in ("joint", "geom"):
+                cls[child.tag] = _merge(cls[child.tag], child.attrib)
         for child in node.children:
             if child.tag == "default":
                 name = child.attrib.get("class")
@@ -408,8 +411,6 @@ class _Reader:
                 sub = {k: dict(v) for k, v in cls.items()}
                 self.defaults[name] = sub
                 self._read_default(child, sub)
-            elif child.tag in ("joint", "geom"):
-                cls[child.tag] = _merge(cls[child.tag], child.attrib)
 
     def _attrs(self, node, kind, childclass):
         """node's attributes over those of its default class."""
@@ -562,7 +563,6 @@ class _Reader:
                     raise _error(jn, "a free joint aligned to the body's inertia frame (align / "
                                      "<compiler alignfree>) is not supported: its q would be the pose of "
                                      "MuJoCo's principal-axes frame; remove the alignment")
-                self.free_bodies.append(len(b.parent))
                 last = b.add(-1, J.FREE, np.zeros(3), np.eye(3), np.zeros(3), jname, name_of_body, generated)
                 anchor = np.zeros(3)
                 continue
