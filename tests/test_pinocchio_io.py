@@ -271,9 +271,9 @@ MJCF_MODELS = {
 def test_pinocchio_mjcf_parser_against_load_mjcf(name, tmp_path, rng):
     """Pinocchio's MJCF parser makes a composite joint of a body's several joints, named
     'Composite_<first joint>'; the q and v layouts are the same as load_mjcf's (both MuJoCo's).
-    The models are ones Pinocchio's parser reads as MuJoCo does (it does not normalise an
-    axisangle axis and ignores joint ref and <option gravity>; load_mjcf follows MuJoCo there,
-    see test_mjcf.py)."""
+    The models are ones Pinocchio's parser reads as MuJoCo does: it does not normalise an
+    axisangle axis, and ignores joint ref, <option gravity>, inertiagrouprange and the compiler's
+    mass and inertia bounds (load_mjcf follows MuJoCo there, see test_mjcf.py)."""
     path = tmp_path / "model.xml"
     path.write_text(MJCF_MODELS[name])
     pm = pin.buildModelFromMJCF(str(path))
