@@ -491,6 +491,10 @@ def test_warns_once_about_terms_it_ignores():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         partree.load_mjcf(PENDULUM)
+    tendon = PENDULUM.replace("</mujoco>", '<tendon><fixed name="t" armature="0.1"><joint joint="swing" coef="1"/>'
+                                            "</fixed></tendon></mujoco>")
+    with pytest.warns(UserWarning, match=r"tendon armature \('t'\)"):
+        partree.load_mjcf(tendon)
 
 
 def test_inertia_policy_is_forwarded():

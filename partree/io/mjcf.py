@@ -45,9 +45,10 @@ MuJoCo).  Mapping:
 * **Gravity** from ``<option gravity>`` (zero with ``<flag gravity="disable">``).
 
 Not rigid-body dynamics, and not in the model: joint ``armature``, ``damping``,
-``frictionloss`` and ``stiffness``, body ``gravcomp``, fluid forces (``<option density
-viscosity wind>``), limits, contacts, actuators, tendons, sensors, visuals and assets.  A model
-that sets any of the first ones to a non-zero value loads with one warning naming them.
+``frictionloss`` and ``stiffness``, tendon ``armature``, body ``gravcomp``, fluid forces
+(``<option density viscosity wind>``), limits, contacts, actuators, tendons, sensors, visuals
+and assets.  A model that sets any of the first ones to a non-zero value loads with one warning
+naming them (MuJoCo's mass matrix includes the armatures).
 
 Refused with an error that names the file, the element and its line: ``<equality>`` constraints
 (closed loops; ``equality="ignore"`` drops them with a warning), ``<composite>``,
@@ -371,6 +372,11 @@ class _Reader:
             for child in node.children:
                 if child.tag == "flex":
                     raise _error(child, _REFUSED["flex"])
+        for node in sections.get("tendon", []):
+            for child in node.children:
+                if "armature" in child.attrib and np.any(_numbers(child, child.attrib, "armature") != 0.0):
+                    self.passive.setdefault("tendon armature", []).append(
+                        repr(child.attrib.get("name") or f"<{child.tag}> at line {child.line}"))
         for node in sections.get("equality", []):
             for child in node.children:
                 if self.equality == "error":
