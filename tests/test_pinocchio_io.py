@@ -85,15 +85,21 @@ def compare_with_pinocchio(model, pm, rng, trials=3):
 
 def compare_models(a, b, rng, trials=3):
     """Worst relative error between two partree models of the same mechanism with the same q and v
-    layout: ABA, RNEA and CRBA."""
+    layout: RNEA and CRBA, and for ABA the backward error of b's q̈ in a's equations of motion and
+    the forward error divided by max(1, cond(M) / 1e3) (the forward error of a solve grows with
+    cond(M): 4e-14 at cond(M) = 3e4 for the random tree with all joint types)."""
     assert (a.nq, a.nv) == (b.nq, b.nv)
+    nrm = lambda x: np.abs(x).max()  # noqa: E731
     worst = 0.0
     for _ in range(trials):
         q, qd = a.random_configuration(rng), a.random_velocity(rng, 2.0)
         tau, qdd = rng.normal(size=a.nv) * 3, rng.normal(size=a.nv)
-        worst = max(worst, rel(partree.aba(b, q, qd, tau), partree.aba(a, q, qd, tau)),
-                    rel(partree.rnea(b, q, qd, qdd), partree.rnea(a, q, qd, qdd)),
-                    rel(partree.crba(b, q), partree.crba(a, q)))
+        M, c = partree.crba(a, q), partree.rnea(a, q, qd, np.zeros(a.nv))
+        qdd_b = partree.aba(b, q, qd, tau)
+        backward = nrm(M @ qdd_b + c - tau) / (np.abs(M).sum(axis=1).max() * nrm(qdd_b) + nrm(c) + nrm(tau))
+        forward = rel(qdd_b, partree.aba(a, q, qd, tau)) / max(1.0, np.linalg.cond(M) / 1e3)
+        worst = max(worst, backward, forward, rel(partree.rnea(b, q, qd, qdd), partree.rnea(a, q, qd, qdd)),
+                    rel(partree.crba(b, q), M))
     return worst
 
 
