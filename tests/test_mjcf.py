@@ -431,7 +431,8 @@ def test_model_structure():
     np.testing.assert_allclose(m.gravity, [0.3, -0.2, -9.7])
     f = load(FLOATING_TREE)
     assert f.joint_type("root") == "free" and f.parent[f.joint_id("root")] == -1
-    assert f.parent[f.joint_id("static_fixed")] == -1 and f.parent[f.joint_id("static_child_fixed")] == f.joint_id("static_fixed")
+    static = f.joint_id("static_fixed")
+    assert f.parent[static] == -1 and f.parent[f.joint_id("static_child_fixed")] == static
     np.testing.assert_array_equal(load(GRAVITY_OFF).gravity, 0.0)
     np.testing.assert_array_equal(load(PENDULUM, gravity=(0, 0, -1)).gravity, [0, 0, -1])
     assert load(PENDULUM.encode()).joint_names[0] == "swing"

@@ -78,7 +78,8 @@ def compare_with_pinocchio(model, pm, rng, trials=3):
         backward = nrm(pin.rnea(pm, d, qp, vp, a) - taup) / (np.abs(M).sum(axis=1).max() * nrm(a) + nrm(taup) + nrm(c))
         forward = rel(a, pin.aba(pm, d, qp, vp, taup)) / max(1.0, np.linalg.cond(M) / 1e3)
         worst = max(worst, backward, forward,
-                    rel(mp.v_to_pinocchio(partree.rnea(model, q, qd, qdd)), pin.rnea(pm, d, qp, vp, mp.v_to_pinocchio(qdd))),
+                    rel(mp.v_to_pinocchio(partree.rnea(model, q, qd, qdd)),
+                        pin.rnea(pm, d, qp, vp, mp.v_to_pinocchio(qdd))),
                     rel(P @ partree.crba(model, q) @ P.T, M))
     return worst
 
@@ -165,7 +166,8 @@ def _composite(rng):
 JOINTS = {
     "RX": lambda r: pin.JointModelRX(), "RY": lambda r: pin.JointModelRY(), "RZ": lambda r: pin.JointModelRZ(),
     "revolute unaligned": lambda r: pin.JointModelRevoluteUnaligned(_unit(r)),
-    "RUBX": lambda r: pin.JointModelRUBX(), "RUBY": lambda r: pin.JointModelRUBY(), "RUBZ": lambda r: pin.JointModelRUBZ(),
+    "RUBX": lambda r: pin.JointModelRUBX(), "RUBY": lambda r: pin.JointModelRUBY(),
+    "RUBZ": lambda r: pin.JointModelRUBZ(),
     "PX": lambda r: pin.JointModelPX(), "PY": lambda r: pin.JointModelPY(), "PZ": lambda r: pin.JointModelPZ(),
     "prismatic unaligned": lambda r: pin.JointModelPrismaticUnaligned(_unit(r)),
     "spherical": lambda r: pin.JointModelSpherical(), "spherical ZYX": lambda r: pin.JointModelSphericalZYX(),
