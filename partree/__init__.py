@@ -11,7 +11,7 @@ from .algorithms.energy import center_of_mass, energy, kinetic_energy, momentum,
 from .algorithms.kinematics import forward_kinematics
 from .algorithms.rnea import joint_wrenches, rnea
 from .configuration import integrate
-from .io import load_model, load_urdf, save_model
+from .io import load_mjcf, load_model, load_urdf, save_model
 from .model import Data, Model
 from .errors import (CheckpointError, DaskEngineError, MissingDependencyError, PartreeError, PartreeInertiaWarning,
                      PartreeInputError)
@@ -24,5 +24,5 @@ __version__ = "0.1.0"
 __all__ = ["Model", "Data", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
            "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
-           "center_of_mass", "momentum", "integrate", "load_urdf", "save_model", "load_model", "resolve_model",
+           "center_of_mass", "momentum", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
            "register_generator", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "models", "spatial"]

@@ -63,7 +63,7 @@ def model_file_kind(path):
     Returns
     -------
     str or None
-        ``'urdf'``, ``'npz'``, ``'h5'`` or ``'json'`` for a model file; ``'unknown-h5'`` for an
+        ``'urdf'``, ``'mjcf'``, ``'npz'``, ``'h5'`` or ``'json'`` for a model file; ``'unknown-h5'`` for an
         HDF5 file that cannot be inspected without h5py; None for anything else.
     """
     path = os.fspath(path)
@@ -74,6 +74,8 @@ def model_file_kind(path):
         return None
     if path.lower().endswith(".urdf") or b"<robot" in head:
         return "urdf"
+    if b"<mujoco" in head:
+        return "mjcf"
     if head.startswith(ZIP_SIGNATURE):
         if not complete_zip(path):
             return None

@@ -3,8 +3,8 @@
 ``resolve_model(x)`` accepts
 
 * a ``Model``: returned as it is;
-* a path (str or path-like) ending in ``.urdf`` (``partree.io.load_urdf``) or ``.npz``, ``.h5``,
-  ``.hdf5``, ``.json`` (``partree.io.load_model``);
+* a path (str or path-like) ending in ``.urdf`` (``partree.io.load_urdf``), ``.xml`` or ``.mjcf``
+  (``partree.io.load_mjcf``) or ``.npz``, ``.h5``, ``.hdf5``, ``.json`` (``partree.io.load_model``);
 * a generator spec ``name`` or ``name:key=value,key=value``, e.g.
   ``autotree:nb=1000000,bf=2,skew=0.1,taper=0.95``.  Values are parsed as bool
   (true/false/yes/no/on/off), None (none/null), int (``1_000_000``, and ``1e6`` since it has no
@@ -28,8 +28,9 @@ from .model import Model
 from .errors import PartreeInputError
 
 URDF_SUFFIXES = (".urdf",)
+MJCF_SUFFIXES = (".xml", ".mjcf")
 NATIVE_SUFFIXES = (".npz", ".h5", ".hdf5", ".json")
-FILE_SUFFIXES = URDF_SUFFIXES + NATIVE_SUFFIXES
+FILE_SUFFIXES = URDF_SUFFIXES + MJCF_SUFFIXES + NATIVE_SUFFIXES
 
 
 @dataclass
@@ -353,13 +354,15 @@ def _looks_like_file(s):
 
 
 def load_file(path, **kwargs):
-    """Load a model file by suffix (kwargs go to load_urdf or load_model)."""
-    from .io import load_model, load_urdf
+    """Load a model file by suffix (kwargs go to load_urdf, load_mjcf or load_model)."""
+    from .io import load_mjcf, load_model, load_urdf
 
     p = os.fspath(path)
     low = p.lower()
     if low.endswith(URDF_SUFFIXES):
         return load_urdf(p, **kwargs)
+    if low.endswith(MJCF_SUFFIXES):
+        return load_mjcf(p, **kwargs)
     if low.endswith(NATIVE_SUFFIXES):
         return load_model(p, **kwargs)
     raise PartreeInputError(f"{p}: unknown model file suffix; known: {', '.join(FILE_SUFFIXES)}")

@@ -108,9 +108,11 @@ def test_errors_list_the_valid_choices(tmp_path):
     with pytest.raises(PartreeInputError, match="no such"):
         resolve_model(tmp_path / "missing.npz")
     with pytest.raises(PartreeInputError, match="not a model file"):
-        resolve_model(str(tmp_path / "robot.xml"))
+        resolve_model(str(tmp_path / "robot.stl"))
     with pytest.raises(PartreeInputError, match="suffix"):
-        resolve_model(tmp_path / "robot.xml")
+        resolve_model(tmp_path / "robot.stl")
+    with pytest.raises(PartreeInputError, match="no such MJCF file"):      # .xml is MJCF
+        resolve_model(str(tmp_path / "robot.xml"))
     with pytest.raises(PartreeInputError):
         resolve_model(42)
     with pytest.raises(PartreeInputError):
