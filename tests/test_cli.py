@@ -85,3 +85,26 @@ def test_partition_report(tmp_path):
         assert m.parent[b] < 0 or m.units[m.parent[b]] != m.units[b]
     r = run("partition", "autotree:nb=10", "--parts", "3", "--ranks", "2")
     assert r.returncode == 2 and "--parts P or --ranks R" in r.stderr
+
+
+def test_inertia_option_on_model_files(tmp_path, capsys):
+    """--inertia picks the loader's policy: a URDF with a triangle-inequality violation loads
+    with one warning line (warn, the default), is refused naming the body (strict), and is
+    balanced (fix); a spec string refuses the option."""
+    from partree.cli import main
+
+    urdf = tmp_path / "flat.urdf"
+    urdf.write_text("""<robot name="flat"><link name="base"/>
+      <link name="plate"><inertial><mass value="1"/><inertia ixx="1e-6" iyy="0.5" izz="1.0" ixy="0" ixz="0" iyz="0"/>
+      </inertial></link>
+      <joint name="j" type="revolute"><parent link="base"/><child link="plate"/><axis xyz="0 0 1"/></joint></robot>""")
+    assert main(["info", str(urdf)]) == 0
+    err = capsys.readouterr().err
+    assert "partree info: warning:" in err and "plate" in err and "triangle inequality" in err
+    assert main(["info", str(urdf), "--inertia", "strict"]) == 2
+    err = capsys.readouterr().err
+    assert "partree info: error:" in err and "plate" in err
+    assert main(["info", str(urdf), "--inertia", "fix"]) == 0
+    assert "balanced" in capsys.readouterr().err
+    assert main(["info", "chain:n=3", "--inertia", "fix"]) == 2
+    assert "applies to a model file" in capsys.readouterr().err

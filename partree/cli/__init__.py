@@ -72,14 +72,31 @@ def _quiet_stdout():
         pass
 
 
+def _plain_warnings(command, debug):
+    """partree's own warnings (a loader's note on inertias) as ``partree COMMAND: warning: ...``
+    lines, not Python's ``file:line: Category:`` form (kept with ``--debug``)."""
+    import warnings
+
+    from ..errors import PartreeInertiaWarning
+
+    if debug:
+        return
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, PartreeInertiaWarning):
+            print(f"partree {command}: warning: {message}", file=sys.stderr if file is None else file)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    warnings.showwarning = show
+
+
 def main(argv=None):
     """Run the ``partree`` command line; returns the exit code.
 
     A user's error (a bad model, option or path) prints one line, ``partree COMMAND: error: ...``,
     and exits with 2; ``--debug`` shows the traceback.  A closed output pipe ends quietly; Ctrl-C
     exits with 130."""
-    from ..errors import PartreeError
-
     argv, debug = _prepare(sys.argv[1:] if argv is None else list(argv))
     p = build_parser()
     a = p.parse_args(argv)
@@ -99,6 +116,20 @@ def main(argv=None):
     if not getattr(a, "func", None):
         p.print_help()
         return 2
+    import warnings
+
+    shown = warnings.showwarning
+    _plain_warnings(a.command, a.debug)
+    try:
+        return _run(a)
+    finally:
+        warnings.showwarning = shown
+
+
+def _run(a):
+    """``a.func(a)``, with a user's errors as one line and their exit codes (see :func:`main`)."""
+    from ..errors import PartreeError
+
     try:
         return a.func(a)
     except BrokenPipeError:

@@ -5,19 +5,28 @@ from __future__ import annotations
 import argparse
 import math
 
+INERTIA_POLICIES = ("warn", "fix", "strict")
+INERTIA_HELP = ("model files: inertias that are not a rigid body's but still physical are accepted with a "
+                "warning (warn, the default for URDF and MJCF), balanced as MuJoCo does (fix), or refused (strict)")
 MODEL_HELP = "URDF, .npz/.h5/.json model file, or spec string (e.g. autotree:nb=100000,bf=2)"
 
 
-def load_model(spec, floating_base=False):
+def load_model(spec, floating_base=False, inertia=None):
     """The model named on the command line: a URDF (``floating_base``: attach its root link by a
-    free joint), a native model file, or a spec string."""
-    from ..specs import resolve_model
+    free joint), an MJCF file, a native model file, or a spec string.  ``inertia``: the inertia
+    policy of a model file ('warn', 'fix', 'strict'; None: the reader's default)."""
+    from ..errors import PartreeInputError
+    from ..specs import FILE_SUFFIXES, URDF_SUFFIXES, resolve_model
 
-    if floating_base and isinstance(spec, str) and spec.lower().endswith(".urdf"):
-        from ..io import load_urdf
-
-        return load_urdf(spec, floating_base=True)
-    return resolve_model(spec)
+    kw = {}
+    if inertia is not None:
+        if not (isinstance(spec, str) and spec.lower().endswith(FILE_SUFFIXES)):
+            raise PartreeInputError(f"--inertia applies to a model file (URDF, MJCF, native); {spec!r} is a spec "
+                                    f"string (a generator builds physical inertias)")
+        kw["inertia"] = inertia
+    if floating_base and isinstance(spec, str) and spec.lower().endswith(URDF_SUFFIXES):
+        kw["floating_base"] = True
+    return resolve_model(spec, **kw)
 
 
 def fmt_bytes(b):
@@ -29,7 +38,9 @@ def fmt_bytes(b):
 
 
 def add_floating_base(s):
+    """The model file options: ``--floating-base`` (URDF) and ``--inertia`` (every file reader)."""
     s.add_argument("--floating-base", action="store_true", help="URDF: attach the root link by a free joint")
+    s.add_argument("--inertia", choices=INERTIA_POLICIES, default=None, help=INERTIA_HELP)
 
 
 def add_force(s):

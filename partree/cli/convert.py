@@ -28,7 +28,7 @@ def run(a):
     check_output(a.out, a.force, "model file", allow_model=True)
     if os.path.exists(a.model) and os.path.exists(a.out) and os.path.samefile(a.model, a.out):
         raise ValueError(f"{a.out} is the input model itself; write the converted model to another file")
-    m = load_model(a.model, a.floating_base)
+    m = load_model(a.model, a.floating_base, a.inertia)
     save_model(m, a.out)
     print(f"wrote {a.out}: {m!r}")
     return 0

@@ -32,7 +32,7 @@ def run(a):
         if not a.out.lower().endswith(".npz"):
             raise ValueError(f"--out {a.out}: the results of 'partree dynamics' are written as .npz")
         check_output(a.out, a.force, "results file")
-    m = load_model(a.model, a.floating_base)
+    m = load_model(a.model, a.floating_base, a.inertia)
     rng = np.random.default_rng(a.seed)
     if a.state == "random":
         q, qd = m.random_configuration(rng, 1.0), m.random_velocity(rng, 1.0)

@@ -30,7 +30,7 @@ def run(a):
         print("partree info: give a MODEL (or --generators)", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    m = load_model(a.model, a.floating_base)
+    m = load_model(a.model, a.floating_base, a.inertia)
     t_build = time.perf_counter() - t0
     counts = np.bincount(m.jtype, minlength=len(J.NAMES))
     nch = m.num_children()

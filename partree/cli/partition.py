@@ -36,7 +36,7 @@ def run(a):
         raise ValueError("give --parts P or --ranks R")
     if a.out:
         check_output(a.out, a.force, "report")
-    m = load_model(a.model, a.floating_base)
+    m = load_model(a.model, a.floating_base, a.inertia)
     t0 = time.perf_counter()
     pw = PATH_WEIGHT if a.path_weight is None else a.path_weight
     pt = make_partition(m, a.parts, pw, nranks=a.ranks)

@@ -74,7 +74,7 @@ def run(a):
     try:
         need_matplotlib("drawing a model")                  # a missing matplotlib is said first,
         out = check_output_file(a.out, overwrite=a.force)    # then a bad output, before the model is built
-        model = load_model(a.model, a.floating_base)
+        model = load_model(a.model, a.floating_base, a.inertia)
         path = show_model(model, out, q=_configuration(model, a.q), seed=a.seed, ranks=a.ranks, large=a.large,
                           max_segments=a.max_segments, labels=a.labels, title=a.title, size=tuple(a.size),
                           dpi=a.dpi, overwrite=a.force)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .common import INERTIA_HELP, INERTIA_POLICIES
+
 #: the built-in job: seed 000's space robot (``partree.models.seeds.space_robot``) for 10 s at
 #: a 0.002 s step, the run of the paper
 DEFAULT_T_END = 10.0
@@ -136,6 +138,7 @@ def add_parser(subparsers):
     arg("--keep-checkpoint", action="store_true", help="keep the checkpoint after the run")
     arg("--no-progress", action="store_true", help="no progress report")
     arg("--floating-base", action="store_true", help="URDF: attach the root link by a free joint")
+    arg("--inertia", choices=INERTIA_POLICIES, default=None, help=INERTIA_HELP)
     s.set_defaults(func=run)
     return s
 
@@ -263,7 +266,7 @@ def run(a):
         else:
             from .common import load_model
 
-            model = load_model(a.model, a.floating_base)
+            model = load_model(a.model, a.floating_base, a.inertia)
             kw = {}
             if a.state == "random":
                 rng = np.random.default_rng(a.seed)
