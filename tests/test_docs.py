@@ -24,7 +24,7 @@ API_ENTRIES = {
                "partree.forward_kinematics", "partree.energy"],
     "constraint-forces": ["partree.cfa", "partree.CFAResult", "partree.constraint_bases",
                           "partree.constraint_forces"],
-    "parallel": ["partree.forward_dynamics", "partree.parallel.partition.Partition",
+    "parallel": ["partree.forward_dynamics", "partree.parallel.evaluate_batch", "partree.parallel.partition.Partition",
                  "partree.parallel.serial.SerialEngine", "partree.parallel.mpi.MPIEngine",
                  "partree.parallel.dask_backend.DaskEngine", "partree.parallel.partition.partition",
                  "partree.parallel.partition.partition_for_ranks"],

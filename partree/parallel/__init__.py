@@ -3,7 +3,10 @@ small tree of parts at the root, back-substitute.  Backends: serial (the referen
 
     from partree.parallel import forward_dynamics, partition
     qdd = forward_dynamics(model, q, qd, tau, backend="serial", parts=8)
+
+``evaluate_batch`` splits a batch of states (one per row) over the ranks or workers instead.
 """
+from .batch import evaluate_batch
 from .partition import Partition, partition, partition_for_ranks
 from .part import PartKernel
 from .serial import SerialEngine, forward_dynamics_serial
@@ -121,5 +124,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["forward_dynamics", "constraint_forces", "partition", "partition_for_ranks", "Partition", "SerialEngine",
+__all__ = ["forward_dynamics", "evaluate_batch", "constraint_forces", "partition", "partition_for_ranks", "Partition", "SerialEngine",
            "MPIEngine", "DaskEngine", "PartKernel", "forward_dynamics_serial", "BACKENDS", "check_arguments"]

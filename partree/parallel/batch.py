@@ -167,7 +167,7 @@ def _batch_dask(name, model, arrays, client, chunks):
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
         raise PartreeInputError(f"chunks = {chunks!r}: the number of blocks must be an integer >= 1")
     bounds = np.linspace(0, rows, min(int(chunks), max(rows, 1)) + 1).astype(int)
-    handle = client.scatter(model, broadcast=True)
+    handle = client.scatter(model, broadcast=True, hash=False)
     futs = [client.submit(_evaluate_block, name, handle, [a[lo:hi] for a in arrays], pure=False)
             for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
     if not futs:

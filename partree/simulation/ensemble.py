@@ -292,7 +292,7 @@ def _ensemble_dask(model, t_end, dt, jobs, options, client, progress):
         client, cluster = start_local_cluster()
     try:
         if not isinstance(model, (str, os.PathLike)):
-            model = client.scatter(model, broadcast=True)
+            model = client.scatter(model, broadcast=True, hash=False)
         futs = [client.submit(_run_member, model, t_end, dt, member, options, path, pure=False,
                               key=f"partree-ensemble-member-{k}-{os.getpid()}-{id(jobs)}")
                 for k, member, path in jobs]
