@@ -32,10 +32,13 @@ U, Dinv, u, qdd                 inertias and biases, accelerations, motion subsp
 ==============================  ===================================================================
 """
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import checks
 from ..errors import PartreeInputError
+from . import batch
+from .packed import (ERR_SHAPE, NO_FORCES, OK, check_buffers, check_fext, check_q, check_v, model_buffer,
+                     model_views, restrict, workspace_size, workspace_views)
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import spd_inverse
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
@@ -258,21 +261,157 @@ def articulated_project(IA_i, pA_i, c_i, U, Dinv, u, iv, nv, Ia, pa, tmp):
             pa[k] += U[iv + d, k] * w
 
 
-def aba(model, q, qd, tau, f_ext=None, data=None):
+@njit(cache=True)
+def aba_call(mb, wb, q, qd, tau, fext, out, check):
+    """One forward-dynamics evaluation on a packed model and workspace (``partree.algorithms.packed``):
+    the compiled checks, :func:`aba_kernel`, qdd copied to ``out``.  Returns ``packed.OK``, an
+    error code, or the body whose joint-space inertia is singular."""
+    e = check_buffers(mb, wb)
+    if e == OK:
+        e = check_q(mb, q, check)
+    if e == OK:
+        e = check_v(mb, qd, check)
+    if e == OK:
+        e = check_v(mb, tau, check)
+    if e == OK:
+        e = check_fext(mb, fext, check)
+    if e != OK:
+        return e
+    n = mb[1]
+    nv = mb[3]
+    if out.shape[0] != nv:
+        return ERR_SHAPE
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
+    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, _ = workspace_views(wb, n, nv)
+    bad = aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                     q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd)
+    if bad >= 0:
+        return bad
+    for k in range(nv):
+        out[k] = qdd[k]
+    return OK
+
+
+@njit(cache=True, parallel=True)
+def aba_batch(mb, wbs, Q, QD, TAU, FEXT, OUT, check, codes):
+    """:func:`aba_call` for every row (state) of Q, QD, TAU into OUT's rows, one chunk of rows per
+    workspace row of ``wbs`` (one per thread); FEXT (1 or B, n or 0, 6): wrenches per state or
+    shared.  Each state's return code goes to ``codes``."""
+    B = Q.shape[0]
+    T = wbs.shape[0]
+    per = FEXT.shape[0] > 1
+    for t in prange(T):
+        for s in range((B * t) // T, (B * (t + 1)) // T):
+            codes[s] = aba_call(mb, wbs[t], Q[s], QD[s], TAU[s], FEXT[s if per else 0], OUT[s], check)
+
+
+def aba(model, q, qd, tau, f_ext=None, data=None, out=None, check=True, threads=None):
     """Forward dynamics: joint accelerations qdd (nv,) from q (nq,), qd (nv,), tau (nv,).
 
-    ``f_ext``: optional external wrenches [n; f] on each body, in body coordinates, as an
-    (n, 6) array or a dict {joint name: wrench}.  ``data``: a reusable workspace
-    (``model.create_data()``); the model's own is used when omitted.
+    Parameters
+    ----------
+    model : Model
+    q, qd, tau : ndarray
+        Configuration (nq,), velocity (nv,) and joint forces (nv,); or 2-D arrays, one state per
+        row (a batch: all rows are evaluated, spread over the cores, and qdd is (B, nv)).
+    f_ext : ndarray or dict, optional
+        External wrenches [n; f] on each body, in body coordinates: an (n, 6) array or a dict
+        {joint name: wrench}; for a batch also (B, n, 6), wrenches per state.
+    data : Data, optional
+        A reusable workspace (``model.create_data()``); the model's own is used when omitted.  A
+        batch uses workspaces of its own, one per thread.
+    out : ndarray, optional
+        A writable C-contiguous float64 array of shape (nv,) (a batch: (B, nv)) that receives qdd
+        and is returned; without it a new array is returned.
+    check : bool
+        False skips the checks of the values (finite numbers, nonzero quaternions) on arrays
+        that are already C-contiguous float64 of the right sizes, for inner loops whose inputs
+        are known to be good; sizes are always checked.
+    threads : int, optional
+        Threads for a batch (see ``partree.set_num_threads``); the current setting when omitted.
+
+    Inputs that are C-contiguous float64 arrays of the right sizes go straight to the compiled
+    call, which checks them; anything else (lists, other dtypes, a batch) is checked and
+    converted first by the same rules.
     """
+    pk = model._packed
+    if pk is not None and _CALL_READY:
+        try:
+            res = np.empty(pk.nv) if out is None else out
+            if aba_call(pk.buf, (model._data if data is None else data)._buf, q, qd, tau,
+                        NO_FORCES if f_ext is None else f_ext, res, check) == OK:
+                return res
+        except (TypeError, AttributeError):
+            pass        # not the compiled call's types: checked and converted below
+    return _aba_checked(model, q, qd, tau, f_ext, data, out, threads)
+
+
+#: the one signature of :func:`aba_call` (``packed.restrict``)
+CALL_SIGNATURE = "int64(int64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], " \
+                 "float64[::1], boolean)"
+_CALL_READY = False
+
+
+def _ready():
+    global _CALL_READY
+    if not _CALL_READY:
+        restrict(aba_call, CALL_SIGNATURE)
+        _CALL_READY = True
+
+
+def _singular(model, bad):
+    return PartreeInputError(
+        f"joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
+        f"along the joint's motion (massless subtree?); forward dynamics is undefined")
+
+
+def _aba_checked(model, q, qd, tau, f_ext, data, out, threads):
+    """``aba`` with every input checked and converted (the messages of ``partree.checks``)."""
+    if batch.is_batch(q) or batch.is_batch(qd) or batch.is_batch(tau):
+        return _aba_batch(model, q, qd, tau, f_ext, out, threads)
     q, qd = checks.state(model, q, qd)
     tau = checks.vector(model, tau, model.nv, "tau", "nv")
     F, has_f = checks.external_forces(model, f_ext)
     d = checks.data_for(model, data)
-    bad = aba_kernel(*checks.model_args(model), model.gravity, q, qd, tau, F, has_f,
-                     d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
+    out = checks.out_array(out, (model.nv,))
+    pk = model_buffer(model)
+    if pk is None:
+        bad = aba_kernel(*checks.model_args(model), model.gravity, q, qd, tau, F, has_f,
+                         d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
+        if bad < 0:
+            out[:] = d.qdd
+            bad = OK
+    else:
+        _ready()
+        bad = aba_call(pk.buf, d._buf, checks.writable(q), checks.writable(qd), checks.writable(tau),
+                       checks.writable(F) if has_f else NO_FORCES, out, False)
     if bad >= 0:
-        raise PartreeInputError(
-            f"joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
-            f"along the joint's motion (massless subtree?); forward dynamics is undefined")
-    return d.qdd.copy()
+        raise _singular(model, bad)
+    if bad != OK:
+        raise PartreeInputError(f"aba: the compiled call refused checked inputs (code {bad}; an internal error)")
+    return out
+
+
+def _aba_batch(model, Q, QD, TAU, f_ext, out, threads):
+    Q, QD, TAU = batch.rows(model, (("q", Q, model.nq, "nq"), ("qd", QD, model.nv, "nv"),
+                                    ("tau", TAU, model.nv, "nv")))
+    B = Q.shape[0]
+    F = batch.forces(model, f_ext, B)
+    out = checks.out_array(out, (B, model.nv))
+
+    def single(s):
+        return _aba_checked(model, Q[s], QD[s], TAU[s], None if F.shape[1] == 0 else F[s if F.shape[0] > 1 else 0],
+                            None, None, None)
+
+    pk = model_buffer(model)
+    if pk is None:
+        batch.each_state(B, single, out.__setitem__)
+        return out
+    codes = np.empty(B, dtype=np.int64)
+    with batch.threads_for(threads) as T:
+        T = max(1, min(T, B))
+        aba_batch(pk.buf, batch.workspaces(T, workspace_size(pk.n, pk.nv)), Q, QD, TAU, F, out, True, codes)
+    fail = batch.first_failure(codes, OK)
+    if fail is not None:
+        batch.state_error(fail[0], lambda: single(fail[0]))
+    return out

@@ -5,10 +5,14 @@ Inward: tau_i = S_i^T f_i, f_parent += X_up^T f_i.  After the inward pass f_i is
 the parent transmits to body i across joint i, in body i's (joint) frame, as [n; f].
 """
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .. import checks
+from ..errors import PartreeInputError
+from . import batch
+from .packed import (ERR_SHAPE, NO_FORCES, OK, check_buffers, check_fext, check_q, check_v, model_buffer,
+                     model_views, restrict, workspace_size, workspace_views)
 from .primitives import body_force, cross_motion, xform_force_T_add, xform_motion
 
 
@@ -78,21 +82,148 @@ def rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, id
             xform_force_T_add(E[i], r[i], f[i], f[p])
 
 
-def rnea(model, q, qd, qdd, f_ext=None, data=None, return_wrenches=False):
+@njit(cache=True)
+def rnea_call(mb, wb, q, qd, qdd, fext, out, wout, check):
+    """One inverse-dynamics evaluation on a packed model and workspace (``partree.algorithms.packed``):
+    the compiled checks, :func:`rnea_kernel`, tau copied to ``out`` and, when ``wout`` has rows,
+    the joint wrenches to ``wout`` (n, 6).  Returns ``packed.OK`` or an error code."""
+    e = check_buffers(mb, wb)
+    if e == OK:
+        e = check_q(mb, q, check)
+    if e == OK:
+        e = check_v(mb, qd, check)
+    if e == OK:
+        e = check_v(mb, qdd, check)
+    if e == OK:
+        e = check_fext(mb, fext, check)
+    if e != OK:
+        return e
+    n = mb[1]
+    nv = mb[3]
+    if out.shape[0] != nv or (wout.shape[0] != 0 and (wout.shape[0] != n or wout.shape[1] != 6)):
+        return ERR_SHAPE
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
+    E, r, v, _, _, pA, a, S, _, _, _, _, tau = workspace_views(wb, n, nv)
+    rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                q, qd, qdd, fext, fext.shape[0] > 0, E, r, v, a, pA, S, tau)
+    for k in range(nv):
+        out[k] = tau[k]
+    if wout.shape[0] != 0:
+        for i in range(n):
+            for k in range(6):
+                wout[i, k] = pA[i, k]
+    return OK
+
+
+@njit(cache=True, parallel=True)
+def rnea_batch(mb, wbs, Q, QD, QDD, FEXT, OUT, WOUT, check, codes):
+    """:func:`rnea_call` for every row (state), one chunk of rows per workspace row of ``wbs``
+    (one per thread); FEXT (1 or B, n or 0, 6) wrenches per state or shared; WOUT (B, n, 6) the
+    joint wrenches, or (1, 0, 6) for none."""
+    B = Q.shape[0]
+    T = wbs.shape[0]
+    per = FEXT.shape[0] > 1
+    want = WOUT.shape[1] > 0
+    for t in prange(T):
+        for s in range((B * t) // T, (B * (t + 1)) // T):
+            codes[s] = rnea_call(mb, wbs[t], Q[s], QD[s], QDD[s], FEXT[s if per else 0], OUT[s],
+                                 WOUT[s if want else 0], check)
+
+
+#: the one signature of :func:`rnea_call` (``packed.restrict``)
+CALL_SIGNATURE = "int64(int64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], " \
+                 "float64[::1], float64[:, ::1], boolean)"
+_CALL_READY = False
+
+
+def _ready():
+    global _CALL_READY
+    if not _CALL_READY:
+        restrict(rnea_call, CALL_SIGNATURE)
+        _CALL_READY = True
+
+
+def rnea(model, q, qd, qdd, f_ext=None, data=None, return_wrenches=False, out=None, check=True, threads=None):
     """Inverse dynamics: tau (nv,) such that aba(q, qd, tau, f_ext) = qdd.
 
     With ``return_wrenches=True`` also returns the (n, 6) array of joint wrenches [n; f]: row i
     is the wrench transmitted from parent[i] to body i across joint i, in body i's frame.
+
+    2-D q, qd, qdd (one state per row) are a batch: every row is evaluated, spread over the
+    cores, tau is (B, nv) and the wrenches (B, n, 6).  ``out`` (a writable C-contiguous float64
+    array of tau's shape) receives tau and is returned; ``check=False`` skips the value checks of
+    inputs that are already C-contiguous float64 arrays of the right sizes; ``threads``: threads
+    for a batch.  See :func:`partree.aba` for these keywords and ``f_ext``, ``data``.
     """
+    pk = model._packed
+    if pk is not None and _CALL_READY:
+        try:
+            res = np.empty(pk.nv) if out is None else out
+            W = np.empty((pk.n, 6)) if return_wrenches else NO_FORCES
+            if rnea_call(pk.buf, (model._data if data is None else data)._buf, q, qd, qdd,
+                         NO_FORCES if f_ext is None else f_ext, res, W, check) == OK:
+                return (res, W) if return_wrenches else res
+        except (TypeError, AttributeError):
+            pass        # not the compiled call's types: checked and converted below
+    return _rnea_checked(model, q, qd, qdd, f_ext, data, return_wrenches, out, threads)
+
+
+def _rnea_checked(model, q, qd, qdd, f_ext, data, return_wrenches, out, threads):
+    """``rnea`` with every input checked and converted (the messages of ``partree.checks``)."""
+    if batch.is_batch(q) or batch.is_batch(qd) or batch.is_batch(qdd):
+        return _rnea_batch(model, q, qd, qdd, f_ext, return_wrenches, out, threads)
     q, qd = checks.state(model, q, qd)
     qdd = checks.vector(model, qdd, model.nv, "qdd", "nv")
     F, has_f = checks.external_forces(model, f_ext)
     d = checks.data_for(model, data)
-    rnea_kernel(*checks.model_args(model), model.gravity, q, qd, qdd, F, has_f,
-                d.E, d.r, d.v, d.a, d.pA, d.S, d.tau)
-    if return_wrenches:
-        return d.tau.copy(), d.pA.copy()
-    return d.tau.copy()
+    out = checks.out_array(out, (model.nv,))
+    W = np.empty((model.n, 6)) if return_wrenches else NO_FORCES
+    pk = model_buffer(model)
+    if pk is None:
+        rnea_kernel(*checks.model_args(model), model.gravity, q, qd, qdd, F, has_f,
+                    d.E, d.r, d.v, d.a, d.pA, d.S, d.tau)
+        out[:] = d.tau
+        if return_wrenches:
+            W[:] = d.pA
+    else:
+        _ready()
+        bad = rnea_call(pk.buf, d._buf, checks.writable(q), checks.writable(qd), checks.writable(qdd),
+                        checks.writable(F) if has_f else NO_FORCES, out, W, False)
+        if bad != OK:
+            raise PartreeInputError(f"rnea: the compiled call refused checked inputs (code {bad}; an internal error)")
+    return (out, W) if return_wrenches else out
+
+
+def _rnea_batch(model, Q, QD, QDD, f_ext, return_wrenches, out, threads):
+    Q, QD, QDD = batch.rows(model, (("q", Q, model.nq, "nq"), ("qd", QD, model.nv, "nv"),
+                                    ("qdd", QDD, model.nv, "nv")))
+    B = Q.shape[0]
+    F = batch.forces(model, f_ext, B)
+    out = checks.out_array(out, (B, model.nv))
+    W = np.empty((B, model.n, 6)) if return_wrenches else NO_FORCES[None]
+
+    def single(s):
+        return _rnea_checked(model, Q[s], QD[s], QDD[s], None if F.shape[1] == 0 else F[s if F.shape[0] > 1 else 0],
+                             None, return_wrenches, None, None)
+
+    pk = model_buffer(model)
+    if pk is None:
+        def store(s, r):
+            if return_wrenches:
+                out[s], W[s] = r
+            else:
+                out[s] = r
+
+        batch.each_state(B, single, store)
+    else:
+        codes = np.empty(B, dtype=np.int64)
+        with batch.threads_for(threads) as T:
+            T = max(1, min(T, B))
+            rnea_batch(pk.buf, batch.workspaces(T, workspace_size(pk.n, pk.nv)), Q, QD, QDD, F, out, W, True, codes)
+        fail = batch.first_failure(codes, OK)
+        if fail is not None:
+            batch.state_error(fail[0], lambda: single(fail[0]))
+    return (out, W) if return_wrenches else out
 
 
 def joint_wrenches(model, q, qd, qdd, f_ext=None, data=None):
