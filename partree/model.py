@@ -601,6 +601,7 @@ class Data:
     pA           (n, 6)      bias forces (ABA), body forces and joint wrenches (RNEA)
     S, U, Dinv   (nv, 6)     motion subspaces (one row per DOF), U = IA S, D^-1
     u, qdd, tau  (nv,)       u = tau - S^T pA, the last ABA and RNEA results
+    scratch      (nv + 193,) the kernels' small work arrays during a compiled call
     ===========  ==========  ===============================================================
     """
 
@@ -626,8 +627,10 @@ class Data:
         return {"n": self.n, "_buf": self._buf, "_cfa_buf": self._cfa_buf}
 
     def __setstate__(self, state):
+        from .algorithms.packed import workspace_nv
+
         self.__dict__.update(state)
-        self._bind((self._buf.shape[0] - 72 * self.n) // 21)
+        self._bind(workspace_nv(self._buf.shape[0], self.n))
 
     @property
     def nbytes(self):

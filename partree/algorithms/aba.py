@@ -37,25 +37,38 @@ from numba import njit, prange
 from .. import checks
 from ..errors import PartreeInputError
 from . import batch
-from .packed import (ERR_SHAPE, NO_FORCES, OK, check_buffers, check_fext, check_q, check_v, model_buffer,
-                     model_views, restrict, workspace_size, workspace_views)
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from .packed import (ERR_SHAPE, NO_FORCES, OK, check_buffers, check_fext, check_q, check_v, borrowed_view,
+                     model_buffer, model_views, restrict, workspace_length, workspace_views)
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import spd_inverse
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
+
+
+#: scratch values of each pass and of the whole algorithm (the passes run one after the other)
+PASS1_SCRATCH, BACKWARD_SCRATCH, PASS2_SCRATCH = 42, 120, 12
+SCRATCH = 6 + BACKWARD_SCRATCH
 
 
 @njit(cache=True)
 def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                       f_ext, has_fext, E, r, v, c, IA, pA, S):
     """Pass 1, outward: X_up (E, r), S, v, c, IA = I (rigid-body inertias) and pA = v x* I v - f_ext."""
+    aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         f_ext, has_fext, E, r, v, c, IA, pA, S, np.empty(PASS1_SCRATCH))
+
+
+@njit(cache=True)
+def aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         f_ext, has_fext, E, r, v, c, IA, pA, S, sc):
+    """:func:`aba_forward_pass1` with its scratch arrays taken from ``sc`` (PASS1_SCRATCH values)."""
     n = parent.shape[0]
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    cJ = np.empty(6)
-    vJ = np.empty(6)
-    h = np.empty(6)
-    tmp = np.empty(6)
+    R = borrowed_view(sc, 0, (3, 3))
+    R2 = borrowed_view(sc, 9, (3, 3))
+    cJ = borrowed_view(sc, 18, (6,))
+    vJ = borrowed_view(sc, 24, (6,))
+    h = borrowed_view(sc, 30, (6,))
+    tmp = borrowed_view(sc, 36, (6,))
     for i in range(n):
         iv = idx_v[i]
         if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
@@ -68,6 +81,11 @@ def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
                                   E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
                 vJ[k] = S[iv, k] * qd[iv]
+        elif jtype[i] == FIXED:
+            nv = joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+            for k in range(6):
+                vJ[k] = 0.0
         else:
             nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
             for k in range(6):
@@ -99,13 +117,19 @@ def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
 def aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u):
     """Pass 2, inward: articulated inertias IA and bias forces pA (in place), U, D^-1, u.
     Returns -1, or the body whose joint-space inertia D is singular."""
+    return aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, np.empty(BACKWARD_SCRATCH))
+
+
+@njit(cache=True)
+def aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, sc):
+    """:func:`aba_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    T = np.empty((6, 6))
-    Ia = np.empty((6, 6))
-    D = np.empty((6, 6))
-    tmp = np.empty(6)
-    pa = np.empty(6)
+    T = borrowed_view(sc, 0, (6, 6))
+    Ia = borrowed_view(sc, 36, (6, 6))
+    D = borrowed_view(sc, 72, (6, 6))
+    tmp = borrowed_view(sc, 108, (6,))
+    pa = borrowed_view(sc, 114, (6,))
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
@@ -175,10 +199,16 @@ def aba_forward_pass2(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd):
     """Pass 3, outward: accelerations a and qdd = D^-1 (u - U^T a_i') from ``a_base``, the
     acceleration of the bodies' common parent in its own coordinates (a0 = [0; -g] for the base;
     a part's incoming acceleration in the parallel engine)."""
+    aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, np.empty(PASS2_SCRATCH))
+
+
+@njit(cache=True)
+def aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, sc):
+    """:func:`aba_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    tmp = np.empty(6)
-    h = np.empty(6)
+    tmp = borrowed_view(sc, 0, (6,))
+    h = borrowed_view(sc, 6, (6,))
     for i in range(n):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
@@ -218,16 +248,29 @@ def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx
                q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd):
     """The three passes (arguments: see the module docstring).  Returns -1 on success, else the
     body whose joint-space inertia D is singular."""
-    aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
-                      f_ext, has_fext, E, r, v, c, IA, pA, S)
-    bad = aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u)
+    return aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                         q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, np.empty(SCRATCH))
+
+
+@njit(cache=True)
+def aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                  q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc):
+    """:func:`aba_kernel` with the passes' scratch arrays taken from ``sc`` (SCRATCH values), so
+    that a call allocates nothing."""
+    a0 = borrowed_view(sc, 0, (6,))
+    work = borrowed_view(sc, 6, (BACKWARD_SCRATCH,))
+    aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         f_ext, has_fext, E, r, v, c, IA, pA, S, work)
+    bad = aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, work)
     if bad >= 0:
         return bad
-    a0 = np.zeros(6)
+    a0[0] = 0.0
+    a0[1] = 0.0
+    a0[2] = 0.0
     a0[3] = -gravity[0]
     a0[4] = -gravity[1]
     a0[5] = -gravity[2]
-    aba_forward_pass2(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd)
+    aba_forward_pass2_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, work)
     return -1
 
 
@@ -282,9 +325,9 @@ def aba_call(mb, wb, q, qd, tau, fext, out, check):
     if out.shape[0] != nv:
         return ERR_SHAPE
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
-    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, _ = workspace_views(wb, n, nv)
-    bad = aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                     q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd)
+    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, _, sc = workspace_views(wb, n, nv)
+    bad = aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                        q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc)
     if bad >= 0:
         return bad
     for k in range(nv):
@@ -293,16 +336,17 @@ def aba_call(mb, wb, q, qd, tau, fext, out, check):
 
 
 @njit(cache=True, parallel=True)
-def aba_batch(mb, wbs, Q, QD, TAU, FEXT, OUT, check, codes):
-    """:func:`aba_call` for every row (state) of Q, QD, TAU into OUT's rows, one chunk of rows per
-    workspace row of ``wbs`` (one per thread); FEXT (1 or B, n or 0, 6): wrenches per state or
-    shared.  Each state's return code goes to ``codes``."""
+def aba_batch(mb, Q, QD, TAU, FEXT, OUT, check, codes, chunks):
+    """:func:`aba_call` for every row (state) of Q, QD, TAU into OUT's rows, in ``chunks`` runs of
+    consecutive rows spread over the threads, each run with a workspace of its own; FEXT (1 or B,
+    n or 0, 6): wrenches per state or shared.  Each state's return code goes to ``codes``."""
     B = Q.shape[0]
-    T = wbs.shape[0]
     per = FEXT.shape[0] > 1
-    for t in prange(T):
-        for s in range((B * t) // T, (B * (t + 1)) // T):
-            codes[s] = aba_call(mb, wbs[t], Q[s], QD[s], TAU[s], FEXT[s if per else 0], OUT[s], check)
+    for c in prange(chunks):
+        wb = np.zeros(workspace_length(mb))
+        for s in range(B * np.int64(c) // chunks, B * (np.int64(c) + 1) // chunks):
+            f = FEXT[s] if per else FEXT[0]
+            codes[s] = aba_call(mb, wb, Q[s], QD[s], TAU[s], f, OUT[s], check)
 
 
 def aba(model, q, qd, tau, f_ext=None, data=None, out=None, check=True, threads=None):
@@ -408,9 +452,8 @@ def _aba_batch(model, Q, QD, TAU, f_ext, out, threads):
         batch.each_state(B, single, out.__setitem__)
         return out
     codes = np.empty(B, dtype=np.int64)
-    with batch.threads_for(threads) as T:
-        T = max(1, min(T, B))
-        aba_batch(pk.buf, batch.workspaces(T, workspace_size(pk.n, pk.nv)), Q, QD, TAU, F, out, True, codes)
+    with batch.threads_for(threads, B) as T:
+        aba_batch(pk.buf, Q, QD, TAU, F, out, True, codes, batch.chunks(B, T))
     fail = batch.first_failure(codes, OK)
     if fail is not None:
         batch.state_error(fail[0], lambda: single(fail[0]))

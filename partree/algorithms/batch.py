@@ -1,10 +1,12 @@
 """Batches of states: ``aba``, ``rnea``, ``crba`` and ``cfa`` called with 2-D arrays, one state
 per row, evaluate every state, spread over the cores.
 
-Each algorithm has a compiled batch function (numba ``parallel=True``) that splits the rows into
-one contiguous chunk per thread and runs the algorithm's single-state compiled call on every row
-of its chunk, with a workspace of the thread's own.  The single-state call is the one a 1-D call
-runs, so a batch gives the numbers of the loop of single calls, bit for bit.
+Each algorithm has a compiled batch function (numba ``parallel=True``) that cuts the rows into
+runs of consecutive states (:func:`chunks`, several per thread), hands the runs to the threads as
+they become free (numba's dynamic scheduling, :func:`threads_for`; so that a thread slowed by
+another program on its core takes fewer), and runs the algorithm's single-state compiled call on
+every row of a run with a workspace of the run's own.  The single-state call is the one a 1-D
+call runs, so a batch gives the numbers of the loop of single calls, bit for bit.
 
 The number of threads is numba's (:func:`set_num_threads`, or the ``threads=`` keyword of one
 call); it starts at the number of cores (numba's ``NUMBA_NUM_THREADS``).
@@ -41,17 +43,30 @@ def get_num_threads():
 
 
 @contextlib.contextmanager
-def threads_for(threads):
-    """Run the block with ``threads`` threads (None: the current setting), then go back."""
-    if threads is None:
-        yield get_num_threads()
-        return
+def threads_for(threads, count):
+    """Run the block with ``threads`` threads (None: the current setting), but no more than the
+    ``count`` states, the parallel loops handing out one iteration at a time; then go back.
+    Yields the number of threads."""
+    import numba
+
     before = get_num_threads()
-    set_num_threads(threads)
+    if threads is not None:
+        set_num_threads(threads)
+    use = max(1, min(get_num_threads(), count))
+    chunk = numba.set_parallel_chunksize(1)
     try:
-        yield int(threads)
+        if use != get_num_threads():
+            set_num_threads(use)
+        yield use
     finally:
+        numba.set_parallel_chunksize(chunk)
         set_num_threads(before)
+
+
+def chunks(count, threads):
+    """Number of runs a batch of ``count`` states is cut into: eight per thread (at most one per
+    state)."""
+    return max(1, min(count, 8 * threads))
 
 
 def is_batch(x):
@@ -105,11 +120,6 @@ def forces(model, f_ext, count):
         return F
     F, _ = checks.external_forces(model, f_ext)
     return checks.writable(F)[None]
-
-
-def workspaces(count, size):
-    """``count`` workspaces of ``size`` values, one per row (zeroed, as ``Data``'s)."""
-    return np.zeros((count, size))
 
 
 def first_failure(codes, ok):

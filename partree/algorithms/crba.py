@@ -10,11 +10,12 @@ Three forms:
 import numpy as np
 from numba import njit, prange
 
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from ..errors import PartreeInputError
 from .. import checks
 from . import batch
-from .packed import ERR_SHAPE, OK, check_buffers, check_q, model_buffer, model_views, restrict, workspace_size, workspace_views
+from .packed import (ERR_SHAPE, OK, borrowed_view, check_buffers, check_q, model_buffer, model_views, restrict,
+                     workspace_length, workspace_views)
 from .primitives import congruence_add, inertia_from_compact
 from .aba import aba_kernel
 from .rnea import rnea_kernel
@@ -23,12 +24,28 @@ from .rnea import rnea_kernel
 @njit(cache=True)
 def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
                         q, E, r, IC, S):
+    composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
+                          q, E, r, IC, S, np.empty(SCRATCH + S.shape[0] + 1))
+
+
+#: scratch values of :func:`composite_inertias_in` and :func:`crba_entries_in` (and nv + 1 more for
+#: the first)
+SCRATCH = 60
+
+
+@njit(cache=True)
+def composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
+                          q, E, r, IC, S, sc):
+    """X_up, S and the composite inertias IC of every body, with the scratch arrays taken from
+    ``sc`` (SCRATCH + nv + 1 values)."""
     n = parent.shape[0]
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    cJ = np.empty(6)
-    T = np.empty((6, 6))
-    qd0 = np.zeros(S.shape[0] + 1)
+    R = borrowed_view(sc, 0, (3, 3))
+    R2 = borrowed_view(sc, 9, (3, 3))
+    cJ = borrowed_view(sc, 18, (6,))
+    T = borrowed_view(sc, 24, (6, 6))
+    qd0 = borrowed_view(sc, SCRATCH, (S.shape[0] + 1,))
+    for k in range(qd0.shape[0]):
+        qd0[k] = 0.0
     for i in range(n):
         iv = idx_v[i]
         if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
@@ -36,6 +53,9 @@ def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
                              E[i], r[i], S[iv:], cJ, R, R2)
         elif jtype[i] == PRISMATIC:
             joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == FIXED:
+            joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
                              E[i], r[i], S[iv:], cJ, R, R2)
         else:
             joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd0, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
@@ -50,10 +70,16 @@ def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
 def _crba_entries(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M):
     """Walk each joint's force F = IC_i S_i up to the base.  Fills M (dense) or the COO arrays;
     returns the number of COO entries written."""
+    return crba_entries_in(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M, np.empty(SCRATCH))
+
+
+@njit(cache=True)
+def crba_entries_in(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M, sc):
+    """:func:`_crba_entries` with its scratch arrays taken from ``sc`` (42 values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    F = np.empty((6, 6))
-    G = np.empty(6)
+    F = borrowed_view(sc, 0, (6, 6))
+    G = borrowed_view(sc, 36, (6,))
     k = 0
     for i in range(n):
         iv = idx_v[i]
@@ -136,25 +162,27 @@ def crba_call(mb, wb, q, M, check):
     if M.shape[0] != nv or M.shape[1] != nv:
         return ERR_SHAPE
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, _, _, _ = model_views(mb)
-    E, r, _, _, IA, _, _, S, _, _, _, _, _ = workspace_views(wb, n, nv)
-    _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, E, r, IA, S)
+    E, r, _, _, IA, _, _, S, _, _, _, _, _, sc = workspace_views(wb, n, nv)
+    composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, E, r, IA, S,
+                          sc)
     for i in range(nv):
         for j in range(nv):
             M[i, j] = 0.0
-    e0 = np.zeros(0, dtype=np.int64)
-    _crba_entries(parent, idx_v, E, r, IA, S, e0, e0, np.zeros(0), True, M)
+    # the dense form writes no COO entries: empty (borrowed) arrays stand for them
+    crba_entries_in(parent, idx_v, E, r, IA, S, borrowed_view(mb, 0, (0,)), borrowed_view(mb, 0, (0,)),
+                    borrowed_view(sc, 0, (0,)), True, M, sc)
     return OK
 
 
 @njit(cache=True, parallel=True)
-def crba_batch(mb, wbs, Q, OUT, check, codes):
-    """:func:`crba_call` for every row (state) of Q into OUT (B, nv, nv), one chunk of rows per
-    workspace row of ``wbs`` (one per thread)."""
+def crba_batch(mb, Q, OUT, check, codes, chunks):
+    """:func:`crba_call` for every row (state) of Q into OUT (B, nv, nv), in ``chunks`` runs of
+    consecutive rows spread over the threads, each run with a workspace of its own."""
     B = Q.shape[0]
-    T = wbs.shape[0]
-    for t in prange(T):
-        for s in range((B * t) // T, (B * (t + 1)) // T):
-            codes[s] = crba_call(mb, wbs[t], Q[s], OUT[s], check)
+    for c in prange(chunks):
+        wb = np.zeros(workspace_length(mb))
+        for s in range(B * np.int64(c) // chunks, B * (np.int64(c) + 1) // chunks):
+            codes[s] = crba_call(mb, wb, Q[s], OUT[s], check)
 
 
 #: the one signature of :func:`crba_call` (``packed.restrict``)
@@ -237,7 +265,8 @@ def _crba_checked(model, q, sparse, data, max_dense_bytes, out, threads):
             _ready()
             bad = crba_call(pk.buf, d._buf, checks.writable(q), out, False)
             if bad != OK:
-                raise PartreeInputError(f"crba: the compiled call refused checked inputs (code {bad}; an internal error)")
+                raise PartreeInputError(f"crba: the compiled call refused checked inputs (code {bad}; an internal "
+                                        f"error)")
             return out
         d = _prepare(model, q, data)
         out[...] = 0.0
@@ -285,9 +314,8 @@ def _crba_batch(model, Q, max_dense_bytes, out, threads):
         batch.each_state(B, single, out.__setitem__)
         return out
     codes = np.empty(B, dtype=np.int64)
-    with batch.threads_for(threads) as T:
-        T = max(1, min(T, B))
-        crba_batch(pk.buf, batch.workspaces(T, workspace_size(pk.n, pk.nv)), Q, out, True, codes)
+    with batch.threads_for(threads, B) as T:
+        crba_batch(pk.buf, Q, out, True, codes, batch.chunks(B, T))
     fail = batch.first_failure(codes, OK)
     if fail is not None:
         batch.state_error(fail[0], lambda: single(fail[0]))

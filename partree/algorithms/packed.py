@@ -7,7 +7,8 @@ the model's and the workspace's arrays pays that thirty times per call, which on
 outweighs the dynamics themselves.  The call path (``aba``, ``rnea``, ``crba``, ``cfa``) hands a
 compiled wrapper two buffers instead, the model's and the workspace's, plus the state; the
 wrapper cuts them into the kernels' arrays with :func:`model_views` and :func:`workspace_views`
-(views, no copies) and calls the same kernels, compiled function to compiled function.
+(views, no copies; :func:`borrowed_view`) and calls the same kernels, compiled function to
+compiled function.
 
 The model buffer (:func:`model_buffer`) is built once per model, on its first call: the model's
 arrays are copied into it and the model's attributes are rebound to views of the buffer, so that
@@ -29,18 +30,23 @@ float part              gravity (3), mass (n), axis, axis2, r_tree, com (n, 3) e
                         E_tree, I_com (n, 3, 3) each
 ======================  =========================================================================
 
-The workspace buffer (``Data``) holds E, r, v, c, IA, pA, a (per body) and S, U, Dinv, u, qdd,
-tau (per velocity coordinate), in this order (:func:`workspace_layout`).
+The workspace buffer (``Data``) holds E, r, v, c, IA, pA, a (per body), S, U, Dinv, u, qdd, tau
+(per velocity coordinate) and the kernels' scratch, in this order (:func:`workspace_layout`): a
+compiled call allocates no memory.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 from ..checks import QUAT_MIN_NORM2, quaternion_starts
 
-#: first word of a model buffer (a buffer of another layout is refused by the compiled checks)
-MAGIC = 0x70617274726565     # 'partree'
+#: first word of a model buffer: 'partree' and the layout's version (a buffer of another layout,
+#: and compiled code cached for another layout, refuse each other)
+MAGIC = 0x7061727472656501
 HEADER = 8
 #: the largest model (bodies) whose arrays are packed into one buffer
 PACK_MAX_BODIES = 1 << 16
@@ -134,16 +140,32 @@ def model_buffer(model):
     return pk
 
 
+#: fixed part of the kernels' scratch in a workspace (the largest need of one call: ABA's passes)
+SCRATCH = 192
+
+
 def workspace_layout(n, nv):
-    """(name, shape) of every array of a workspace, in buffer order."""
+    """(name, shape) of every array of a workspace, in buffer order; the last, ``scratch``, holds
+    the kernels' small work arrays during a compiled call (SCRATCH + nv + 1 values)."""
     return (("E", (n, 3, 3)), ("r", (n, 3)), ("v", (n, 6)), ("c", (n, 6)), ("IA", (n, 6, 6)), ("pA", (n, 6)),
             ("a", (n, 6)), ("S", (nv, 6)), ("U", (nv, 6)), ("Dinv", (nv, 6)), ("u", (nv,)), ("qdd", (nv,)),
-            ("tau", (nv,)))
+            ("tau", (nv,)), ("scratch", (SCRATCH + nv + 1,)))
 
 
 def workspace_size(n, nv):
     """Length of a workspace buffer (float64 values)."""
-    return 72 * n + 21 * nv
+    return 72 * n + 22 * nv + SCRATCH + 1
+
+
+@njit(cache=True)
+def workspace_length(mb):
+    """:func:`workspace_size` of the model of buffer ``mb``, in compiled code."""
+    return 72 * mb[1] + 22 * mb[3] + SCRATCH + 1
+
+
+def workspace_nv(size, n):
+    """nv of a workspace buffer of ``size`` values for n bodies (:func:`workspace_size` inverted)."""
+    return (size - 72 * n - SCRATCH - 1) // 22
 
 
 def cfa_workspace_size(ns):
@@ -152,71 +174,104 @@ def cfa_workspace_size(ns):
     return 1 + 6 * ns
 
 
+@intrinsic
+def borrowed_view(typingctx, buf, offset, shape):
+    """A C-contiguous view of the 1-D array ``buf`` starting at element ``offset``, of the shape
+    given as a tuple, that holds no reference to ``buf``'s memory (its meminfo is null).
+
+    Views made by slicing and reshaping count references to their buffer, twice or more each, and
+    a call makes some thirty of them.  A borrowed view counts none, and neither do the views the
+    kernels take of it (``E[i]``): it is valid as long as ``buf`` is, which for the compiled calls
+    is the whole call (the caller holds the buffers), and no kernel keeps an array beyond its call.
+    """
+    ndim = len(shape)
+    retty = types.Array(buf.dtype, ndim, "C")
+
+    def codegen(context, builder, signature, args):
+        bufv, off, shp = args
+        src = make_array(buf)(context, builder, bufv)
+        dst = make_array(retty)(context, builder)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(buf.dtype)))
+        shapes = cgutils.unpack_tuple(builder, shp, ndim)
+        strides = []
+        acc = itemsize
+        for extent in reversed(shapes):
+            strides.append(acc)
+            acc = builder.mul(acc, extent)
+        strides.reverse()
+        populate_array(dst, data=builder.gep(src.data, [off]), shape=shapes, strides=strides, itemsize=itemsize,
+                       meminfo=None)
+        return dst._getvalue()
+
+    return retty(buf, offset, shape), codegen
+
+
 @njit(cache=True)
 def model_views(mb):
-    """The kernels' model arrays, as views of the model buffer ``mb``: parent, jtype, axis, axis2,
-    E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, idx_s, quaternion starts."""
+    """The kernels' model arrays, as borrowed views of the model buffer ``mb``: parent, jtype,
+    axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, idx_s, quaternion
+    starts."""
     n = mb[1]
     nquat = mb[4]
     o = HEADER
-    parent = mb[o:o + n]
-    idx_q = mb[o + n:o + 2 * n]
-    idx_v = mb[o + 2 * n:o + 3 * n]
-    idx_s = mb[o + 3 * n:o + 4 * n]
-    qstarts = mb[o + 4 * n:o + 4 * n + nquat]
-    o8 = 8 * (o + 4 * n + nquat)
-    jtype = mb.view(np.int8)[o8:o8 + n]
+    parent = borrowed_view(mb, o, (n,))
+    idx_q = borrowed_view(mb, o + n, (n,))
+    idx_v = borrowed_view(mb, o + 2 * n, (n,))
+    idx_s = borrowed_view(mb, o + 3 * n, (n,))
+    qstarts = borrowed_view(mb, o + 4 * n, (nquat,))
+    jtype = borrowed_view(mb.view(np.int8), 8 * (o + 4 * n + nquat), (n,))
     f = mb.view(np.float64)
     o = mb[6]
-    gravity = f[o:o + 3]
+    gravity = borrowed_view(f, o, (3,))
     o += 3
-    mass = f[o:o + n]
+    mass = borrowed_view(f, o, (n,))
     o += n
-    axis = f[o:o + 3 * n].reshape((n, 3))
+    axis = borrowed_view(f, o, (n, 3))
     o += 3 * n
-    axis2 = f[o:o + 3 * n].reshape((n, 3))
+    axis2 = borrowed_view(f, o, (n, 3))
     o += 3 * n
-    r_tree = f[o:o + 3 * n].reshape((n, 3))
+    r_tree = borrowed_view(f, o, (n, 3))
     o += 3 * n
-    com = f[o:o + 3 * n].reshape((n, 3))
+    com = borrowed_view(f, o, (n, 3))
     o += 3 * n
-    E_tree = f[o:o + 9 * n].reshape((n, 3, 3))
+    E_tree = borrowed_view(f, o, (n, 3, 3))
     o += 9 * n
-    I_com = f[o:o + 9 * n].reshape((n, 3, 3))
+    I_com = borrowed_view(f, o, (n, 3, 3))
     return parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, idx_s, qstarts
 
 
 @njit(cache=True)
 def workspace_views(wb, n, nv):
-    """The workspace arrays E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, tau as views of ``wb``
-    (the order of :func:`workspace_layout`)."""
-    o = 0
-    E = wb[o:o + 9 * n].reshape((n, 3, 3))
-    o += 9 * n
-    r = wb[o:o + 3 * n].reshape((n, 3))
+    """The workspace arrays E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, tau and the scratch as
+    borrowed views of ``wb`` (the order of :func:`workspace_layout`)."""
+    E = borrowed_view(wb, 0, (n, 3, 3))
+    o = 9 * n
+    r = borrowed_view(wb, o, (n, 3))
     o += 3 * n
-    v = wb[o:o + 6 * n].reshape((n, 6))
+    v = borrowed_view(wb, o, (n, 6))
     o += 6 * n
-    c = wb[o:o + 6 * n].reshape((n, 6))
+    c = borrowed_view(wb, o, (n, 6))
     o += 6 * n
-    IA = wb[o:o + 36 * n].reshape((n, 6, 6))
+    IA = borrowed_view(wb, o, (n, 6, 6))
     o += 36 * n
-    pA = wb[o:o + 6 * n].reshape((n, 6))
+    pA = borrowed_view(wb, o, (n, 6))
     o += 6 * n
-    a = wb[o:o + 6 * n].reshape((n, 6))
+    a = borrowed_view(wb, o, (n, 6))
     o += 6 * n
-    S = wb[o:o + 6 * nv].reshape((nv, 6))
+    S = borrowed_view(wb, o, (nv, 6))
     o += 6 * nv
-    U = wb[o:o + 6 * nv].reshape((nv, 6))
+    U = borrowed_view(wb, o, (nv, 6))
     o += 6 * nv
-    Dinv = wb[o:o + 6 * nv].reshape((nv, 6))
+    Dinv = borrowed_view(wb, o, (nv, 6))
     o += 6 * nv
-    u = wb[o:o + nv]
+    u = borrowed_view(wb, o, (nv,))
     o += nv
-    qdd = wb[o:o + nv]
+    qdd = borrowed_view(wb, o, (nv,))
     o += nv
-    tau = wb[o:o + nv]
-    return E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, tau
+    tau = borrowed_view(wb, o, (nv,))
+    o += nv
+    scratch = borrowed_view(wb, o, (SCRATCH + nv + 1,))
+    return E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, tau, scratch
 
 
 @njit(cache=True)
@@ -240,7 +295,7 @@ def _all_finite2(x):
 def check_buffers(mb, wb):
     """:data:`OK`, or :data:`ERR_DATA` when ``mb`` is not a model buffer or the workspace ``wb``
     has not the size of this model's."""
-    if mb[0] != MAGIC or wb.shape[0] != 72 * mb[1] + 21 * mb[3]:
+    if mb[0] != MAGIC or wb.shape[0] != workspace_length(mb):
         return ERR_DATA
     return OK
 

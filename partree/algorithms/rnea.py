@@ -7,27 +7,44 @@ the parent transmits to body i across joint i, in body i's (joint) frame, as [n;
 import numpy as np
 from numba import njit, prange
 
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .. import checks
 from ..errors import PartreeInputError
 from . import batch
-from .packed import (ERR_SHAPE, NO_FORCES, OK, check_buffers, check_fext, check_q, check_v, model_buffer,
-                     model_views, restrict, workspace_size, workspace_views)
+from .packed import (ERR_SHAPE, NO_FORCES, OK, borrowed_view, check_buffers, check_fext, check_q, check_v, model_buffer,
+                     model_views, restrict, workspace_length, workspace_views)
 from .primitives import body_force, cross_motion, xform_force_T_add, xform_motion
 
 
 @njit(cache=True)
 def rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                 q, qd, qdd, f_ext, has_fext, E, r, v, a, f, S, tau):
+    """Inverse dynamics of the tree: tau, and f (n, 6) the joint wrenches."""
+    rnea_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                   q, qd, qdd, f_ext, has_fext, E, r, v, a, f, S, tau, np.empty(SCRATCH))
+
+
+#: scratch values of :func:`rnea_kernel_in`
+SCRATCH = 48
+
+
+@njit(cache=True)
+def rnea_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                   q, qd, qdd, f_ext, has_fext, E, r, v, a, f, S, tau, sc):
+    """:func:`rnea_kernel` with its scratch arrays taken from ``sc`` (SCRATCH values), so that a
+    call allocates nothing."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    cJ = np.empty(6)
-    vJ = np.empty(6)
-    h = np.empty(6)
-    tmp = np.empty(6)
-    a0 = np.zeros(6)
+    R = borrowed_view(sc, 0, (3, 3))
+    R2 = borrowed_view(sc, 9, (3, 3))
+    cJ = borrowed_view(sc, 18, (6,))
+    vJ = borrowed_view(sc, 24, (6,))
+    h = borrowed_view(sc, 30, (6,))
+    tmp = borrowed_view(sc, 36, (6,))
+    a0 = borrowed_view(sc, 42, (6,))
+    a0[0] = 0.0
+    a0[1] = 0.0
+    a0[2] = 0.0
     a0[3] = -gravity[0]
     a0[4] = -gravity[1]
     a0[5] = -gravity[2]
@@ -38,6 +55,9 @@ def rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, id
                                   E[i], r[i], S[iv:], cJ, R, R2)
         elif jtype[i] == PRISMATIC:
             nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == FIXED:
+            nv = joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
                                   E[i], r[i], S[iv:], cJ, R, R2)
         else:
             nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
@@ -103,9 +123,9 @@ def rnea_call(mb, wb, q, qd, qdd, fext, out, wout, check):
     if out.shape[0] != nv or (wout.shape[0] != 0 and (wout.shape[0] != n or wout.shape[1] != 6)):
         return ERR_SHAPE
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
-    E, r, v, _, _, pA, a, S, _, _, _, _, tau = workspace_views(wb, n, nv)
-    rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                q, qd, qdd, fext, fext.shape[0] > 0, E, r, v, a, pA, S, tau)
+    E, r, v, _, _, pA, a, S, _, _, _, _, tau, sc = workspace_views(wb, n, nv)
+    rnea_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                   q, qd, qdd, fext, fext.shape[0] > 0, E, r, v, a, pA, S, tau, sc)
     for k in range(nv):
         out[k] = tau[k]
     if wout.shape[0] != 0:
@@ -116,18 +136,19 @@ def rnea_call(mb, wb, q, qd, qdd, fext, out, wout, check):
 
 
 @njit(cache=True, parallel=True)
-def rnea_batch(mb, wbs, Q, QD, QDD, FEXT, OUT, WOUT, check, codes):
-    """:func:`rnea_call` for every row (state), one chunk of rows per workspace row of ``wbs``
-    (one per thread); FEXT (1 or B, n or 0, 6) wrenches per state or shared; WOUT (B, n, 6) the
-    joint wrenches, or (1, 0, 6) for none."""
+def rnea_batch(mb, Q, QD, QDD, FEXT, OUT, WOUT, check, codes, chunks):
+    """:func:`rnea_call` for every row (state), in ``chunks`` runs of consecutive rows spread over
+    the threads, each run with a workspace of its own; FEXT (1 or B, n or 0, 6) wrenches per state
+    or shared; WOUT (B, n, 6) the joint wrenches, or (1, 0, 6) for none."""
     B = Q.shape[0]
-    T = wbs.shape[0]
     per = FEXT.shape[0] > 1
     want = WOUT.shape[1] > 0
-    for t in prange(T):
-        for s in range((B * t) // T, (B * (t + 1)) // T):
-            codes[s] = rnea_call(mb, wbs[t], Q[s], QD[s], QDD[s], FEXT[s if per else 0], OUT[s],
-                                 WOUT[s if want else 0], check)
+    for c in prange(chunks):
+        wb = np.zeros(workspace_length(mb))
+        for s in range(B * np.int64(c) // chunks, B * (np.int64(c) + 1) // chunks):
+            f = FEXT[s] if per else FEXT[0]
+            w = WOUT[s] if want else WOUT[0]
+            codes[s] = rnea_call(mb, wb, Q[s], QD[s], QDD[s], f, OUT[s], w, check)
 
 
 #: the one signature of :func:`rnea_call` (``packed.restrict``)
@@ -217,9 +238,8 @@ def _rnea_batch(model, Q, QD, QDD, f_ext, return_wrenches, out, threads):
         batch.each_state(B, single, store)
     else:
         codes = np.empty(B, dtype=np.int64)
-        with batch.threads_for(threads) as T:
-            T = max(1, min(T, B))
-            rnea_batch(pk.buf, batch.workspaces(T, workspace_size(pk.n, pk.nv)), Q, QD, QDD, F, out, W, True, codes)
+        with batch.threads_for(threads, B) as T:
+            rnea_batch(pk.buf, Q, QD, QDD, F, out, W, True, codes, batch.chunks(B, T))
         fail = batch.first_failure(codes, OK)
         if fail is not None:
             batch.state_error(fail[0], lambda: single(fail[0]))

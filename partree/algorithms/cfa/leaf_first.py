@@ -11,11 +11,11 @@ from numba import njit, prange
 from ... import checks
 from ...errors import PartreeInputError
 from .. import batch
-from ..aba import aba_kernel
-from ..packed import (ERR_DATA, ERR_SHAPE, ERR_UNIVERSAL_AT, NO_FORCES, OK, cfa_workspace_size, check_buffers,
-                      check_fext, check_q, check_v, model_buffer, model_views, restrict, workspace_size,
-                      workspace_views)
-from .bases import project_wrench, rows_kernel
+from ..aba import aba_kernel, aba_kernel_in
+from ..packed import (ERR_DATA, ERR_SHAPE, ERR_UNIVERSAL_AT, NO_FORCES, OK, borrowed_view, cfa_workspace_size,
+                      check_buffers, check_fext, check_q, check_v, model_buffer, model_views, restrict,
+                      workspace_length, workspace_views)
+from .bases import project_wrench, rows_kernel, rows_kernel_in
 from .result import CFAResult
 from .common import ERR_UNIVERSAL, raise_error, topology, workspace
 
@@ -23,9 +23,14 @@ from .common import ERR_UNIVERSAL, raise_error, topology, workspace
 @njit(cache=True)
 def _wrenches_from_articulated(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT):
     """F_j = IA_j a_j + pA_j, F_S,j = W_j^T F_j, F_T = (S^T S)^-1 tau."""
+    return wrenches_from_articulated_in(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT, np.empty((6, 6)))
+
+
+@njit(cache=True)
+def wrenches_from_articulated_in(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT, G):
+    """:func:`_wrenches_from_articulated` with its 6x6 work matrix G given."""
     n = IA.shape[0]
     nvt = S.shape[0]
-    G = np.empty((6, 6))
     for j in range(n):
         for k in range(6):
             s = pA[j, k]
@@ -70,17 +75,9 @@ def result_size(n, nq, nv, ns):
 
 @njit(cache=True)
 def result_views(ob, n, nq, nv, ns):
-    """qdd, F_S, F_T, F (n, 6) and q as views of a result buffer (:func:`result_size`)."""
-    o = 0
-    qdd = ob[o:o + nv]
-    o += nv
-    FS = ob[o:o + ns]
-    o += ns
-    FT = ob[o:o + nv]
-    o += nv
-    F = ob[o:o + 6 * n].reshape((n, 6))
-    o += 6 * n
-    return qdd, FS, FT, F, ob[o:o + nq]
+    """qdd, F_S, F_T, F (n, 6) and q as (borrowed) views of a result buffer (:func:`result_size`)."""
+    return (borrowed_view(ob, 0, (nv,)), borrowed_view(ob, nv, (ns,)), borrowed_view(ob, nv + ns, (nv,)),
+            borrowed_view(ob, 2 * nv + ns, (n, 6)), borrowed_view(ob, 2 * nv + ns + 6 * n, (nq,)))
 
 
 @njit(cache=True)
@@ -110,19 +107,20 @@ def cfa_call(mb, wb, cb, q, qd, tau, fext, ob, check):
     if ob.shape[0] != 2 * nv + ns + 6 * n + nq:
         return ERR_SHAPE
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, idx_s, _ = model_views(mb)
-    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd_w, _ = workspace_views(wb, n, nv)
-    bad = aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                     q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd_w)
+    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd_w, _, sc = workspace_views(wb, n, nv)
+    bad = aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                        q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd_w, sc)
     if bad >= 0:
         return bad
-    Wt = cb[1:].reshape((ns, 6))
-    bad = rows_kernel(jtype, idx_v, idx_s, S, cb[0] != 0.0, Wt)
+    Wt = borrowed_view(cb, 1, (ns, 6))
+    bad = rows_kernel_in(jtype, idx_v, idx_s, S, cb[0] != 0.0, Wt, borrowed_view(sc, 0, (3,)),
+                         borrowed_view(sc, 3, (3,)))
     if bad >= 0:
         cb[0] = 0.0
         return ERR_UNIVERSAL_AT - bad
     cb[0] = 1.0
     qdd, FS, FT, F, qr = result_views(ob, n, nq, nv, ns)
-    _wrenches_from_articulated(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT)
+    wrenches_from_articulated_in(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT, borrowed_view(sc, 0, (6, 6)))
     for k in range(nv):
         qdd[k] = qdd_w[k]
     for k in range(nq):
@@ -131,15 +129,18 @@ def cfa_call(mb, wb, cb, q, qd, tau, fext, ob, check):
 
 
 @njit(cache=True, parallel=True)
-def cfa_batch(mb, wbs, cbs, Q, QD, TAU, FEXT, OB, check, codes):
-    """:func:`cfa_call` for every row (state), one chunk of rows per workspace row of ``wbs`` and
-    ``cbs`` (one per thread), results in the rows of OB; FEXT (1 or B, n or 0, 6)."""
+def cfa_batch(mb, Q, QD, TAU, FEXT, OB, check, codes, chunks):
+    """:func:`cfa_call` for every row (state), in ``chunks`` runs of consecutive rows spread over
+    the threads, each run with workspaces of its own; results in the rows of OB; FEXT (1 or B, n or
+    0, 6)."""
     B = Q.shape[0]
-    T = wbs.shape[0]
     per = FEXT.shape[0] > 1
-    for t in prange(T):
-        for s in range((B * t) // T, (B * (t + 1)) // T):
-            codes[s] = cfa_call(mb, wbs[t], cbs[t], Q[s], QD[s], TAU[s], FEXT[s if per else 0], OB[s], check)
+    for c in prange(chunks):
+        wb = np.zeros(workspace_length(mb))
+        cb = np.zeros(1 + 6 * mb[5])
+        for s in range(B * np.int64(c) // chunks, B * (np.int64(c) + 1) // chunks):
+            f = FEXT[s] if per else FEXT[0]
+            codes[s] = cfa_call(mb, wb, cb, Q[s], QD[s], TAU[s], f, OB[s], check)
 
 
 #: the one signature of :func:`cfa_call` (``packed.restrict``)
@@ -219,9 +220,9 @@ def cfa_leaf_first_batch(model, Q, QD, TAU, f_ext, threads):
     pk = model_buffer(model)
 
     def single(s):
+        f = None if F.shape[1] == 0 else F[s if F.shape[0] > 1 else 0]
         return cfa_leaf_first(model, *checks.state(model, Q[s], QD[s]),
-                              checks.vector(model, TAU[s], model.nv, "tau", "nv"),
-                              *(checks.external_forces(model, None if F.shape[1] == 0 else F[s if F.shape[0] > 1 else 0])))
+                              checks.vector(model, TAU[s], model.nv, "tau", "nv"), *checks.external_forces(model, f))
 
     if pk is None:
         parts = []
@@ -231,10 +232,8 @@ def cfa_leaf_first_batch(model, Q, QD, TAU, f_ext, threads):
                          np.array([r.joint_wrench for r in parts]), Q.copy(), parts[0].idx_s, parts[0].ns_j, [])
     OB = np.empty((B, result_size(pk.n, pk.nq, pk.nv, pk.ns)))
     codes = np.empty(B, dtype=np.int64)
-    with batch.threads_for(threads) as T:
-        T = max(1, min(T, B))
-        cfa_batch(pk.buf, batch.workspaces(T, workspace_size(pk.n, pk.nv)), batch.workspaces(T, cfa_workspace_size(pk.ns)),
-                  Q, QD, TAU, F, OB, True, codes)
+    with batch.threads_for(threads, B) as T:
+        cfa_batch(pk.buf, Q, QD, TAU, F, OB, True, codes, batch.chunks(B, T))
     fail = batch.first_failure(codes, OK)
     if fail is not None:
         batch.state_error(fail[0], lambda: single(fail[0]))
