@@ -5,6 +5,7 @@ _limit_under_mpi()    # one BLAS thread per MPI rank (before NumPy starts its po
 
 from . import io, joints, models, spatial, specs
 from .algorithms.aba import aba
+from .algorithms.batch import get_num_threads, set_num_threads
 from .algorithms.cfa import CFAResult, cfa, constraint_bases
 from .algorithms.crba import bias_forces, crba, mass_matrix_operator
 from .algorithms.energy import center_of_mass, energy, kinetic_energy, momentum, potential_energy
@@ -25,4 +26,4 @@ __all__ = ["Model", "Data", "PartreeError", "PartreeInputError", "CheckpointErro
            "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
            "center_of_mass", "momentum", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
-           "register_generator", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "models", "spatial"]
+           "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "models", "spatial"]

@@ -111,6 +111,28 @@ def external_forces(model, f_ext):
     return F, True
 
 
+def out_array(out, shape, name="out"):
+    """The array a result is written to: a new one for ``out=None``, else ``out`` itself, which
+    must be a writable C-contiguous float64 array of exactly ``shape`` (it is written in place,
+    never cast or reshaped)."""
+    if out is None:
+        return np.empty(shape)
+    if (type(out) is not np.ndarray or out.dtype != np.float64 or not out.flags.c_contiguous
+            or not out.flags.writeable or out.shape != tuple(shape)):
+        what = (f"a {type(out).__name__}" if type(out) is not np.ndarray else
+                f"an array of shape {out.shape}, dtype {out.dtype}"
+                + ("" if out.flags.c_contiguous else ", not C-contiguous")
+                + ("" if out.flags.writeable else ", read-only"))
+        raise PartreeInputError(f"{name} is {what}; it must be a writable C-contiguous float64 array of "
+                                f"shape {tuple(shape)}")
+    return out
+
+
+def writable(x):
+    """``x``, or a copy of it when it is read-only (the compiled calls take writable arrays)."""
+    return x if x.flags.writeable else x.copy()
+
+
 def data_for(model, data):
     if data is None:
         return model.data if model._data is None else model._data

@@ -25,9 +25,13 @@ engine's velocity and reduce kernels), each copy marked ``the joint dispatch``::
 
     if jtype[i] == REVOLUTE:        joint_kinematics(REVOLUTE, ...)     inlined, type a constant
     elif jtype[i] == PRISMATIC:     joint_kinematics(PRISMATIC, ...)    inlined, type a constant
+    elif jtype[i] == FIXED:         joint_kinematics(FIXED, ...)        inlined, type a constant
     else:                           joint_kinematics_at(i, ...)         one call, any other type
 
-:func:`joint_kinematics` holds all the joint types' kinematics; only the branch is repeated, and
+The common types are inlined: 1-DOF joints, and fixed joints, which URDF files hold in numbers
+(sensor frames, tool flanges, links welded together) and for which a call would cost more than
+their kinematics (two copies).  :func:`joint_kinematics` holds all the joint types' kinematics;
+only the branch is repeated, and
 ``tests/test_dispatch.py`` checks that every kernel's copy is this one.  The branch is written in
 each kernel rather than in an inlined helper because numba reference-counts the array arguments
 of an inlined function whose body branches at run time, once per call: such a helper made RNEA

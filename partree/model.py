@@ -100,6 +100,11 @@ def unit_heads(parent, units):
     return labels, heads
 
 
+#: the model arrays the compiled call path holds in one buffer (partree.algorithms.packed.PACKED_FIELDS)
+_PACKED_FIELDS = frozenset(("parent", "jtype", "axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com",
+                            "gravity", "idx_q", "idx_v"))
+
+
 def _as(a, shape, name, dtype=float):
     a = np.ascontiguousarray(a, dtype=dtype)
     if a.shape != shape:
@@ -200,6 +205,7 @@ class Model:
         self._topo = {}
         self._data = None
         self._quaternion_starts = None     # (partree.checks.quaternion_starts)
+        self._packed = None                # (partree.algorithms.packed.model_buffer)
         if validate:
             self.validate()
         else:
@@ -214,6 +220,20 @@ class Model:
         self.idx_v = np.concatenate(([0], np.cumsum(self.nv_j)[:-1])).astype(np.int64)
         self.nq = int(self.nq_j.sum())
         self.nv = int(self.nv_j.sum())
+
+    def __setattr__(self, name, value):
+        # the compiled call path reads the kernel arrays from one buffer whose views they are
+        # (partree.algorithms.packed): binding one of them to a new array drops that buffer, and
+        # the next call builds it again from the arrays the model holds then
+        if name in _PACKED_FIELDS:
+            object.__setattr__(self, "_packed", None)
+        object.__setattr__(self, name, value)
+
+    def __getstate__(self):
+        # a copy's arrays are no longer views of this model's buffer: the copy builds its own
+        state = self.__dict__.copy()
+        state["_packed"] = None
+        return state
 
     # ------------------------------------------------------------------ validation
     def validate(self):
@@ -576,25 +596,51 @@ def renumber(model_arrays_parent, perm):
 
 
 class Data:
-    """Workspace of the algorithms, allocated once per model and reused between calls."""
+    """Workspace of the algorithms, allocated once per model and reused between calls.
+
+    Its arrays are views of one float64 buffer, which the compiled call path hands to its kernels
+    as a single argument (``partree.algorithms.packed``):
+
+    ===========  ==========  ===============================================================
+    E, r         (n, 3, 3),  X_up: rotation and translation
+                 (n, 3)
+    v, c, a      (n, 6)      body velocities, velocity-product accelerations, accelerations
+    IA           (n, 6, 6)   articulated (ABA) or composite (CRBA) inertias
+    pA           (n, 6)      bias forces (ABA), body forces and joint wrenches (RNEA)
+    S, U, Dinv   (nv, 6)     motion subspaces (one row per DOF), U = IA S, D^-1
+    u, qdd, tau  (nv,)       u = tau - S^T pA, the last ABA and RNEA results
+    scratch      (nv + 193,) the kernels' small work arrays during a compiled call
+    ===========  ==========  ===============================================================
+    """
 
     def __init__(self, model: Model):
-        n, nv = model.n, model.nv
-        self.n = n
-        self.E = np.zeros((n, 3, 3))      # X_up rotation
-        self.r = np.zeros((n, 3))         # X_up translation
-        self.v = np.zeros((n, 6))         # body velocities
-        self.c = np.zeros((n, 6))         # velocity-product accelerations
-        self.IA = np.zeros((n, 6, 6))     # articulated (ABA) / composite (CRBA) inertias
-        self.pA = np.zeros((n, 6))        # bias forces (ABA) / body forces (RNEA)
-        self.a = np.zeros((n, 6))         # accelerations
-        self.S = np.zeros((nv, 6))        # motion subspace, one row per DOF
-        self.U = np.zeros((nv, 6))
-        self.Dinv = np.zeros((nv, 6))
-        self.u = np.zeros(nv)
-        self.qdd = np.zeros(nv)
-        self.tau = np.zeros(nv)
+        from .algorithms.packed import workspace_size
+
+        self.n = model.n
+        self._buf = np.zeros(workspace_size(model.n, model.nv))
+        self._cfa_buf = None        # the constraint-force method's rows (partree.algorithms.cfa)
+        self._bind(model.nv)
+
+    def _bind(self, nv):
+        from .algorithms.packed import workspace_layout
+
+        o = 0
+        for name, shape in workspace_layout(self.n, nv):
+            k = int(np.prod(shape))
+            setattr(self, name, self._buf[o:o + k].reshape(shape))
+            o += k
+
+    def __getstate__(self):
+        # the views are made again from the buffer (pickled alone they would be copies of it)
+        return {"n": self.n, "_buf": self._buf, "_cfa_buf": self._cfa_buf}
+
+    def __setstate__(self, state):
+        from .algorithms.packed import workspace_nv
+
+        self.__dict__.update(state)
+        self._bind(workspace_nv(self._buf.shape[0], self.n))
 
     @property
     def nbytes(self):
-        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+        """Bytes held by the workspace."""
+        return self._buf.nbytes + (0 if self._cfa_buf is None else self._cfa_buf.nbytes)

@@ -40,9 +40,11 @@ def test_every_kernel_holds_the_same_joint_dispatch(path):
     ref = ["joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i], E[i], r[i], "
            "S[iv:], cJ, R, R2)",
            "joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i], E[i], r[i], "
+           "S[iv:], cJ, R, R2)",
+           "joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i], E[i], r[i], "
            "S[iv:], cJ, R, R2)"]
     for m in found:
-        assert _normal(m.group("body")) == ref, f"{path}: the 1-DOF branches differ from the dispatch"
+        assert _normal(m.group("body")) == ref, f"{path}: the inlined branches differ from the dispatch"
         at = re.sub(r"\s+", " ", re.sub(r"\bqd0\b", "qd", m.group("at")))
         assert at == "i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2", path
 

@@ -32,27 +32,43 @@ U, Dinv, u, qdd                 inertias and biases, accelerations, motion subsp
 ==============================  ===================================================================
 """
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .. import checks
 from ..errors import PartreeInputError
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from . import batch
+from .packed import (ERR_SHAPE, NO_FORCES, OK, check_buffers, check_fext, check_q, check_v, borrowed_view,
+                     model_buffer, model_views, restrict, workspace_length, workspace_views)
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import spd_inverse
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
+
+
+#: scratch values of each pass and of the whole algorithm (the passes run one after the other)
+PASS1_SCRATCH, BACKWARD_SCRATCH, PASS2_SCRATCH = 42, 120, 12
+SCRATCH = 6 + BACKWARD_SCRATCH
 
 
 @njit(cache=True)
 def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                       f_ext, has_fext, E, r, v, c, IA, pA, S):
     """Pass 1, outward: X_up (E, r), S, v, c, IA = I (rigid-body inertias) and pA = v x* I v - f_ext."""
+    aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         f_ext, has_fext, E, r, v, c, IA, pA, S, np.empty(PASS1_SCRATCH))
+
+
+@njit(cache=True)
+def aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         f_ext, has_fext, E, r, v, c, IA, pA, S, sc):
+    """:func:`aba_forward_pass1` with its scratch arrays taken from ``sc`` (PASS1_SCRATCH values)."""
     n = parent.shape[0]
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    cJ = np.empty(6)
-    vJ = np.empty(6)
-    h = np.empty(6)
-    tmp = np.empty(6)
+    R = borrowed_view(sc, 0, (3, 3))
+    R2 = borrowed_view(sc, 9, (3, 3))
+    cJ = borrowed_view(sc, 18, (6,))
+    vJ = borrowed_view(sc, 24, (6,))
+    h = borrowed_view(sc, 30, (6,))
+    tmp = borrowed_view(sc, 36, (6,))
     for i in range(n):
         iv = idx_v[i]
         if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
@@ -65,6 +81,11 @@ def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
                                   E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
                 vJ[k] = S[iv, k] * qd[iv]
+        elif jtype[i] == FIXED:
+            nv = joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+            for k in range(6):
+                vJ[k] = 0.0
         else:
             nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
             for k in range(6):
@@ -96,13 +117,19 @@ def aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
 def aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u):
     """Pass 2, inward: articulated inertias IA and bias forces pA (in place), U, D^-1, u.
     Returns -1, or the body whose joint-space inertia D is singular."""
+    return aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, np.empty(BACKWARD_SCRATCH))
+
+
+@njit(cache=True)
+def aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, sc):
+    """:func:`aba_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    T = np.empty((6, 6))
-    Ia = np.empty((6, 6))
-    D = np.empty((6, 6))
-    tmp = np.empty(6)
-    pa = np.empty(6)
+    T = borrowed_view(sc, 0, (6, 6))
+    Ia = borrowed_view(sc, 36, (6, 6))
+    D = borrowed_view(sc, 72, (6, 6))
+    tmp = borrowed_view(sc, 108, (6,))
+    pa = borrowed_view(sc, 114, (6,))
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
@@ -172,10 +199,16 @@ def aba_forward_pass2(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd):
     """Pass 3, outward: accelerations a and qdd = D^-1 (u - U^T a_i') from ``a_base``, the
     acceleration of the bodies' common parent in its own coordinates (a0 = [0; -g] for the base;
     a part's incoming acceleration in the parallel engine)."""
+    aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, np.empty(PASS2_SCRATCH))
+
+
+@njit(cache=True)
+def aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, sc):
+    """:func:`aba_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    tmp = np.empty(6)
-    h = np.empty(6)
+    tmp = borrowed_view(sc, 0, (6,))
+    h = borrowed_view(sc, 6, (6,))
     for i in range(n):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
@@ -215,16 +248,29 @@ def aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx
                q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd):
     """The three passes (arguments: see the module docstring).  Returns -1 on success, else the
     body whose joint-space inertia D is singular."""
-    aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
-                      f_ext, has_fext, E, r, v, c, IA, pA, S)
-    bad = aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u)
+    return aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                         q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, np.empty(SCRATCH))
+
+
+@njit(cache=True)
+def aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                  q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc):
+    """:func:`aba_kernel` with the passes' scratch arrays taken from ``sc`` (SCRATCH values), so
+    that a call allocates nothing."""
+    a0 = borrowed_view(sc, 0, (6,))
+    work = borrowed_view(sc, 6, (BACKWARD_SCRATCH,))
+    aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         f_ext, has_fext, E, r, v, c, IA, pA, S, work)
+    bad = aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, work)
     if bad >= 0:
         return bad
-    a0 = np.zeros(6)
+    a0[0] = 0.0
+    a0[1] = 0.0
+    a0[2] = 0.0
     a0[3] = -gravity[0]
     a0[4] = -gravity[1]
     a0[5] = -gravity[2]
-    aba_forward_pass2(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd)
+    aba_forward_pass2_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, work)
     return -1
 
 
@@ -258,21 +304,157 @@ def articulated_project(IA_i, pA_i, c_i, U, Dinv, u, iv, nv, Ia, pa, tmp):
             pa[k] += U[iv + d, k] * w
 
 
-def aba(model, q, qd, tau, f_ext=None, data=None):
+@njit(cache=True)
+def aba_call(mb, wb, q, qd, tau, fext, out, check):
+    """One forward-dynamics evaluation on a packed model and workspace (``partree.algorithms.packed``):
+    the compiled checks, :func:`aba_kernel`, qdd copied to ``out``.  Returns ``packed.OK``, an
+    error code, or the body whose joint-space inertia is singular."""
+    e = check_buffers(mb, wb)
+    if e == OK:
+        e = check_q(mb, q, check)
+    if e == OK:
+        e = check_v(mb, qd, check)
+    if e == OK:
+        e = check_v(mb, tau, check)
+    if e == OK:
+        e = check_fext(mb, fext, check)
+    if e != OK:
+        return e
+    n = mb[1]
+    nv = mb[3]
+    if out.shape[0] != nv:
+        return ERR_SHAPE
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
+    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, _, sc = workspace_views(wb, n, nv)
+    bad = aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                        q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc)
+    if bad >= 0:
+        return bad
+    for k in range(nv):
+        out[k] = qdd[k]
+    return OK
+
+
+@njit(cache=True, parallel=True)
+def aba_batch(mb, Q, QD, TAU, FEXT, OUT, check, codes, chunks):
+    """:func:`aba_call` for every row (state) of Q, QD, TAU into OUT's rows, in ``chunks`` runs of
+    consecutive rows spread over the threads, each run with a workspace of its own; FEXT (1 or B,
+    n or 0, 6): wrenches per state or shared.  Each state's return code goes to ``codes``."""
+    B = Q.shape[0]
+    per = FEXT.shape[0] > 1
+    for c in prange(chunks):
+        wb = np.zeros(workspace_length(mb))
+        for s in range(B * np.int64(c) // chunks, B * (np.int64(c) + 1) // chunks):
+            f = FEXT[s] if per else FEXT[0]
+            codes[s] = aba_call(mb, wb, Q[s], QD[s], TAU[s], f, OUT[s], check)
+
+
+def aba(model, q, qd, tau, f_ext=None, data=None, out=None, check=True, threads=None):
     """Forward dynamics: joint accelerations qdd (nv,) from q (nq,), qd (nv,), tau (nv,).
 
-    ``f_ext``: optional external wrenches [n; f] on each body, in body coordinates, as an
-    (n, 6) array or a dict {joint name: wrench}.  ``data``: a reusable workspace
-    (``model.create_data()``); the model's own is used when omitted.
+    Parameters
+    ----------
+    model : Model
+    q, qd, tau : ndarray
+        Configuration (nq,), velocity (nv,) and joint forces (nv,); or 2-D arrays, one state per
+        row (a batch: all rows are evaluated, spread over the cores, and qdd is (B, nv)).
+    f_ext : ndarray or dict, optional
+        External wrenches [n; f] on each body, in body coordinates: an (n, 6) array or a dict
+        {joint name: wrench}; for a batch also (B, n, 6), wrenches per state.
+    data : Data, optional
+        A reusable workspace (``model.create_data()``); the model's own is used when omitted.  A
+        batch uses workspaces of its own, one per thread.
+    out : ndarray, optional
+        A writable C-contiguous float64 array of shape (nv,) (a batch: (B, nv)) that receives qdd
+        and is returned; without it a new array is returned.
+    check : bool
+        False skips the checks of the values (finite numbers, nonzero quaternions) on arrays
+        that are already C-contiguous float64 of the right sizes, for inner loops whose inputs
+        are known to be good; sizes are always checked.
+    threads : int, optional
+        Threads for a batch (see ``partree.set_num_threads``); the current setting when omitted.
+
+    Inputs that are C-contiguous float64 arrays of the right sizes go straight to the compiled
+    call, which checks them; anything else (lists, other dtypes, a batch) is checked and
+    converted first by the same rules.
     """
+    pk = model._packed
+    if pk is not None and _CALL_READY:
+        try:
+            res = np.empty(pk.nv) if out is None else out
+            if aba_call(pk.buf, (model._data if data is None else data)._buf, q, qd, tau,
+                        NO_FORCES if f_ext is None else f_ext, res, check) == OK:
+                return res
+        except (TypeError, AttributeError):
+            pass        # not the compiled call's types: checked and converted below
+    return _aba_checked(model, q, qd, tau, f_ext, data, out, threads)
+
+
+#: the one signature of :func:`aba_call` (``packed.restrict``)
+CALL_SIGNATURE = "int64(int64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], " \
+                 "float64[::1], boolean)"
+_CALL_READY = False
+
+
+def _ready():
+    global _CALL_READY
+    if not _CALL_READY:
+        restrict(aba_call, CALL_SIGNATURE)
+        _CALL_READY = True
+
+
+def _singular(model, bad):
+    return PartreeInputError(
+        f"joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
+        f"along the joint's motion (massless subtree?); forward dynamics is undefined")
+
+
+def _aba_checked(model, q, qd, tau, f_ext, data, out, threads):
+    """``aba`` with every input checked and converted (the messages of ``partree.checks``)."""
+    if batch.is_batch(q) or batch.is_batch(qd) or batch.is_batch(tau):
+        return _aba_batch(model, q, qd, tau, f_ext, out, threads)
     q, qd = checks.state(model, q, qd)
     tau = checks.vector(model, tau, model.nv, "tau", "nv")
     F, has_f = checks.external_forces(model, f_ext)
     d = checks.data_for(model, data)
-    bad = aba_kernel(*checks.model_args(model), model.gravity, q, qd, tau, F, has_f,
-                     d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
+    out = checks.out_array(out, (model.nv,))
+    pk = model_buffer(model)
+    if pk is None:
+        bad = aba_kernel(*checks.model_args(model), model.gravity, q, qd, tau, F, has_f,
+                         d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
+        if bad < 0:
+            out[:] = d.qdd
+            bad = OK
+    else:
+        _ready()
+        bad = aba_call(pk.buf, d._buf, checks.writable(q), checks.writable(qd), checks.writable(tau),
+                       checks.writable(F) if has_f else NO_FORCES, out, False)
     if bad >= 0:
-        raise PartreeInputError(
-            f"joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
-            f"along the joint's motion (massless subtree?); forward dynamics is undefined")
-    return d.qdd.copy()
+        raise _singular(model, bad)
+    if bad != OK:
+        raise PartreeInputError(f"aba: the compiled call refused checked inputs (code {bad}; an internal error)")
+    return out
+
+
+def _aba_batch(model, Q, QD, TAU, f_ext, out, threads):
+    Q, QD, TAU = batch.rows(model, (("q", Q, model.nq, "nq"), ("qd", QD, model.nv, "nv"),
+                                    ("tau", TAU, model.nv, "nv")))
+    B = Q.shape[0]
+    F = batch.forces(model, f_ext, B)
+    out = checks.out_array(out, (B, model.nv))
+
+    def single(s):
+        return _aba_checked(model, Q[s], QD[s], TAU[s], None if F.shape[1] == 0 else F[s if F.shape[0] > 1 else 0],
+                            None, None, None)
+
+    pk = model_buffer(model)
+    if pk is None:
+        batch.each_state(B, single, out.__setitem__)
+        return out
+    codes = np.empty(B, dtype=np.int64)
+    with batch.threads_for(threads, B) as T:
+        aba_batch(pk.buf, Q, QD, TAU, F, out, True, codes, batch.chunks(B, T))
+    fail = batch.first_failure(codes, OK)
+    if fail is not None:
+        batch.state_error(fail[0], lambda: single(fail[0]))
+    return out

@@ -8,11 +8,14 @@ Three forms:
   pass and ``M^-1 @ y`` by an articulated-body pass, both O(N) -- the way to go for 10^6 bodies.
 """
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from ..errors import PartreeInputError
 from .. import checks
+from . import batch
+from .packed import (ERR_SHAPE, OK, borrowed_view, check_buffers, check_q, model_buffer, model_views, restrict,
+                     workspace_length, workspace_views)
 from .primitives import congruence_add, inertia_from_compact
 from .aba import aba_kernel
 from .rnea import rnea_kernel
@@ -21,12 +24,28 @@ from .rnea import rnea_kernel
 @njit(cache=True)
 def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
                         q, E, r, IC, S):
+    composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
+                          q, E, r, IC, S, np.empty(SCRATCH + S.shape[0] + 1))
+
+
+#: scratch values of :func:`composite_inertias_in` and :func:`crba_entries_in` (and nv + 1 more for
+#: the first)
+SCRATCH = 60
+
+
+@njit(cache=True)
+def composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
+                          q, E, r, IC, S, sc):
+    """X_up, S and the composite inertias IC of every body, with the scratch arrays taken from
+    ``sc`` (SCRATCH + nv + 1 values)."""
     n = parent.shape[0]
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    cJ = np.empty(6)
-    T = np.empty((6, 6))
-    qd0 = np.zeros(S.shape[0] + 1)
+    R = borrowed_view(sc, 0, (3, 3))
+    R2 = borrowed_view(sc, 9, (3, 3))
+    cJ = borrowed_view(sc, 18, (6,))
+    T = borrowed_view(sc, 24, (6, 6))
+    qd0 = borrowed_view(sc, SCRATCH, (S.shape[0] + 1,))
+    for k in range(qd0.shape[0]):
+        qd0[k] = 0.0
     for i in range(n):
         iv = idx_v[i]
         if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
@@ -34,6 +53,9 @@ def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
                              E[i], r[i], S[iv:], cJ, R, R2)
         elif jtype[i] == PRISMATIC:
             joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == FIXED:
+            joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
                              E[i], r[i], S[iv:], cJ, R, R2)
         else:
             joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd0, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
@@ -48,10 +70,16 @@ def _composite_inertias(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
 def _crba_entries(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M):
     """Walk each joint's force F = IC_i S_i up to the base.  Fills M (dense) or the COO arrays;
     returns the number of COO entries written."""
+    return crba_entries_in(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M, np.empty(SCRATCH))
+
+
+@njit(cache=True)
+def crba_entries_in(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M, sc):
+    """:func:`_crba_entries` with its scratch arrays taken from ``sc`` (42 values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    F = np.empty((6, 6))
-    G = np.empty(6)
+    F = borrowed_view(sc, 0, (6, 6))
+    G = borrowed_view(sc, 36, (6,))
     k = 0
     for i in range(n):
         iv = idx_v[i]
@@ -119,7 +147,57 @@ def _prepare(model, q, data):
     return d
 
 
-def crba(model, q, sparse=False, data=None, max_dense_bytes=4 * 2**30):
+@njit(cache=True)
+def crba_call(mb, wb, q, M, check):
+    """One dense mass matrix on a packed model and workspace (``partree.algorithms.packed``): the
+    compiled checks, the composite inertias and M (nv, nv) written whole (zero where two joints
+    are not on one path to the base).  Returns ``packed.OK`` or an error code."""
+    e = check_buffers(mb, wb)
+    if e == OK:
+        e = check_q(mb, q, check)
+    if e != OK:
+        return e
+    n = mb[1]
+    nv = mb[3]
+    if M.shape[0] != nv or M.shape[1] != nv:
+        return ERR_SHAPE
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, _, _, _ = model_views(mb)
+    E, r, _, _, IA, _, _, S, _, _, _, _, _, sc = workspace_views(wb, n, nv)
+    composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, E, r, IA, S,
+                          sc)
+    for i in range(nv):
+        for j in range(nv):
+            M[i, j] = 0.0
+    # the dense form writes no COO entries: empty (borrowed) arrays stand for them
+    crba_entries_in(parent, idx_v, E, r, IA, S, borrowed_view(mb, 0, (0,)), borrowed_view(mb, 0, (0,)),
+                    borrowed_view(sc, 0, (0,)), True, M, sc)
+    return OK
+
+
+@njit(cache=True, parallel=True)
+def crba_batch(mb, Q, OUT, check, codes, chunks):
+    """:func:`crba_call` for every row (state) of Q into OUT (B, nv, nv), in ``chunks`` runs of
+    consecutive rows spread over the threads, each run with a workspace of its own."""
+    B = Q.shape[0]
+    for c in prange(chunks):
+        wb = np.zeros(workspace_length(mb))
+        for s in range(B * np.int64(c) // chunks, B * (np.int64(c) + 1) // chunks):
+            codes[s] = crba_call(mb, wb, Q[s], OUT[s], check)
+
+
+#: the one signature of :func:`crba_call` (``packed.restrict``)
+CALL_SIGNATURE = "int64(int64[::1], float64[::1], float64[::1], float64[:, ::1], boolean)"
+_CALL_READY = False
+
+
+def _ready():
+    global _CALL_READY
+    if not _CALL_READY:
+        restrict(crba_call, CALL_SIGNATURE)
+        _CALL_READY = True
+
+
+def crba(model, q, sparse=False, data=None, max_dense_bytes=4 * 2**30, out=None, check=True, threads=None):
     """Joint-space mass matrix M(q) by the composite-rigid-body algorithm.
 
     Parameters
@@ -127,32 +205,77 @@ def crba(model, q, sparse=False, data=None, max_dense_bytes=4 * 2**30):
     model : Model
         The tree.
     q : ndarray
-        Configuration (nq,).
+        Configuration (nq,), or (B, nq), one configuration per row: a batch, evaluated over the
+        cores, whose dense matrices come back as (B, nv, nv).
     sparse : bool
         Return a scipy.sparse CSR matrix (joint i couples only with its ancestors and
-        descendants) instead of a dense array.
+        descendants) instead of a dense array (one configuration at a time).
     data : Data, optional
-        Workspace (``model.create_data()``).
+        Workspace (``model.create_data()``); a batch uses workspaces of its own.
     max_dense_bytes : int
         The largest matrix (dense, or the sparse one's arrays) built; a larger one is refused with
         a message pointing to :func:`mass_matrix_operator`.
+    out : ndarray, optional
+        A writable C-contiguous float64 array of shape (nv, nv) (a batch: (B, nv, nv)) that
+        receives the dense M and is returned.
+    check : bool
+        False skips the value checks of a q that is already a C-contiguous float64 array of the
+        right size (see :func:`partree.aba`).
+    threads : int, optional
+        Threads for a batch (``partree.set_num_threads``).
 
     Returns
     -------
     ndarray or scipy.sparse.csr_matrix
         M (nv, nv).
     """
-    d = _prepare(model, q, data)
+    pk = model._packed
+    if pk is not None and _CALL_READY and not sparse and pk.dense_bytes <= max_dense_bytes:
+        try:
+            res = np.empty((pk.nv, pk.nv)) if out is None else out
+            if crba_call(pk.buf, (model._data if data is None else data)._buf, q, res, check) == OK:
+                return res
+        except (TypeError, AttributeError):
+            pass        # not the compiled call's types: checked and converted below
+    return _crba_checked(model, q, sparse, data, max_dense_bytes, out, threads)
+
+
+def _dense_too_large(model, max_dense_bytes):
+    nv = model.nv
+    if 8 * nv * nv > max_dense_bytes:
+        raise PartreeInputError(
+            f"a dense {nv}x{nv} mass matrix needs {8 * nv * nv / 2**30:.1f} GiB; use crba(..., sparse=True) "
+            f"or mass_matrix_operator(model, q) for large models")
+
+
+def _crba_checked(model, q, sparse, data, max_dense_bytes, out, threads):
+    """``crba`` with every input checked and converted (the messages of ``partree.checks``)."""
+    if batch.is_batch(q):
+        if sparse:
+            raise PartreeInputError("crba(..., sparse=True) takes one configuration q (nq,), not a batch")
+        return _crba_batch(model, q, max_dense_bytes, out, threads)
     nv = model.nv
     if not sparse:
-        if 8 * nv * nv > max_dense_bytes:
-            raise PartreeInputError(
-                f"a dense {nv}x{nv} mass matrix needs {8 * nv * nv / 2**30:.1f} GiB; use crba(..., sparse=True) "
-                f"or mass_matrix_operator(model, q) for large models")
-        M = np.zeros((nv, nv))
+        _dense_too_large(model, max_dense_bytes)
+        out = checks.out_array(out, (nv, nv))
+        pk = model_buffer(model)
+        if pk is not None:
+            q, _ = checks.state(model, q)
+            d = checks.data_for(model, data)
+            _ready()
+            bad = crba_call(pk.buf, d._buf, checks.writable(q), out, False)
+            if bad != OK:
+                raise PartreeInputError(f"crba: the compiled call refused checked inputs (code {bad}; an internal "
+                                        f"error)")
+            return out
+        d = _prepare(model, q, data)
+        out[...] = 0.0
         e = np.zeros(0, dtype=np.int64)
-        _crba_entries(model.parent, model.idx_v, d.E, d.r, d.IA, d.S, e, e, np.zeros(0), True, M)
-        return M
+        _crba_entries(model.parent, model.idx_v, d.E, d.r, d.IA, d.S, e, e, np.zeros(0), True, out)
+        return out
+    if out is not None:
+        raise PartreeInputError("out= is for the dense mass matrix; crba(..., sparse=True) returns a new matrix")
+    d = _prepare(model, q, data)
     # nonzeros: for each DOF of joint i, all DOFs of i and its ancestors, mirrored
     anc_dofs = _ancestor_dofs(model.parent, model.nv_j)
     nnz = int(2 * (model.nv_j * anc_dofs).sum() - (model.nv_j ** 2).sum())
@@ -171,6 +294,32 @@ def crba(model, q, sparse=False, data=None, max_dense_bytes=4 * 2**30):
     import scipy.sparse as sp
 
     return sp.csr_matrix((vals[:k], (rows[:k], cols[:k])), shape=(nv, nv))
+
+
+def _crba_batch(model, Q, max_dense_bytes, out, threads):
+    (Q,) = batch.rows(model, (("q", Q, model.nq, "nq"),))
+    B = Q.shape[0]
+    nv = model.nv
+    if 8 * nv * nv * B > max_dense_bytes:
+        raise PartreeInputError(
+            f"{B} dense {nv}x{nv} mass matrices need {8 * nv * nv * B / 2**30:.1f} GiB (max_dense_bytes "
+            f"{max_dense_bytes / 2**30:.1f} GiB); split the batch, or use mass_matrix_operator(model, q)")
+    out = checks.out_array(out, (B, nv, nv))
+
+    def single(s):
+        return _crba_checked(model, Q[s], False, None, max_dense_bytes, None, None)
+
+    pk = model_buffer(model)
+    if pk is None:
+        batch.each_state(B, single, out.__setitem__)
+        return out
+    codes = np.empty(B, dtype=np.int64)
+    with batch.threads_for(threads, B) as T:
+        crba_batch(pk.buf, Q, out, True, codes, batch.chunks(B, T))
+    fail = batch.first_failure(codes, OK)
+    if fail is not None:
+        batch.state_error(fail[0], lambda: single(fail[0]))
+    return out
 
 
 @njit(cache=True)

@@ -2,7 +2,7 @@
 import numpy as np
 from numba import njit
 
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .. import checks
 from .primitives import xform_motion
 
@@ -22,6 +22,9 @@ def kinematics_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
                                   E[i], r[i], S[iv:], cJ, R, R2)
         elif jtype[i] == PRISMATIC:
             nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == FIXED:
+            nv = joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
                                   E[i], r[i], S[iv:], cJ, R, R2)
         else:
             nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)

@@ -89,7 +89,7 @@ from ..algorithms.primitives import (body_force, congruence_add, cross_force, cr
 from ..algorithms.aba import aba_forward_pass2, articulated_project
 from ..algorithms.linalg import spd_inverse
 from ..algorithms.cfa.bases import project_wrench
-from ..joints import PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 
 
 @njit(cache=True, inline="always")
@@ -166,6 +166,13 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
                              E[i], r[i], S[iv:], cJ, R, R2)
             for k in range(6):
                 vJ[k] = S[iv, k] * qd[iv]
+        elif jtype[i] == FIXED:
+            joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+            for k in range(6):
+                vJ[k] = 0.0
+                vJb[kk, k] = 0.0
+                cJb[kk, k] = cJ[k]
         else:
             nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
             for k in range(6):
@@ -255,6 +262,11 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
                                  E[i], r[i], S[iv:], cJ, R, R2)
                 for k in range(6):
                     vJ[k] = S[iv, k] * qd[iv]
+            elif jtype[i] == FIXED:
+                joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                 E[i], r[i], S[iv:], cJ, R, R2)
+                for k in range(6):
+                    vJ[k] = 0.0
             else:
                 nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ,
                                          R, R2)

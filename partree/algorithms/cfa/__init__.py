@@ -71,10 +71,14 @@ from __future__ import annotations
 
 from ... import checks
 from ...errors import PartreeInputError
+from .. import batch
+from ..packed import NO_FORCES, OK, PACK_MAX_BODIES, model_buffer
+from . import leaf_first
 from .bases import constraint_layout, project_wrench
 from .common import constraint_bases, newton_euler
 from .general import cfa_general
-from .leaf_first import cfa_leaf_first
+from .leaf_first import (cfa_call, cfa_leaf_first, cfa_leaf_first_batch, cfa_leaf_first_packed, new_result,
+                         result_buffer, rows_buffer)
 from .oddeven_compliance import cfa_oddeven_compliance
 from .oddeven_scattering import cfa_oddeven_scattering
 from .result import CFAResult
@@ -84,7 +88,7 @@ DEFAULT_METHOD = "leaf-first"
 
 
 def cfa(model, q, qd, tau, f_ext=None, method=DEFAULT_METHOD, data=None, one_body_chains="inertia",
-        wrenches="cfa"):
+        wrenches="cfa", out=None, check=True, threads=None):
     """Constraint force algorithm: joint accelerations and every joint's constraint force.
 
     Parameters
@@ -115,6 +119,18 @@ def cfa(model, q, qd, tau, f_ext=None, method=DEFAULT_METHOD, data=None, one_bod
         constraint system is ill-conditioned (a planar chain loaded out of its plane: cond(A)
         grows like a power of the length) the solved F_S lose digits while qdd stays accurate;
         the Newton-Euler wrenches are then as accurate as qdd.
+    out : CFAResult, optional
+        'leaf-first': a result of an earlier call on this model (one state) whose arrays this
+        call overwrites and which it returns, so that a loop allocates no result.
+    check : bool
+        False skips the value checks of inputs that are already C-contiguous float64 arrays of the
+        right sizes (see :func:`partree.aba`).
+    threads : int, optional
+        Threads for a batch (``partree.set_num_threads``).
+
+    2-D q, qd, tau (one state per row) are a batch ('leaf-first'): every row is evaluated, spread
+    over the cores, and the result's arrays have one row per state: qdd (B, nv),
+    constraint_force (B, ns), drive_force (B, nv), joint_wrench (B, n, 6).
 
     Returns
     -------
@@ -129,17 +145,46 @@ def cfa(model, q, qd, tau, f_ext=None, method=DEFAULT_METHOD, data=None, one_bod
         'odd-even' needs no I^-1 but S_j^T I_j S_j > 0 for every body of a chain of two or more
         bodies; 'leaf-first' accepts them wherever ABA does.
     """
+    pk = model._packed
+    if (pk is not None and leaf_first.CALL_READY and method == "leaf-first" and one_body_chains == "inertia"
+            and wrenches == "cfa"):
+        try:
+            d = model._data if data is None else data
+            cb = d._cfa_buf
+            ob = result_buffer(model, pk, out)
+            if cfa_call(pk.buf, d._buf, cb, q, qd, tau, NO_FORCES if f_ext is None else f_ext, ob, check) == OK:
+                if out is None:
+                    return new_result(model, pk, ob)
+                out._Wt = None
+                return out
+        except (TypeError, AttributeError, PartreeInputError):
+            pass        # not the compiled call's types: checked and converted below
     if method not in METHODS:
         raise PartreeInputError(f"unknown CFA method {method!r}; choose one of {', '.join(METHODS)}")
     if one_body_chains not in ("inertia", "constraint"):
         raise PartreeInputError(f"one_body_chains must be 'inertia' or 'constraint', got {one_body_chains!r}")
     if wrenches not in ("cfa", "newton-euler"):
         raise PartreeInputError(f"wrenches must be 'cfa' or 'newton-euler', got {wrenches!r}")
+    if batch.is_batch(q) or batch.is_batch(qd) or batch.is_batch(tau):
+        if method != "leaf-first":
+            raise PartreeInputError(f"a batch of states (2-D q, qd, tau) runs method='leaf-first'; "
+                                    f"{method!r} takes one state at a time")
+        if out is not None:
+            raise PartreeInputError("out= takes a one-state result; a batch returns a new result")
+        return cfa_leaf_first_batch(model, q, qd, tau, f_ext, threads)
     q, qd = checks.state(model, q, qd)
     tau = checks.vector(model, tau, model.nv, "tau", "nv")
     F_ext, has_f = checks.external_forces(model, f_ext)
     if method == "leaf-first":
+        pk = model_buffer(model)
+        if pk is not None:
+            return cfa_leaf_first_packed(model, pk, q, qd, tau, F_ext, has_f, data, out)
+        if out is not None:
+            raise PartreeInputError(f"out= needs a model of at most {PACK_MAX_BODIES} bodies (the compiled call "
+                                    f"path); model {model.name!r} has {model.n}")
         return cfa_leaf_first(model, q, qd, tau, F_ext, has_f, data)
+    if out is not None:
+        raise PartreeInputError(f"out= is for method='leaf-first', not {method!r}")
     if method == "general":
         res = cfa_general(model, q, qd, tau, F_ext, has_f)
     elif method == "odd-even":

@@ -101,8 +101,12 @@ def constraint_rows(jt, S, iv, Wt, is_, u1, u2):
 def rows_kernel(jtype, idx_v, idx_s, S, rows_ready, Wt):
     """All constraint rows from the motion subspaces S (only the universal joints' when
     ``rows_ready``).  Returns -1 or a degenerate universal joint."""
-    u1 = np.empty(3)
-    u2 = np.empty(3)
+    return rows_kernel_in(jtype, idx_v, idx_s, S, rows_ready, Wt, np.empty(3), np.empty(3))
+
+
+@njit(cache=True)
+def rows_kernel_in(jtype, idx_v, idx_s, S, rows_ready, Wt, u1, u2):
+    """:func:`rows_kernel` with its two work vectors u1, u2 (3 values each) given."""
     for i in range(jtype.shape[0]):
         if not rows_ready or jtype[i] == UNIVERSAL:
             if not constraint_rows(jtype[i], S, idx_v[i], Wt, idx_s[i], u1, u2):

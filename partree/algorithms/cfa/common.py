@@ -11,7 +11,7 @@ from numba import njit
 
 from ... import checks
 from ...errors import PartreeInputError
-from ...joints import PRISMATIC, REVOLUTE, UNIVERSAL, joint_kinematics, joint_kinematics_at
+from ...joints import FIXED, PRISMATIC, REVOLUTE, UNIVERSAL, joint_kinematics, joint_kinematics_at
 from ..aba import articulated_project
 from ..linalg import spd_inverse
 from ..primitives import (body_force, congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
@@ -239,6 +239,9 @@ def setup_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, i
                                   E[i], r[i], S[iv:], cJ, R, R2)
         elif jtype[i] == PRISMATIC:
             nv = joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
+                                  E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == FIXED:
+            nv = joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd, iv, E_tree[i], r_tree[i],
                                   E[i], r[i], S[iv:], cJ, R, R2)
         else:
             nv = joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd, iv, E_tree, r_tree, E, r, S, cJ, R, R2)

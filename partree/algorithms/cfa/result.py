@@ -1,10 +1,16 @@
 """The result of the constraint force algorithm, whichever method or backend computed it."""
+import numpy as np
 
 
 class CFAResult:
     """The joint accelerations and every joint's wrench, split into constraint and drive forces.
 
     Returned by :func:`partree.cfa` and by the parallel engine's ``constraint_forces``.
+
+    A batch of states (``cfa`` with 2-D q, qd, tau) gives one result whose arrays have one row
+    per state in front: qdd (B, nv), constraint_force (B, ns), drive_force (B, nv), joint_wrench
+    (B, n, 6); ``constraint_force_of``, ``constraint_basis`` and ``constraint_wrench_of`` then
+    answer per state too.
 
     Attributes
     ----------
@@ -39,15 +45,19 @@ class CFAResult:
         self.idx_s = idx_s
         self.ns_j = ns_j
         self.levels = levels
+        self._buf = None        # the one buffer holding the arrays (the compiled leaf-first call's)
 
     @property
     def constraint_rows(self):
         """(ns, 6): W_j^T of every joint stacked (rows idx_s[j] .. idx_s[j] + 6 - nv_j), computed
-        on first use at the configuration of this result."""
+        on first use at the configuration of this result ((B, ns, 6) for a batch)."""
         if self._Wt is None:
             from .common import constraint_bases
 
-            self._Wt = constraint_bases(self._model, self._q)[0]
+            if self._q.ndim == 1:
+                self._Wt = constraint_bases(self._model, self._q)[0]
+            else:
+                self._Wt = np.array([constraint_bases(self._model, q)[0] for q in self._q])
         return self._Wt
 
     def constraint_slice(self, name):
@@ -57,16 +67,18 @@ class CFAResult:
 
     def constraint_force_of(self, name):
         """F_S of the joint ``name`` (or body index), in its basis ``constraint_basis(name)``."""
-        return self.constraint_force[self.constraint_slice(name)].copy()
+        return self.constraint_force[..., self.constraint_slice(name)].copy()
 
     def constraint_basis(self, name):
         """W_j (6 x (6 - nv_j)) of the joint ``name``, in body j's frame, at this configuration."""
-        return self.constraint_rows[self.constraint_slice(name)].T.copy()
+        return np.swapaxes(self.constraint_rows[..., self.constraint_slice(name), :], -1, -2).copy()
 
     def constraint_wrench_of(self, name):
         """W_j F_S,j: the reaction part of joint ``name``'s wrench, [n; f] in body j's frame."""
-        return self.constraint_basis(name) @ self.constraint_force_of(name)
+        W, f = self.constraint_basis(name), self.constraint_force_of(name)
+        return W @ f if f.ndim == 1 else (W @ f[..., None])[..., 0]
 
     def __repr__(self):
-        return (f"<CFAResult {self.method}: nv={self.qdd.size}, ns={self.constraint_force.size}, "
+        states = "" if self.qdd.ndim == 1 else f"{self.qdd.shape[0]} states, "
+        return (f"<CFAResult {self.method}: {states}nv={self.qdd.shape[-1]}, ns={self.constraint_force.shape[-1]}, "
                 f"levels={len(self.levels)}>")

@@ -1,0 +1,188 @@
+"""The call path of aba, rnea, crba and cfa: the packed model and workspace buffers, ``out=`` and
+``check=``, inputs of other types, and the same numbers as the kernels called with the model's
+arrays one by one, bit for bit."""
+import pickle
+
+import numpy as np
+import pytest
+
+import partree
+from partree import checks
+from partree.algorithms.aba import aba_kernel
+from partree.algorithms.crba import _composite_inertias, _crba_entries
+from partree.algorithms.rnea import rnea_kernel
+from partree.errors import PartreeInputError
+from partree.models import chain, random_tree
+
+
+def mixed():
+    return chain(11, joint=["free", "revolute", "universal", "spherical", "prismatic", "fixed", "revolute",
+                            "universal", "prismatic", "spherical", "revolute"], alternate=True)
+
+
+def state(m, seed=0):
+    rng = np.random.default_rng(seed)
+    return m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv), rng.normal(size=(m.n, 6))
+
+
+def direct(m, q, qd, x, F=None):
+    """ABA, RNEA (tau, wrenches) and CRBA by the kernels with the model's arrays one by one."""
+    Fk, has = (np.zeros((1, 6)), False) if F is None else (F, True)
+    d = m.create_data()
+    assert aba_kernel(*checks.model_args(m), m.gravity, q, qd, x, Fk, has, d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S,
+                      d.U, d.Dinv, d.u, d.qdd) < 0
+    qdd = d.qdd.copy()
+    d = m.create_data()
+    rnea_kernel(*checks.model_args(m), m.gravity, q, qd, x, Fk, has, d.E, d.r, d.v, d.a, d.pA, d.S, d.tau)
+    tau, W = d.tau.copy(), d.pA.copy()
+    d = m.create_data()
+    _composite_inertias(*checks.model_args(m), q, d.E, d.r, d.IA, d.S)
+    M = np.zeros((m.nv, m.nv))
+    e = np.zeros(0, dtype=np.int64)
+    _crba_entries(m.parent, m.idx_v, d.E, d.r, d.IA, d.S, e, e, np.zeros(0), True, M)
+    return qdd, tau, W, M
+
+
+@pytest.mark.parametrize("make", [mixed, lambda: random_tree(30, seed=2, floating_base=True),
+                                  lambda: chain(5, joint="spherical")])
+def test_same_numbers_as_the_kernels_with_the_arrays_one_by_one(make):
+    m = make()
+    for with_f in (False, True):
+        q, qd, x, F = state(m, seed=int(with_f))
+        F = F if with_f else None
+        qdd, tau, W, M = direct(m, q, qd, x, F)
+        for _ in range(2):          # the first call builds the buffers, the second goes straight through
+            assert np.array_equal(partree.aba(m, q, qd, x, F), qdd)
+            t, w = partree.rnea(m, q, qd, x, F, return_wrenches=True)
+            assert np.array_equal(t, tau) and np.array_equal(w, W)
+            assert np.array_equal(partree.rnea(m, q, qd, x, F), tau)
+            assert np.array_equal(partree.crba(m, q), M)
+            assert np.array_equal(partree.cfa(m, q, qd, x, F).qdd, qdd)
+
+
+def test_out_is_written_and_returned():
+    m = mixed()
+    q, qd, x, F = state(m)
+    d = m.create_data()
+    for fn, args, shape in ((partree.aba, (q, qd, x), (m.nv,)), (partree.rnea, (q, qd, x), (m.nv,)),
+                            (partree.crba, (q,), (m.nv, m.nv))):
+        ref = fn(m, *args)
+        out = np.full(shape, np.nan)
+        assert fn(m, *args, out=out) is out
+        assert np.array_equal(out, ref)
+        out[...] = np.nan
+        assert fn(m, *args, data=d, out=out, check=False) is out
+        assert np.array_equal(out, ref)
+    ref = partree.cfa(m, q, qd, x, F)
+    res = partree.cfa(m, *state(m, seed=5)[:3])
+    assert partree.cfa(m, q, qd, x, F, out=res, check=False) is res
+    for key in ("qdd", "constraint_force", "drive_force", "joint_wrench"):
+        assert np.array_equal(getattr(res, key), getattr(ref, key)), key
+    assert np.array_equal(res.constraint_rows, ref.constraint_rows)      # the rows of the new q
+
+
+@pytest.mark.parametrize("bad", [np.empty(3), np.empty(7, dtype=np.float32), np.empty((7, 1)), np.empty(14)[::2],
+                                 [0.0] * 7, "out"])
+def test_a_wrong_out_is_refused(bad):
+    m = chain(7)
+    q = np.zeros(7)
+    with pytest.raises(PartreeInputError, match=r"^out is .*; it must be a writable C-contiguous float64 array of "
+                                                r"shape \(7,\)"):
+        partree.aba(m, q, q, q, out=bad)
+    with pytest.raises(PartreeInputError, match=r"shape \(7, 7\)"):
+        partree.crba(m, q, out=np.empty((7, 6)))
+    ro = np.empty(7)
+    ro.flags.writeable = False
+    with pytest.raises(PartreeInputError, match="read-only"):
+        partree.rnea(m, q, q, q, out=ro)
+    with pytest.raises(PartreeInputError, match="CFAResult of an earlier leaf-first"):
+        partree.cfa(m, q, q, q, out=np.empty(7))
+    other = partree.cfa(chain(7), q, q, q)
+    with pytest.raises(PartreeInputError, match="on this model"):
+        partree.cfa(m, q, q, q, out=other)
+
+
+def test_check_false_gives_the_same_numbers_and_skips_only_the_value_checks():
+    m = random_tree(20, seed=4, floating_base=True)
+    q, qd, x, F = state(m)
+    assert np.array_equal(partree.aba(m, q, qd, x, F, check=False), partree.aba(m, q, qd, x, F))
+    assert np.array_equal(partree.rnea(m, q, qd, x, check=False), partree.rnea(m, q, qd, x))
+    assert np.array_equal(partree.crba(m, q, check=False), partree.crba(m, q))
+    assert np.array_equal(partree.cfa(m, q, qd, x, check=False).constraint_force,
+                          partree.cfa(m, q, qd, x).constraint_force)
+    bad = qd.copy()
+    bad[1] = np.inf
+    with pytest.raises(PartreeInputError, match=r"qd\[1\] is inf"):
+        partree.aba(m, q, bad, x)
+    assert not np.isfinite(partree.aba(m, q, bad, x, check=False)).all()     # computed, not checked
+    with pytest.raises(PartreeInputError, match=r"tau has shape \(3,\)"):
+        partree.aba(m, q, qd, x[:3], check=False)                                # sizes always checked
+    with pytest.raises(PartreeInputError, match=r"f_ext has shape \(2, 6\)"):
+        partree.rnea(m, q, qd, x, F[:2], check=False)
+
+
+def test_inputs_of_other_types_are_converted_as_before():
+    m = mixed()
+    q, qd, x, F = state(m)
+    ref = partree.aba(m, q, qd, x, F)
+    ro = x.copy()
+    ro.flags.writeable = False
+    assert np.array_equal(partree.aba(m, list(q), tuple(qd), ro, F), ref)
+    assert np.array_equal(partree.aba(m, q, qd, x, {name: F[i] for i, name in enumerate(m.joint_names)}), ref)
+    assert np.array_equal(partree.aba(m, np.repeat(q, 2)[::2], qd, x, F), ref)       # not contiguous
+    f32 = partree.aba(m, q.astype(np.float32), qd, x)
+    assert np.array_equal(f32, partree.aba(m, q.astype(np.float32).astype(np.float64), qd, x))
+    with pytest.raises(PartreeInputError, match="complex"):
+        partree.aba(m, q + 0j, qd, x)
+    with pytest.raises(PartreeInputError, match="q is None"):
+        partree.rnea(m, None, qd, x)
+
+
+def test_the_model_buffer_follows_edits_of_the_model():
+    m = chain(4)
+    q, qd, x, _ = state(m)
+    partree.aba(m, q, qd, x)
+    assert m._packed is not None and np.shares_memory(m.mass, m._packed.buf)
+    g = partree.rnea(m, q, np.zeros(4), np.zeros(4))
+    m.gravity[:] = 0.0                          # an edit in place is what the next call sees
+    assert np.array_equal(partree.rnea(m, q, np.zeros(4), np.zeros(4)), np.zeros(4))
+    m.gravity[:] = (0.0, 0.0, -9.81)
+    assert np.array_equal(partree.rnea(m, q, np.zeros(4), np.zeros(4)), g)
+    m.mass = m.mass * 2.0                       # a new array drops the buffer; the next call packs it
+    assert m._packed is None
+    m.I_com = m.I_com * 2.0
+    assert np.allclose(partree.rnea(m, q, np.zeros(4), np.zeros(4)), 2.0 * g, rtol=1e-14, atol=0)
+    assert np.shares_memory(m.mass, m._packed.buf)
+
+
+def test_pickled_model_and_data_are_their_own():
+    m = random_tree(9, seed=1)
+    q, qd, x, _ = state(m)
+    ref = partree.aba(m, q, qd, x)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2._packed is None
+    assert np.array_equal(partree.aba(m2, q, qd, x), ref)
+    m2.gravity[:] = 0.0
+    assert np.array_equal(partree.aba(m, q, qd, x), ref)
+    d = m.create_data()
+    partree.aba(m, q, qd, x, data=d)
+    d2 = pickle.loads(pickle.dumps(d))
+    assert np.array_equal(d2.qdd, ref) and np.shares_memory(d2.qdd, d2._buf)
+    assert np.array_equal(partree.aba(m, q, qd, x, data=d2), ref)
+
+
+def test_data_of_another_model_is_refused():
+    m, other = chain(4), chain(5)
+    q = np.zeros(4)
+    with pytest.raises(PartreeInputError, match="data was created for a different model"):
+        partree.aba(m, q, q, q, data=other.create_data())
+    with pytest.raises(PartreeInputError, match="data was created for a different model"):
+        partree.cfa(m, q, q, q, data=other.create_data())
+
+
+def test_workspace_arrays_are_views_of_one_buffer():
+    m = mixed()
+    d = m.create_data()
+    for name in ("E", "r", "v", "c", "IA", "pA", "a", "S", "U", "Dinv", "u", "qdd", "tau"):
+        assert np.shares_memory(getattr(d, name), d._buf), name
+    assert d.nbytes == d._buf.nbytes
