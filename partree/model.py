@@ -235,6 +235,10 @@ class Model:
         state["_packed"] = None
         return state
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_packed", None)
+
     # ------------------------------------------------------------------ validation
     def validate(self):
         """Check the model; raise :class:`~partree.errors.PartreeInputError` naming the body.

@@ -79,6 +79,11 @@ def test_out_is_written_and_returned():
     for key in ("qdd", "constraint_force", "drive_force", "joint_wrench"):
         assert np.array_equal(getattr(res, key), getattr(ref, key)), key
     assert np.array_equal(res.constraint_rows, ref.constraint_rows)      # the rows of the new q
+    again = pickle.loads(pickle.dumps(res))
+    assert np.array_equal(again.joint_wrench, ref.joint_wrench) and np.shares_memory(again.qdd, again._buf)
+    m2 = again._model                       # a copy of the model came with it
+    assert partree.cfa(m2, *state(m, seed=6)[:3], out=again) is again
+    assert np.array_equal(again.qdd, partree.cfa(m, *state(m, seed=6)[:3]).qdd)
 
 
 @pytest.mark.parametrize("bad", [np.empty(3), np.empty(7, dtype=np.float32), np.empty((7, 1)), np.empty(14)[::2],
@@ -153,6 +158,13 @@ def test_the_model_buffer_follows_edits_of_the_model():
     m.I_com = m.I_com * 2.0
     assert np.allclose(partree.rnea(m, q, np.zeros(4), np.zeros(4)), 2.0 * g, rtol=1e-14, atol=0)
     assert np.shares_memory(m.mass, m._packed.buf)
+
+
+def test_the_packed_fields_are_the_models():
+    from partree.algorithms.packed import PACKED_FIELDS
+    from partree.model import _PACKED_FIELDS
+
+    assert set(PACKED_FIELDS) == _PACKED_FIELDS
 
 
 def test_pickled_model_and_data_are_their_own():

@@ -21,7 +21,7 @@ API_ENTRIES = {
                "partree.load_model", "partree.save_model", "partree.models.auto_tree",
                "partree.spatial.motion_xform", "partree.inertia.undetermined_joints"],
     "serial": ["partree.aba", "partree.rnea", "partree.crba", "partree.mass_matrix_operator",
-               "partree.forward_kinematics", "partree.energy"],
+               "partree.forward_kinematics", "partree.energy", "partree.set_num_threads"],
     "constraint-forces": ["partree.cfa", "partree.CFAResult", "partree.constraint_bases",
                           "partree.constraint_forces"],
     "parallel": ["partree.forward_dynamics", "partree.parallel.evaluate_batch", "partree.parallel.partition.Partition",

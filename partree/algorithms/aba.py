@@ -363,7 +363,7 @@ def aba(model, q, qd, tau, f_ext=None, data=None, out=None, check=True, threads=
         {joint name: wrench}; for a batch also (B, n, 6), wrenches per state.
     data : Data, optional
         A reusable workspace (``model.create_data()``); the model's own is used when omitted.  A
-        batch uses workspaces of its own, one per thread.
+        batch uses workspaces of its own.
     out : ndarray, optional
         A writable C-contiguous float64 array of shape (nv,) (a batch: (B, nv)) that receives qdd
         and is returned; without it a new array is returned.

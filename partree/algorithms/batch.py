@@ -50,13 +50,13 @@ def threads_for(threads, count):
     import numba
 
     before = get_num_threads()
-    if threads is not None:
-        set_num_threads(threads)
-    use = max(1, min(get_num_threads(), count))
-    chunk = numba.set_parallel_chunksize(1)
+    chunk = numba.get_parallel_chunksize()
     try:
-        if use != get_num_threads():
-            set_num_threads(use)
+        if threads is not None:
+            set_num_threads(threads)
+        use = max(1, min(get_num_threads(), count))
+        set_num_threads(use)
+        numba.set_parallel_chunksize(1)
         yield use
     finally:
         numba.set_parallel_chunksize(chunk)

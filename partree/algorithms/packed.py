@@ -70,7 +70,7 @@ ERR_UNIVERSAL_AT = -16
 class Packed:
     """A model's buffer with the sizes the Python side of the call path needs."""
 
-    __slots__ = ("buf", "n", "nq", "nv", "ns", "idx_s", "ns_j", "dense_bytes")
+    __slots__ = ("buf", "n", "nq", "nv", "ns", "sizes", "idx_s", "ns_j", "dense_bytes")
 
     def __init__(self, buf, n, nq, nv, ns, idx_s, ns_j):
         self.buf = buf
@@ -78,6 +78,7 @@ class Packed:
         self.nq = nq
         self.nv = nv
         self.ns = ns
+        self.sizes = (n, nq, nv, ns)
         self.idx_s = idx_s
         self.ns_j = ns_j
         self.dense_bytes = 8 * nv * nv

@@ -16,7 +16,7 @@ from ..packed import (ERR_DATA, ERR_SHAPE, ERR_UNIVERSAL_AT, NO_FORCES, OK, borr
                       check_buffers, check_fext, check_q, check_v, model_buffer, model_views, restrict,
                       workspace_length, workspace_views)
 from .bases import project_wrench, rows_kernel, rows_kernel_in
-from .result import CFAResult
+from .result import BufferedCFAResult, CFAResult
 from .common import ERR_UNIVERSAL, raise_error, topology, workspace
 
 
@@ -165,12 +165,8 @@ def rows_buffer(data, pk):
 
 
 def new_result(model, pk, ob):
-    """A leaf-first :class:`CFAResult` whose arrays are views of the result buffer ``ob``."""
-    n, nv, ns = pk.n, pk.nv, pk.ns
-    res = CFAResult(model, "leaf-first", ob[:nv], ob[nv:nv + ns], ob[nv + ns:2 * nv + ns],
-                    ob[2 * nv + ns:2 * nv + ns + 6 * n].reshape(n, 6), ob[2 * nv + ns + 6 * n:], pk.idx_s, pk.ns_j, [])
-    res._buf = ob
-    return res
+    """A leaf-first result whose arrays are views of the result buffer ``ob`` (:func:`result_size`)."""
+    return BufferedCFAResult(model, "leaf-first", ob, pk.sizes, pk.idx_s, pk.ns_j)
 
 
 def raise_code(model, code):

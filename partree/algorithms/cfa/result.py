@@ -82,3 +82,59 @@ class CFAResult:
         states = "" if self.qdd.ndim == 1 else f"{self.qdd.shape[0]} states, "
         return (f"<CFAResult {self.method}: {states}nv={self.qdd.shape[-1]}, ns={self.constraint_force.shape[-1]}, "
                 f"levels={len(self.levels)}>")
+
+
+class _BufferView:
+    """An attribute of :class:`BufferedCFAResult`: its view of the result buffer, made on first
+    access and kept in the instance (a non-data descriptor: the instance's value wins after)."""
+
+    def __init__(self, part):
+        self.part = part
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        n, nq, nv, ns = obj._sizes
+        b = obj._buf
+        if self.part == 0:
+            v = b[:nv]
+        elif self.part == 1:
+            v = b[nv:nv + ns]
+        elif self.part == 2:
+            v = b[nv + ns:2 * nv + ns]
+        elif self.part == 3:
+            v = b[2 * nv + ns:2 * nv + ns + 6 * n].reshape(n, 6)
+        else:
+            v = b[2 * nv + ns + 6 * n:]
+        obj.__dict__[self.name] = v
+        return v
+
+
+class BufferedCFAResult(CFAResult):
+    """A :class:`CFAResult` whose arrays are views of one buffer, qdd (nv), F_S (ns), F_T (nv),
+    the joint wrenches (n, 6) and q (nq) in this order, each view made when it is first read: the
+    compiled leaf-first call fills the buffer, and a result costs one allocation."""
+
+    qdd = _BufferView(0)
+    constraint_force = _BufferView(1)
+    drive_force = _BufferView(2)
+    joint_wrench = _BufferView(3)
+    _q = _BufferView(4)
+
+    def __init__(self, model, method, buf, sizes, idx_s, ns_j):
+        self._model = model
+        self.method = method
+        self._buf = buf
+        self._sizes = sizes
+        self._Wt = None
+        self.idx_s = idx_s
+        self.ns_j = ns_j
+        self.levels = []
+
+    def __getstate__(self):
+        # the views are made again from the buffer (pickled alone they would be copies of it)
+        views = ("qdd", "constraint_force", "drive_force", "joint_wrench", "_q")
+        return {k: v for k, v in self.__dict__.items() if k not in views}
