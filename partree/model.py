@@ -597,16 +597,17 @@ class Data:
     Its arrays are views of one float64 buffer, which the compiled call path hands to its kernels
     as a single argument (``partree.algorithms.packed``):
 
-    ===========  ==========  ===============================================================
-    E, r         (n, 3, 3),  X_up: rotation and translation
-                 (n, 3)
-    v, c, a      (n, 6)      body velocities, velocity-product accelerations, accelerations
-    IA           (n, 6, 6)   articulated (ABA) or composite (CRBA) inertias
-    pA           (n, 6)      bias forces (ABA), body forces and joint wrenches (RNEA)
-    S, U, Dinv   (nv, 6)     motion subspaces (one row per DOF), U = IA S, D^-1
-    u, qdd, tau  (nv,)       u = tau - S^T pA, the last ABA and RNEA results
-    scratch      (nv + 193,) the kernels' small work arrays during a compiled call
-    ===========  ==========  ===============================================================
+    ===========  ===============  =========================================================
+    E            (n, 3, 3)        X_up: rotation
+    r            (n, 3)           X_up: translation
+    v, c, a      (n, 6)           body velocities, velocity-product accelerations,
+                                  accelerations
+    IA           (n, 6, 6)        articulated (ABA) or composite (CRBA) inertias
+    pA           (n, 6)           bias forces (ABA), body forces and joint wrenches (RNEA)
+    S, U, Dinv   (nv, 6)          motion subspaces (one row per DOF), U = IA S, D^-1
+    u, qdd, tau  (nv,)            u = tau - S^T pA, the last ABA and RNEA results
+    scratch      (nv + 193,)      the kernels' small work arrays during a compiled call
+    ===========  ===============  =========================================================
     """
 
     def __init__(self, model: Model):
