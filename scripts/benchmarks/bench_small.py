@@ -48,7 +48,7 @@ import numpy as np
 from numba import njit
 
 import partree
-from partree.algorithms.aba import aba_call, aba_kernel
+from partree.algorithms.aba import aba_call, aba_kernel, aba_kernel_in
 from partree.algorithms.packed import NO_FORCES
 from partree import checks
 
@@ -168,10 +168,10 @@ def _empty_call(mb, wb, q, qd, tau, fext, out, check):
 
 @njit
 def _kernel_loop(count, parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                 q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd):
+                 q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc):
     for _ in range(count):
-        aba_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                   q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd)
+        aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                      q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc)
 
 
 def breakdown(model, rounds, reps):
@@ -189,18 +189,19 @@ def breakdown(model, rounds, reps):
     margs = checks.model_args(model)
     kargs = (*margs, model.gravity, q, qd, tau, NO_FORCES, False, d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S,
              d.U, d.Dinv, d.u, d.qdd)
-    loop_n = 1000
+    inner = 50          # kernel calls per timed call of the compiled loop (its own crossing: 1/50th)
     variants = {
         "pin.aba": lambda: pin.aba(pm, pd, q, qd, tau),
         "partree.aba (plain call)": lambda: partree.aba(model, q, qd, tau),
         "partree.aba (data, out, check=False)": lambda: partree.aba(model, q, qd, tau, data=d, out=out, check=False),
         "compiled call from Python (aba_call)": lambda: aba_call(pk.buf, d._buf, q, qd, tau, NO_FORCES, out, True),
         "empty compiled call, same 8 arguments": lambda: _empty_call(pk.buf, d._buf, q, qd, tau, NO_FORCES, out, True),
-        "kernel from Python, 29 arguments": lambda: aba_kernel(*kargs),
+        "for comparison: the kernel from Python, 29 arguments": lambda: aba_kernel(*kargs),
+        "kernel loop": lambda: _kernel_loop(inner, *kargs, d.scratch),
     }
     t = interleaved(variants, rounds, reps)
-    kl = interleaved({"k": lambda: _kernel_loop(loop_n, *kargs)}, rounds, max(1, reps // loop_n))["k"] / loop_n
-    t["kernel alone (timed inside compiled code)"] = kl
+    kl = t.pop("kernel loop") / inner
+    t["kernel alone, scratch in the workspace (timed inside compiled code)"] = kl
     t["compiled checks and views (call - empty - kernel)"] = (t["compiled call from Python (aba_call)"]
                                                               - t["empty compiled call, same 8 arguments"] - kl)
     t["Python side of the plain call (plain - compiled call)"] = (t["partree.aba (plain call)"]
