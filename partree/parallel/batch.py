@@ -40,31 +40,16 @@ def _algorithm(name):
 
 
 def _check_rows(model, name, arrays):
-    """The batch's arrays as 2-D float64, with one count of rows, or a clear error."""
+    """The batch's arrays as 2-D float64, with one count of rows, or a clear error (the batched
+    serial algorithms' own check, :func:`partree.algorithms.batch.rows`)."""
+    from ..algorithms.batch import rows
+
     names, _ = ALGORITHMS[name]
     if len(arrays) != len(names):
         raise PartreeInputError(f"{name} takes {len(names)} arrays ({', '.join(n.upper() for n in names)}), "
                                 f"got {len(arrays)}")
-    out = []
-    for nm, a in zip(names, arrays):
-        if a is None:
-            raise PartreeInputError(f"{nm.upper()} is None; a batch needs one row per state")
-        if np.iscomplexobj(a):
-            raise PartreeInputError(f"{nm.upper()} is complex; partree works with real numbers")
-        try:
-            a = np.ascontiguousarray(a, dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            raise PartreeInputError(f"{nm.upper()} is not an array of numbers ({e})") from None
-        width = model.nq if nm == "q" else model.nv
-        if a.ndim != 2 or a.shape[1] != width:
-            raise PartreeInputError(f"{nm.upper()} has shape {a.shape}; a batch of model {model.name!r} needs "
-                                    f"(rows, {width})")
-        out.append(a)
-    rows = {nm.upper(): a.shape[0] for nm, a in zip(names, out)}
-    if len(set(rows.values())) > 1:
-        raise PartreeInputError("the batch's arrays have different row counts: "
-                                + ", ".join(f"{k} {v}" for k, v in rows.items()))
-    return out
+    return rows(model, [(nm.upper(), a, model.nq if nm == "q" else model.nv, "nq" if nm == "q" else "nv")
+                        for nm, a in zip(names, arrays)])
 
 
 def _evaluate_block(name, model, arrays):
