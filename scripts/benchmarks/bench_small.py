@@ -5,6 +5,7 @@
     python scripts/benchmarks/bench_small.py --breakdown     # where the time of one small call goes
     python scripts/benchmarks/bench_small.py --batch         # a batch of 10^4 humanoid states over the cores
     python scripts/benchmarks/bench_small.py --all --json out.json
+    python scripts/benchmarks/bench_small.py --no-per-call --reference ../partree-old   # the plain calls, A/B
 
 Robots: example-robot-data's URDFs (installed with Pinocchio's ``example-robot-data`` package):
 UR5 (6 DOF), Panda (9), Solo12 (floating base, 18) and Talos reduced (floating base, 38), loaded
@@ -31,6 +32,9 @@ partree's the whole matrix.  Every run checks partree's results against Pinocchi
 compiled code with the call's 8 arguments (an empty compiled function), the compiled checks and
 views, the kernel alone (timed inside compiled code), and for comparison the kernel called from
 Python with its 29 arguments one by one.
+
+``--reference CHECKOUT`` times the plain calls against another checkout's, interleaved in one
+process (its package imported as ``partree_ref``, as ``ab_kernels.py`` does).
 
 ``--batch`` evaluates ``--states`` random states of the humanoid (Talos, or the space robot
 ``random:n=38,...`` when Talos does not load) as one batch with 1 thread and with all threads,
@@ -256,6 +260,26 @@ def batch_case(model, states, rounds, threads):
     return out
 
 
+def against_reference(models, checkout, rounds):
+    """{robot: {alg: (reference s, this s)}}: the plain calls of another checkout and of this one,
+    timed alternately (``ab_kernels.interleaved``)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from ab_kernels import interleaved as alternate, load_reference
+
+    A = load_reference(checkout)
+    out = {}
+    for name, mb in models.items():
+        rel, floating = {r[0]: (r[1], r[2]) for r in ROBOTS}[name]
+        ma = A.load_urdf(os.path.join(robots_dir(), rel), floating_base=floating, name=name)
+        q, qd, tau = state(mb)
+        out[name] = {alg: alternate(fa, fb, rounds) for alg, fa, fb in (
+            ("aba", lambda: A.aba(ma, q, qd, tau), lambda: partree.aba(mb, q, qd, tau)),
+            ("rnea", lambda: A.rnea(ma, q, qd, tau), lambda: partree.rnea(mb, q, qd, tau)),
+            ("crba", lambda: A.crba(ma, q), lambda: partree.crba(mb, q)),
+            ("cfa", lambda: A.cfa(ma, q, qd, tau), lambda: partree.cfa(mb, q, qd, tau)))}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=15, help="rounds of the interleaved timing (best kept)")
@@ -266,6 +290,7 @@ def main(argv=None):
     ap.add_argument("--states", type=int, default=10_000, help="states in the batch")
     ap.add_argument("--threads", type=int, default=None, help="threads of the batch (default: all)")
     ap.add_argument("--no-per-call", action="store_true", help="skip the per-call table")
+    ap.add_argument("--reference", metavar="CHECKOUT", help="also time the plain calls against this checkout's")
     ap.add_argument("--json", help="write the results to this file")
     a = ap.parse_args(argv)
     if a.all:
@@ -300,6 +325,14 @@ def main(argv=None):
                 print(f"{name:8s} {m.nv:3d} {m.n:6d} {alg:5s} {t['pin']*1e6:7.2f} {t['partree']*1e6:8.2f} "
                       f"{t['partree']/t['pin']:6.2f} {t['partree loop']*1e6:7.2f} {t['partree loop']/t['pin']:6.2f} "
                       f"{err[alg]:12.1e}")
+    if a.reference:
+        ab = against_reference(models, a.reference, a.rounds)
+        results["against_reference"] = {"checkout": a.reference, "times_s": ab}
+        print(f"\n== the plain calls against {a.reference} (us per call, alternated) ==")
+        print(f"{'robot':8s} {'alg':5s} {'reference':>10s} {'this':>8s} {'this/ref':>8s}")
+        for name, r in ab.items():
+            for alg, (ta, tb) in r.items():
+                print(f"{name:8s} {alg:5s} {ta*1e6:10.2f} {tb*1e6:8.2f} {tb/ta:8.2f}")
     if a.breakdown:
         name = next(iter(models))
         t = breakdown(models[name], a.rounds, a.reps)
