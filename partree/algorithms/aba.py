@@ -37,7 +37,7 @@ from numba import njit, prange
 from .. import checks
 from ..errors import PartreeInputError
 from . import batch
-from .packed import (ERR_SHAPE, NO_FORCES, OK, check_buffers, check_fext, check_q, check_v, borrowed_view,
+from .packed import (ERR_SHAPE, NO_FORCES, OK, check_state, raw_view,
                      model_buffer, model_views, restrict, workspace_length, workspace_views)
 from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import spd_inverse
@@ -63,12 +63,12 @@ def aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, 
                          f_ext, has_fext, E, r, v, c, IA, pA, S, sc):
     """:func:`aba_forward_pass1` with its scratch arrays taken from ``sc`` (PASS1_SCRATCH values)."""
     n = parent.shape[0]
-    R = borrowed_view(sc, 0, (3, 3))
-    R2 = borrowed_view(sc, 9, (3, 3))
-    cJ = borrowed_view(sc, 18, (6,))
-    vJ = borrowed_view(sc, 24, (6,))
-    h = borrowed_view(sc, 30, (6,))
-    tmp = borrowed_view(sc, 36, (6,))
+    R = raw_view(sc, 0, (3, 3))
+    R2 = raw_view(sc, 9, (3, 3))
+    cJ = raw_view(sc, 18, (6,))
+    vJ = raw_view(sc, 24, (6,))
+    h = raw_view(sc, 30, (6,))
+    tmp = raw_view(sc, 36, (6,))
     for i in range(n):
         iv = idx_v[i]
         if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
@@ -125,11 +125,11 @@ def aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, sc)
     """:func:`aba_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    T = borrowed_view(sc, 0, (6, 6))
-    Ia = borrowed_view(sc, 36, (6, 6))
-    D = borrowed_view(sc, 72, (6, 6))
-    tmp = borrowed_view(sc, 108, (6,))
-    pa = borrowed_view(sc, 114, (6,))
+    T = raw_view(sc, 0, (6, 6))
+    Ia = raw_view(sc, 36, (6, 6))
+    D = raw_view(sc, 72, (6, 6))
+    tmp = raw_view(sc, 108, (6,))
+    pa = raw_view(sc, 114, (6,))
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
@@ -207,8 +207,8 @@ def aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, 
     """:func:`aba_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    tmp = borrowed_view(sc, 0, (6,))
-    h = borrowed_view(sc, 6, (6,))
+    tmp = raw_view(sc, 0, (6,))
+    h = raw_view(sc, 6, (6,))
     for i in range(n):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
@@ -257,8 +257,8 @@ def aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, 
                   q, qd, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc):
     """:func:`aba_kernel` with the passes' scratch arrays taken from ``sc`` (SCRATCH values), so
     that a call allocates nothing."""
-    a0 = borrowed_view(sc, 0, (6,))
-    work = borrowed_view(sc, 6, (BACKWARD_SCRATCH,))
+    a0 = raw_view(sc, 0, (6,))
+    work = raw_view(sc, 6, (BACKWARD_SCRATCH,))
     aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                          f_ext, has_fext, E, r, v, c, IA, pA, S, work)
     bad = aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, work)
@@ -309,15 +309,7 @@ def aba_call(mb, wb, q, qd, tau, fext, out, check):
     """One forward-dynamics evaluation on a packed model and workspace (``partree.algorithms.packed``):
     the compiled checks, :func:`aba_kernel`, qdd copied to ``out``.  Returns ``packed.OK``, an
     error code, or the body whose joint-space inertia is singular."""
-    e = check_buffers(mb, wb)
-    if e == OK:
-        e = check_q(mb, q, check)
-    if e == OK:
-        e = check_v(mb, qd, check)
-    if e == OK:
-        e = check_v(mb, tau, check)
-    if e == OK:
-        e = check_fext(mb, fext, check)
+    e = check_state(mb, wb, q, qd, tau, fext, check)
     if e != OK:
         return e
     n = mb[1]

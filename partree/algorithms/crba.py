@@ -14,7 +14,7 @@ from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinemat
 from ..errors import PartreeInputError
 from .. import checks
 from . import batch
-from .packed import (ERR_SHAPE, OK, borrowed_view, check_buffers, check_q, model_buffer, model_views, restrict,
+from .packed import (ERR_SHAPE, OK, raw_view, check_buffers, check_q, model_buffer, model_views, restrict,
                      workspace_length, workspace_views)
 from .primitives import congruence_add, inertia_from_compact
 from .aba import aba_kernel
@@ -39,11 +39,11 @@ def composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
     """X_up, S and the composite inertias IC of every body, with the scratch arrays taken from
     ``sc`` (SCRATCH + nv + 1 values)."""
     n = parent.shape[0]
-    R = borrowed_view(sc, 0, (3, 3))
-    R2 = borrowed_view(sc, 9, (3, 3))
-    cJ = borrowed_view(sc, 18, (6,))
-    T = borrowed_view(sc, 24, (6, 6))
-    qd0 = borrowed_view(sc, SCRATCH, (S.shape[0] + 1,))
+    R = raw_view(sc, 0, (3, 3))
+    R2 = raw_view(sc, 9, (3, 3))
+    cJ = raw_view(sc, 18, (6,))
+    T = raw_view(sc, 24, (6, 6))
+    qd0 = raw_view(sc, SCRATCH, (S.shape[0] + 1,))
     for k in range(qd0.shape[0]):
         qd0[k] = 0.0
     for i in range(n):
@@ -78,8 +78,8 @@ def crba_entries_in(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M, sc):
     """:func:`_crba_entries` with its scratch arrays taken from ``sc`` (42 values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    F = borrowed_view(sc, 0, (6, 6))
-    G = borrowed_view(sc, 36, (6,))
+    F = raw_view(sc, 0, (6, 6))
+    G = raw_view(sc, 36, (6,))
     k = 0
     for i in range(n):
         iv = idx_v[i]
@@ -168,9 +168,9 @@ def crba_call(mb, wb, q, M, check):
     for i in range(nv):
         for j in range(nv):
             M[i, j] = 0.0
-    # the dense form writes no COO entries: empty (borrowed) arrays stand for them
-    crba_entries_in(parent, idx_v, E, r, IA, S, borrowed_view(mb, 0, (0,)), borrowed_view(mb, 0, (0,)),
-                    borrowed_view(sc, 0, (0,)), True, M, sc)
+    # the dense form writes no COO entries: empty raw arrays stand for them
+    crba_entries_in(parent, idx_v, E, r, IA, S, raw_view(mb, 0, (0,)), raw_view(mb, 0, (0,)),
+                    raw_view(sc, 0, (0,)), True, M, sc)
     return OK
 
 

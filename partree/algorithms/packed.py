@@ -7,7 +7,7 @@ the model's and the workspace's arrays pays that thirty times per call, which on
 outweighs the dynamics themselves.  The call path (``aba``, ``rnea``, ``crba``, ``cfa``) hands a
 compiled wrapper two buffers instead, the model's and the workspace's, plus the state; the
 wrapper cuts them into the kernels' arrays with :func:`model_views` and :func:`workspace_views`
-(views, no copies; :func:`borrowed_view`) and calls the same kernels, compiled function to
+(views, no copies; :func:`raw_view`) and calls the same kernels, compiled function to
 compiled function.
 
 The model buffer (:func:`model_buffer`) is built once per model, on its first call: the model's
@@ -176,12 +176,12 @@ def cfa_workspace_size(ns):
 
 
 @intrinsic
-def borrowed_view(typingctx, buf, offset, shape):
+def raw_view(typingctx, buf, offset, shape):
     """A C-contiguous view of the 1-D array ``buf`` starting at element ``offset``, of the shape
     given as a tuple, that holds no reference to ``buf``'s memory (its meminfo is null).
 
     Views made by slicing and reshaping count references to their buffer, twice or more each, and
-    a call makes some thirty of them.  A borrowed view counts none, and neither do the views the
+    a call makes some thirty of them.  A raw view counts none, and neither do the views the
     kernels take of it (``E[i]``): it is valid as long as ``buf`` is, which for the compiled calls
     is the whole call (the caller holds the buffers), and no kernel keeps an array beyond its call.
     """
@@ -209,69 +209,69 @@ def borrowed_view(typingctx, buf, offset, shape):
 
 @njit(cache=True)
 def model_views(mb):
-    """The kernels' model arrays, as borrowed views of the model buffer ``mb``: parent, jtype,
+    """The kernels' model arrays, as raw views of the model buffer ``mb``: parent, jtype,
     axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, idx_s, quaternion
     starts."""
     n = mb[1]
     nquat = mb[4]
     o = HEADER
-    parent = borrowed_view(mb, o, (n,))
-    idx_q = borrowed_view(mb, o + n, (n,))
-    idx_v = borrowed_view(mb, o + 2 * n, (n,))
-    idx_s = borrowed_view(mb, o + 3 * n, (n,))
-    qstarts = borrowed_view(mb, o + 4 * n, (nquat,))
-    jtype = borrowed_view(mb.view(np.int8), 8 * (o + 4 * n + nquat), (n,))
+    parent = raw_view(mb, o, (n,))
+    idx_q = raw_view(mb, o + n, (n,))
+    idx_v = raw_view(mb, o + 2 * n, (n,))
+    idx_s = raw_view(mb, o + 3 * n, (n,))
+    qstarts = raw_view(mb, o + 4 * n, (nquat,))
+    jtype = raw_view(mb.view(np.int8), 8 * (o + 4 * n + nquat), (n,))
     f = mb.view(np.float64)
     o = mb[6]
-    gravity = borrowed_view(f, o, (3,))
+    gravity = raw_view(f, o, (3,))
     o += 3
-    mass = borrowed_view(f, o, (n,))
+    mass = raw_view(f, o, (n,))
     o += n
-    axis = borrowed_view(f, o, (n, 3))
+    axis = raw_view(f, o, (n, 3))
     o += 3 * n
-    axis2 = borrowed_view(f, o, (n, 3))
+    axis2 = raw_view(f, o, (n, 3))
     o += 3 * n
-    r_tree = borrowed_view(f, o, (n, 3))
+    r_tree = raw_view(f, o, (n, 3))
     o += 3 * n
-    com = borrowed_view(f, o, (n, 3))
+    com = raw_view(f, o, (n, 3))
     o += 3 * n
-    E_tree = borrowed_view(f, o, (n, 3, 3))
+    E_tree = raw_view(f, o, (n, 3, 3))
     o += 9 * n
-    I_com = borrowed_view(f, o, (n, 3, 3))
+    I_com = raw_view(f, o, (n, 3, 3))
     return parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, idx_s, qstarts
 
 
 @njit(cache=True)
 def workspace_views(wb, n, nv):
     """The workspace arrays E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, tau and the scratch as
-    borrowed views of ``wb`` (the order of :func:`workspace_layout`)."""
-    E = borrowed_view(wb, 0, (n, 3, 3))
+    raw views of ``wb`` (the order of :func:`workspace_layout`)."""
+    E = raw_view(wb, 0, (n, 3, 3))
     o = 9 * n
-    r = borrowed_view(wb, o, (n, 3))
+    r = raw_view(wb, o, (n, 3))
     o += 3 * n
-    v = borrowed_view(wb, o, (n, 6))
+    v = raw_view(wb, o, (n, 6))
     o += 6 * n
-    c = borrowed_view(wb, o, (n, 6))
+    c = raw_view(wb, o, (n, 6))
     o += 6 * n
-    IA = borrowed_view(wb, o, (n, 6, 6))
+    IA = raw_view(wb, o, (n, 6, 6))
     o += 36 * n
-    pA = borrowed_view(wb, o, (n, 6))
+    pA = raw_view(wb, o, (n, 6))
     o += 6 * n
-    a = borrowed_view(wb, o, (n, 6))
+    a = raw_view(wb, o, (n, 6))
     o += 6 * n
-    S = borrowed_view(wb, o, (nv, 6))
+    S = raw_view(wb, o, (nv, 6))
     o += 6 * nv
-    U = borrowed_view(wb, o, (nv, 6))
+    U = raw_view(wb, o, (nv, 6))
     o += 6 * nv
-    Dinv = borrowed_view(wb, o, (nv, 6))
+    Dinv = raw_view(wb, o, (nv, 6))
     o += 6 * nv
-    u = borrowed_view(wb, o, (nv,))
+    u = raw_view(wb, o, (nv,))
     o += nv
-    qdd = borrowed_view(wb, o, (nv,))
+    qdd = raw_view(wb, o, (nv,))
     o += nv
-    tau = borrowed_view(wb, o, (nv,))
+    tau = raw_view(wb, o, (nv,))
     o += nv
-    scratch = borrowed_view(wb, o, (SCRATCH + nv + 1,))
+    scratch = raw_view(wb, o, (SCRATCH + nv + 1,))
     return E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, tau, scratch
 
 
@@ -357,3 +357,19 @@ def restrict(dispatcher, signature):
     if dispatcher._can_compile:
         dispatcher.compile(signature)
         dispatcher.disable_compile()
+
+
+@njit(cache=True)
+def check_state(mb, wb, q, qd, x, fext, check):
+    """The checks of a call on a state: the buffers, q (nq), qd and x (nv: tau or qdd) and f_ext,
+    in that order; :data:`OK` or the first error code."""
+    e = check_buffers(mb, wb)
+    if e == OK:
+        e = check_q(mb, q, check)
+    if e == OK:
+        e = check_v(mb, qd, check)
+    if e == OK:
+        e = check_v(mb, x, check)
+    if e == OK:
+        e = check_fext(mb, fext, check)
+    return e

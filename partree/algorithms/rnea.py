@@ -11,7 +11,7 @@ from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinemat
 from .. import checks
 from ..errors import PartreeInputError
 from . import batch
-from .packed import (ERR_SHAPE, NO_FORCES, OK, borrowed_view, check_buffers, check_fext, check_q, check_v, model_buffer,
+from .packed import (ERR_SHAPE, NO_FORCES, OK, check_state, raw_view, model_buffer,
                      model_views, restrict, workspace_length, workspace_views)
 from .primitives import body_force, cross_motion, xform_force_T_add, xform_motion
 
@@ -35,13 +35,13 @@ def rnea_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com,
     call allocates nothing."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    R = borrowed_view(sc, 0, (3, 3))
-    R2 = borrowed_view(sc, 9, (3, 3))
-    cJ = borrowed_view(sc, 18, (6,))
-    vJ = borrowed_view(sc, 24, (6,))
-    h = borrowed_view(sc, 30, (6,))
-    tmp = borrowed_view(sc, 36, (6,))
-    a0 = borrowed_view(sc, 42, (6,))
+    R = raw_view(sc, 0, (3, 3))
+    R2 = raw_view(sc, 9, (3, 3))
+    cJ = raw_view(sc, 18, (6,))
+    vJ = raw_view(sc, 24, (6,))
+    h = raw_view(sc, 30, (6,))
+    tmp = raw_view(sc, 36, (6,))
+    a0 = raw_view(sc, 42, (6,))
     a0[0] = 0.0
     a0[1] = 0.0
     a0[2] = 0.0
@@ -107,15 +107,7 @@ def rnea_call(mb, wb, q, qd, qdd, fext, out, wout, check):
     """One inverse-dynamics evaluation on a packed model and workspace (``partree.algorithms.packed``):
     the compiled checks, :func:`rnea_kernel`, tau copied to ``out`` and, when ``wout`` has rows,
     the joint wrenches to ``wout`` (n, 6).  Returns ``packed.OK`` or an error code."""
-    e = check_buffers(mb, wb)
-    if e == OK:
-        e = check_q(mb, q, check)
-    if e == OK:
-        e = check_v(mb, qd, check)
-    if e == OK:
-        e = check_v(mb, qdd, check)
-    if e == OK:
-        e = check_fext(mb, fext, check)
+    e = check_state(mb, wb, q, qd, qdd, fext, check)
     if e != OK:
         return e
     n = mb[1]

@@ -12,8 +12,8 @@ from ... import checks
 from ...errors import PartreeInputError
 from .. import batch
 from ..aba import aba_kernel, aba_kernel_in
-from ..packed import (ERR_DATA, ERR_SHAPE, ERR_UNIVERSAL_AT, NO_FORCES, OK, borrowed_view, cfa_workspace_size,
-                      check_buffers, check_fext, check_q, check_v, model_buffer, model_views, restrict,
+from ..packed import (ERR_DATA, ERR_SHAPE, ERR_UNIVERSAL_AT, NO_FORCES, OK, raw_view, cfa_workspace_size,
+                      check_state, model_buffer, model_views, restrict,
                       workspace_length, workspace_views)
 from .bases import project_wrench, rows_kernel, rows_kernel_in
 from .result import BufferedCFAResult, CFAResult
@@ -75,9 +75,9 @@ def result_size(n, nq, nv, ns):
 
 @njit(cache=True)
 def result_views(ob, n, nq, nv, ns):
-    """qdd, F_S, F_T, F (n, 6) and q as (borrowed) views of a result buffer (:func:`result_size`)."""
-    return (borrowed_view(ob, 0, (nv,)), borrowed_view(ob, nv, (ns,)), borrowed_view(ob, nv + ns, (nv,)),
-            borrowed_view(ob, 2 * nv + ns, (n, 6)), borrowed_view(ob, 2 * nv + ns + 6 * n, (nq,)))
+    """qdd, F_S, F_T, F (n, 6) and q as raw views of a result buffer (:func:`result_size`)."""
+    return (raw_view(ob, 0, (nv,)), raw_view(ob, nv, (ns,)), raw_view(ob, nv + ns, (nv,)),
+            raw_view(ob, 2 * nv + ns, (n, 6)), raw_view(ob, 2 * nv + ns + 6 * n, (nq,)))
 
 
 @njit(cache=True)
@@ -87,15 +87,7 @@ def cfa_call(mb, wb, cb, q, qd, tau, fext, ob, check):
     between calls) and the wrenches, into the result buffer ``ob`` (:func:`result_size`).
     Returns ``packed.OK``, an error code, the body whose articulated inertia is singular, or
     ``ERR_UNIVERSAL_AT - j`` for a degenerate universal joint j."""
-    e = check_buffers(mb, wb)
-    if e == OK:
-        e = check_q(mb, q, check)
-    if e == OK:
-        e = check_v(mb, qd, check)
-    if e == OK:
-        e = check_v(mb, tau, check)
-    if e == OK:
-        e = check_fext(mb, fext, check)
+    e = check_state(mb, wb, q, qd, tau, fext, check)
     if e != OK:
         return e
     n = mb[1]
@@ -112,15 +104,15 @@ def cfa_call(mb, wb, cb, q, qd, tau, fext, ob, check):
                         q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd_w, sc)
     if bad >= 0:
         return bad
-    Wt = borrowed_view(cb, 1, (ns, 6))
-    bad = rows_kernel_in(jtype, idx_v, idx_s, S, cb[0] != 0.0, Wt, borrowed_view(sc, 0, (3,)),
-                         borrowed_view(sc, 3, (3,)))
+    Wt = raw_view(cb, 1, (ns, 6))
+    bad = rows_kernel_in(jtype, idx_v, idx_s, S, cb[0] != 0.0, Wt, raw_view(sc, 0, (3,)),
+                         raw_view(sc, 3, (3,)))
     if bad >= 0:
         cb[0] = 0.0
         return ERR_UNIVERSAL_AT - bad
     cb[0] = 1.0
     qdd, FS, FT, F, qr = result_views(ob, n, nq, nv, ns)
-    wrenches_from_articulated_in(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT, borrowed_view(sc, 0, (6, 6)))
+    wrenches_from_articulated_in(idx_v, idx_s, IA, pA, a, S, tau, Wt, FS, F, FT, raw_view(sc, 0, (6, 6)))
     for k in range(nv):
         qdd[k] = qdd_w[k]
     for k in range(nq):
