@@ -3,7 +3,7 @@ from .mpienv import limit_under_mpi as _limit_under_mpi
 
 _limit_under_mpi()    # one BLAS thread per MPI rank (before NumPy starts its pool); see partree/mpienv.py
 
-from . import io, joints, models, spatial, specs
+from . import io, joints, loops, models, spatial, specs
 from .algorithms.aba import aba
 from .algorithms.batch import get_num_threads, set_num_threads
 from .algorithms.cfa import CFAResult, cfa, constraint_bases
@@ -14,6 +14,7 @@ from .algorithms.rnea import joint_wrenches, rnea
 from .configuration import integrate
 from .io import load_mjcf, load_model, load_urdf, save_model
 from .model import Data, Model
+from .loops import Loop
 from .errors import (CheckpointError, DaskEngineError, MissingDependencyError, PartreeError, PartreeInertiaWarning,
                      PartreeInputError)
 from .specs import register_generator, resolve_model
@@ -22,8 +23,8 @@ from . import parallel
 from .parallel import constraint_forces, forward_dynamics
 
 __version__ = "0.1.0"
-__all__ = ["Model", "Data", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
+__all__ = ["Model", "Data", "Loop", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
            "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
            "center_of_mass", "momentum", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
-           "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "models", "spatial"]
+           "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "loops", "models", "spatial"]

@@ -5,6 +5,7 @@ base = -1); there is never one Python object per body, so 10^7 bodies fit and bu
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ from numba import njit
 from . import joints as J
 from .errors import PartreeInputError
 from .inertia import apply_policy, check_policy
+from .loops import LoopSet, loop_set
 
 
 class JointNames(Sequence):
@@ -164,6 +166,9 @@ class Model:
         Unit label of every body: bodies with the same label form one repeated unit (e.g. a
         scissor unit); every unit must be connected.  The partitioner
         (``partree.parallel.partition``) never splits a unit.
+    loops : sequence of Loop, optional
+        Cut joints closing kinematic loops over the tree (:class:`partree.Loop`); kept as
+        ``loops``, a :class:`partree.loops.LoopSet`.  See :meth:`with_loops`.
 
     Raises
     ------
@@ -174,7 +179,7 @@ class Model:
 
     def __init__(self, parent, jtype, axis, E_tree, r_tree, mass, com, I_com, axis2=None,
                  gravity=(0.0, 0.0, -9.81), joint_names=None, body_names=None, name="model",
-                 allow_massless=False, validate=True, units=None, inertia="strict"):
+                 allow_massless=False, validate=True, units=None, inertia="strict", loops=None):
         parent = np.ascontiguousarray(parent, dtype=np.int64)
         if parent.ndim != 1:
             raise PartreeInputError(f"parent must be 1-D, got shape {parent.shape}")
@@ -211,6 +216,7 @@ class Model:
         else:
             self._sizes()
         self.units = None if units is None else unit_heads(parent, units)[0]
+        self.loops = LoopSet.empty() if loops is None else loop_set(self, loops)
 
     def _sizes(self):
         """Joint sizes and offsets from ``jtype`` (valid codes)."""
@@ -238,6 +244,7 @@ class Model:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.__dict__.setdefault("_packed", None)
+        self.__dict__.setdefault("loops", LoopSet.empty())     # a model pickled without loops
 
     # ------------------------------------------------------------------ validation
     def validate(self):
@@ -314,7 +321,24 @@ class Model:
     def __repr__(self):
         counts = np.bincount(self.jtype, minlength=len(J.NAMES))
         kinds = ", ".join(f"{c} {J.NAMES[k]}" for k, c in enumerate(counts) if c)
-        return f"<partree.Model {self.name!r}: {self.n} bodies ({kinds}), nq={self.nq}, nv={self.nv}>"
+        nl = len(getattr(self, "loops", ()))
+        loops = f", {nl} loop{'s' if nl != 1 else ''}" if nl else ""
+        return f"<partree.Model {self.name!r}: {self.n} bodies ({kinds}), nq={self.nq}, nv={self.nv}{loops}>"
+
+    def with_loops(self, loops, replace=False):
+        """A model with the same tree and these loops (:class:`partree.Loop` objects) added to its
+        own, or in their place with ``replace``.  The arrays are shared, not copied."""
+        new = copy.copy(self)
+        added = loop_set(self, loops)
+        object.__setattr__(new, "loops", added if replace or not len(self.loops) else self.loops.concat(added))
+        seen = set()
+        for nm in new.loops.names:
+            if nm in seen:
+                raise PartreeInputError(f"loop name {nm!r} used twice")
+            seen.add(nm)
+        object.__setattr__(new, "_data", None)
+        object.__setattr__(new, "_topo", dict(self._topo))
+        return new
 
     def joint_id(self, name):
         """Body number of the joint named ``name`` (or an int passed through)."""
