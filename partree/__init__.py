@@ -12,6 +12,7 @@ from .algorithms.energy import center_of_mass, energy, kinetic_energy, momentum,
 from .algorithms.kinematics import forward_kinematics
 from .algorithms.loop_constraints import loop_constraints
 from .algorithms.constrained_dynamics import constrained_dynamics
+from .algorithms.loop_correction import assemble, correct_state
 from .algorithms.rnea import joint_wrenches, rnea
 from .configuration import integrate
 from .io import load_mjcf, load_model, load_urdf, save_model
@@ -28,5 +29,5 @@ __version__ = "0.1.0"
 __all__ = ["Model", "Data", "Loop", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
            "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
-           "center_of_mass", "momentum", "loop_constraints", "constrained_dynamics", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
+           "center_of_mass", "momentum", "loop_constraints", "constrained_dynamics", "correct_state", "assemble", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
            "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "loops", "models", "spatial"]

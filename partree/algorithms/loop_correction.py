@@ -1,0 +1,199 @@
+"""Putting a state back on the loops' constraint manifold (seed 003, section 2.3).
+
+The column-pivoted QR of the Jacobian's transpose, J^T P = Q R (seed 003, eqs. 8-17), finds the
+independent rows (the first ``rank`` pivots, P_n) and orthonormal bases of the normal space (Q_n,
+spanned by J's rows) and the tangent space (Q_t) of the constraint manifold:
+
+* coordinates: q <- q - Q_n R_n^-T (P_n^T Phi), repeated (Gauss-Newton; eqs. 25-27);
+* velocities: qd <- Q_t Q_t^T qd (eq. 28 for constraints that do not depend on time);
+* accelerations at and near singular configurations: qdd <- Q_t Q_t^T qdd + Q_n R_n^-T (P_n^T
+  gamma) (eq. 31 with the normal part from the acceleration constraints, eq. 17).
+
+Corrections are steps in v (``partree.integrate``), so quaternions stay unit.  The QR is dense:
+for models whose J (rows x nv) exceeds ``DENSE_LIMIT`` entries the corrections use the
+minimum-norm least-squares solution of the same linear system by LSMR instead (the same step
+where the rows are independent).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+from scipy.sparse.linalg import lsmr
+
+from .. import checks
+from ..configuration import integrate
+from ..errors import PartreeInputError
+from .loop_constraints import loop_constraints
+
+#: the largest J (rows x nv entries) factored by the dense QR
+DENSE_LIMIT = 4_000_000
+
+
+class ConstraintBases:
+    """The column-pivoted QR of J^T: ``rank``, ``independent`` (row numbers, pivot order),
+    ``Qn`` (nv, rank), ``Qt`` (nv, nv - rank) and ``Rn`` (rank, rank), J^T[:, independent] =
+    Qn Rn."""
+
+    def __init__(self, J, rank_tol=1e-8):
+        Jd = J.toarray() if hasattr(J, "toarray") else np.asarray(J, dtype=float)
+        nv, m = Jd.shape[1], Jd.shape[0]
+        if m == 0:
+            self.rank, self.independent = 0, np.zeros(0, dtype=np.int64)
+            self.Qn, self.Qt, self.Rn = np.zeros((nv, 0)), np.eye(nv), np.zeros((0, 0))
+            return
+        Q, R, piv = sla.qr(Jd.T, pivoting=True)
+        d = np.abs(np.diag(R))
+        rank = int(np.count_nonzero(d > rank_tol * max(d[0], 1e-300))) if d.size else 0
+        self.rank = rank
+        self.independent = piv[:rank]
+        self.Qn, self.Qt, self.Rn = Q[:, :rank], Q[:, rank:], R[:rank, :rank]
+
+    def normal_solve(self, rhs):
+        """The vector x in the normal space with (J x)[independent] = rhs[independent]."""
+        y = sla.solve_triangular(self.Rn, rhs[self.independent], trans="T") if self.rank else np.zeros(0)
+        return self.Qn @ y
+
+    def tangent(self, x):
+        """Q_t Q_t^T x."""
+        return self.Qt @ (self.Qt.T @ x)
+
+
+def _min_norm(J, rhs, rank_tol):
+    """The minimum-norm x with J x = rhs (least squares where inconsistent)."""
+    if J.shape[0] * J.shape[1] <= DENSE_LIMIT:
+        return ConstraintBases(J, rank_tol).normal_solve(rhs)
+    return lsmr(J, rhs, atol=1e-15, btol=1e-15, maxiter=20 * J.shape[0] + 100)[0]
+
+
+def _project_positions(model, q, tol, max_iter, rank_tol, free=None, what="correct_state"):
+    phi0 = None
+    for it in range(max_iter + 1):
+        lc = loop_constraints(model, q)
+        err = float(np.abs(lc.phi).max(initial=0.0))
+        if phi0 is None:
+            phi0 = err
+        if err <= tol:
+            return q, err, it
+        if it == max_iter:
+            break
+        J = lc.J if free is None else lc.J[:, free]
+        step = _min_norm(J, -lc.phi, rank_tol)
+        dv = np.zeros(model.nv)
+        if free is None:
+            dv[:] = step
+        else:
+            dv[free] = step
+        # a Gauss-Newton step, shortened while it does not reduce the violation
+        s = 1.0
+        for _ in range(30):
+            qn = integrate(model, q, s * dv)
+            en = float(np.abs(loop_constraints(model, qn).phi).max(initial=0.0))
+            if en < err or s < 1e-6:
+                break
+            s *= 0.5
+        q = qn
+    raise PartreeInputError(f"{what}: the loops could not be closed: violation {err:.3g} (from {phi0:.3g}) after "
+                            f"{max_iter} Gauss-Newton steps; the configuration may be too far from one that "
+                            f"closes them (partree.assemble with a better guess or some joints fixed), or no "
+                            f"configuration closes them")
+
+
+def correct_state(model, q, qd=None, tol=1e-12, max_iter=20, rank_tol=1e-8):
+    """Project a state onto the loops' constraint manifold: q with Phi(q) = 0, qd with J qd = 0.
+
+    Coordinates by Gauss-Newton steps in the normal space (seed 003's eqs. 25-27, with the
+    column-pivoted QR of J^T), velocities by the tangent-space projection Q_t Q_t^T qd (eq. 28):
+    the smallest changes in the Euclidean norm of v.
+
+    Parameters
+    ----------
+    model : Model
+        A model with loops.
+    q : ndarray (nq,)
+    qd : ndarray (nv,), optional
+        Projected too when given.
+    tol : float
+        The largest violation |Phi| accepted.
+    max_iter : int
+        Gauss-Newton steps at most.
+    rank_tol : float
+        Relative size of R's diagonal below which a row counts as dependent.
+
+    Returns
+    -------
+    q, or (q, qd) when qd is given.
+
+    Raises
+    ------
+    PartreeInputError
+        When the loops cannot be closed from q (the violation is in the message).
+    """
+    q, qd_ = checks.state(model, q, np.zeros(model.nv) if qd is None else qd)
+    if not len(model.loops):
+        return q.copy() if qd is None else (q.copy(), qd_.copy())
+    q, _, _ = _project_positions(model, q.copy(), tol, max_iter, rank_tol)
+    if qd is None:
+        return q
+    lc = loop_constraints(model, q)
+    return q, project_velocity(lc.J, qd_, rank_tol)
+
+
+def project_velocity(J, qd, rank_tol=1e-8):
+    """qd minus its component in the normal space: J qd = 0 (minimum change)."""
+    return qd - _min_norm(J, J @ qd, rank_tol)
+
+
+def tangent_acceleration(J, gamma, qdd, rank_tol=1e-8):
+    """qdd with its normal-space part replaced by the one the acceleration constraints give:
+    Q_t Q_t^T qdd + Q_n R_n^-T (P_n^T gamma) (seed 003, eqs. 17 and 31).  At a singular
+    configuration the reduced equations leave qdd's normal part undetermined along the
+    vanishing directions; this fixes it from the constraints alone."""
+    if J.shape[0] * J.shape[1] <= DENSE_LIMIT:
+        B = ConstraintBases(J, rank_tol)
+        return B.tangent(qdd) + B.normal_solve(gamma)
+    return qdd - _min_norm(J, J @ qdd - gamma, rank_tol)
+
+
+def assemble(model, q_guess=None, fixed=None, tol=1e-12, max_iter=50, rank_tol=1e-8):
+    """A configuration that closes every loop, near ``q_guess``, with some joints held.
+
+    Parameters
+    ----------
+    model : Model
+        A model with loops.
+    q_guess : ndarray (nq,), optional
+        Starting configuration (default: the neutral one).
+    fixed : dict, optional
+        {joint name or body number: value}: joints held at these coordinates (a number for a
+        1-DOF joint, an array of its nq coordinates otherwise); the others move.  The driving
+        joint of a mechanism is the usual one to fix.
+    tol, max_iter, rank_tol
+        As for :func:`correct_state`.
+
+    Returns
+    -------
+    q : ndarray (nq,)
+
+    Raises
+    ------
+    PartreeInputError
+        When no configuration near the guess closes the loops (the violation is in the message).
+    """
+    q = model.neutral() if q_guess is None else checks.state(model, q_guess)[0].copy()
+    free = np.ones(model.nv, dtype=bool)
+    for name, value in (fixed or {}).items():
+        try:
+            i = model.joint_id(name)
+        except KeyError:
+            raise PartreeInputError(f"assemble: fixed names no joint {name!r}") from None
+        sl = model.q_slice(i)
+        val = np.atleast_1d(np.asarray(value, dtype=float))
+        if val.size != sl.stop - sl.start:
+            raise PartreeInputError(f"assemble: joint {model.joint_names[i]!r} has {sl.stop - sl.start} "
+                                    f"coordinates; got {val.size} values")
+        q[sl] = val
+        free[model.v_slice(i)] = False
+    if not len(model.loops):
+        return q
+    q, _, _ = _project_positions(model, q, tol, max_iter, rank_tol, np.flatnonzero(free), "assemble")
+    return q
