@@ -33,6 +33,7 @@ import numpy as np
 from .. import checks
 from .. import joints as J
 from ..algorithms.aba import aba
+from ..algorithms.constrained_dynamics import constrained_dynamics
 from ..algorithms.crba import bias_forces, crba
 from ..algorithms.rnea import rnea
 from ..errors import PartreeInputError
@@ -129,6 +130,12 @@ class Dynamics:
             raise PartreeInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.parts = parts
         self._fd = None
+        self._loops = len(getattr(model, "loops", ())) > 0
+        if self._loops and self.backend != "serial":
+            raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: its dynamics runs on the "
+                                    f"serial backend (the parallel engine solves trees)")
+        if self._loops and prescribed is not None:
+            raise PartreeInputError(f"model {model.name!r} has loops: prescribed motion (hybrid dynamics) is for trees")
         if self.backend != "serial":
             from ..parallel import forward_dynamics
 
@@ -262,6 +269,8 @@ class Dynamics:
             self.last_tau = tau
             return qdd
         self.last_tau = tau
+        if self._loops:
+            return constrained_dynamics(self.model, q, v, tau, fe).qdd
         if self._fd is not None:
             F, has = checks.external_forces(self.model, fe)
             return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts, f_ext=F if has else None)
@@ -283,8 +292,13 @@ class Dynamics:
         return qdd, tau
 
     def joint_wrenches(self, t, q, v, qdd):
-        """(n, 6) joint wrenches [n; f] (child frame) for the motion (q, v, qdd)."""
+        """(n, 6) joint wrenches [n; f] (child frame) for the motion (q, v, qdd); with loops, the
+        loops' forces of the state included."""
         fe = self.f_ext(t, q, v)
+        if self._loops:
+            res = constrained_dynamics(self.model, q, v, self.tau(t, q, v), fe)
+            F, has = checks.external_forces(self.model, fe)
+            fe = res.loop_wrench + (F if has else 0.0)
         return rnea(self.model, q, v, qdd, fe, self.data, return_wrenches=True)[1]
 
     # ---------------------------------------------------------------- identity (checkpoints)

@@ -250,6 +250,11 @@ class Recorder:
             self.rows.update(qdd=[], tau=[])
         if wids is not None:
             self.rows["joint_wrench"] = []
+        self.closure = None
+        if len(getattr(model, "loops", ())):
+            from .closure import LoopClosure
+            self.closure = LoopClosure(model)
+            self.rows["violation"] = []
 
     @property
     def needs_qdd(self):
@@ -270,6 +275,8 @@ class Recorder:
             r["tau"].append(np.array(tau, dtype=float))
         if self.wids is not None:
             r["joint_wrench"].append(self.dyn.joint_wrenches(t, q, v, qdd)[self.wids])
+        if self.closure is not None:
+            r["violation"].append(self.closure.violation(q))
 
     def __len__(self):
         return len(self.rows["t"])
@@ -610,6 +617,11 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         model = backend.resolve_model(model)
         dyn = backend.dynamics(model, inputs, dynamics)
         q_full, v_full = _initial_state(model, q0, qd0)
+        closure = None
+        if len(getattr(model, "loops", ())):
+            from .closure import LoopClosure
+            closure = LoopClosure(model, opts.correct)
+            q_full, v_full = closure.initial(q_full, v_full)
         wids = _wrench_ids(model, opts.record, opts.wrench_joints)
         wnames = [model.joint_names[int(i)] for i in wids] if wids is not None else []
         inputs_fp = dyn.fingerprint()
@@ -684,6 +696,8 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
                         q, v = integ.advance(t0, q, v, t1)
                     else:
                         q, v = integ.step(t0, q, v, t1 - t0)
+                    if closure is not None and closure.correct != "none":
+                        q, v = closure(q, v)
                     if k % save_mod == 0 or k == n_ticks:
                         save(t1, q, v)
                     if k == k0 + 1:
@@ -775,6 +789,11 @@ def _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, mode
                           "max_rel_drift": float(np.abs(E - E0).max() / scale), "scale": float(scale),
                           "conservative": bool(getattr(dyn, "conservative", True))}}
     summary.update(extra or {})
+    if "violation" in series and series["violation"].size:
+        kv = int(np.argmax(series["violation"]))
+        summary["loops"] = {"count": len(model.loops), "rows": model.loops.nrow, "correct": opts.correct,
+                            "max_violation": float(series["violation"][kv]),
+                            "max_violation_time": float(series["t"][kv])}
     if rec.wids is not None and len(rec.wids):
         W = series["joint_wrench"]
         fn = np.linalg.norm(W[:, :, 3:], axis=2)

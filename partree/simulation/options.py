@@ -27,8 +27,11 @@ BACKENDS = ("serial", "mpi", "dask")
 #: suffixes of results files and the format each one picks
 RESULT_SUFFIXES = {".h5": "h5", ".hdf5": "h5", ".npz": "npz"}
 #: the values a checkpoint must match to be resumed (``t_end`` may grow; backend and parts may change)
+#: what a run with loops corrects after every step (``SimulationOptions.correct``)
+CORRECTIONS = ("full", "velocity", "none")
+
 FINGERPRINT_KEYS = ("dt", "integrator", "rtol", "atol", "save_every", "record", "wrench_joints", "h0", "h_max",
-                    "q0", "qd0", "inputs")
+                    "q0", "qd0", "inputs", "correct")
 
 
 def hash_array(x):
@@ -210,6 +213,10 @@ class SimulationOptions:
     command : list of str or None
         The command line that started the run, recorded in the results file (the
         ``partree simulate`` command sets it).
+    correct : str
+        Models with loops: after every step, ``'full'`` projects q and qd back onto the loops'
+        constraint manifold (``partree.correct_state``), ``'velocity'`` only qd, ``'none'``
+        nothing (the violation then drifts with the integration error).
     """
 
     t_end: float
@@ -237,6 +244,7 @@ class SimulationOptions:
     parts: object = None
     path_weight: float | None = None
     command: list | None = None
+    correct: str = "full"
 
     # ---------------------------------------------------------------- building
     @classmethod
@@ -333,6 +341,9 @@ class SimulationOptions:
         self.progress = _flag("progress", self.progress)
         self.verbose = self.progress if self.verbose is None else _flag("verbose", self.verbose)
         self.catch_signals = _flag("catch_signals", self.catch_signals)
+        if self.correct not in CORRECTIONS:
+            raise PartreeInputError(f"correct (--correct) must be one of {', '.join(CORRECTIONS)}; got "
+                                    f"{self.correct!r}")
         bk = str(self.backend).lower()
         if bk not in BACKENDS:
             raise PartreeInputError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -392,7 +403,7 @@ class SimulationOptions:
         values = {"dt": self.dt, "integrator": self.integrator, "rtol": self.rtol, "atol": self.atol,
                   "save_every": self.save_every, "record": self.record, "wrench_joints": list(wrench_joints),
                   "h0": self.h0, "h_max": self.h_max, "q0": hash_array(q0), "qd0": hash_array(qd0),
-                  "inputs": str(inputs)[:16]}
+                  "inputs": str(inputs)[:16], "correct": self.correct}
         return values, hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
     def to_dict(self):

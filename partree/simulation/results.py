@@ -26,6 +26,8 @@ name                shape           content and unit
 ``joint_wrench``    (K, m, 6)       wrench [n; f] transmitted across each joint of
                                     ``wrench_joints``, in its child body's frame; n in N m,
                                     f in N (``wrench_units``)
+``violation``       (K,)            largest loop-closure violation max |Phi| (models with
+                                    loops only; m and rad)
 ==================  ==============  =========================================================
 
 What the columns are:
@@ -97,7 +99,7 @@ from ..outputs import HDF5_SIGNATURE, MODEL_FORMAT, ZIP_SIGNATURE, check_output_
 
 FORMAT = "partree-simulation"
 FORMAT_VERSION = 2
-SERIES = ("t", "q", "qd", "energy", "kinetic", "potential", "qdd", "tau", "joint_wrench")
+SERIES = ("t", "q", "qd", "energy", "kinetic", "potential", "qdd", "tau", "joint_wrench", "violation")
 #: the column descriptions (see the module docstring)
 COLUMNS = ("q_joint", "q_index", "v_joint", "v_index", "q_units", "qd_units", "qdd_units", "tau_units",
            "joint_names", "joint_types", "q_slices", "v_slices")
@@ -105,7 +107,7 @@ STRING_ARRAYS = ("q_joint", "v_joint", "q_units", "qd_units", "qdd_units", "tau_
                  "joint_types", "wrench_joints", "wrench_units")
 META_JSON = ("options", "summary", "wrench_joints", "command", "units")
 WRENCH_UNITS = ("N m", "N m", "N m", "N", "N", "N")
-SCALAR_UNITS = {"t": "s", "energy": "J", "kinetic": "J", "potential": "J"}
+SCALAR_UNITS = {"t": "s", "energy": "J", "kinetic": "J", "potential": "J", "violation": ""}
 
 # per joint type: the unit of each coordinate of q and of v (rows: joint codes of partree.joints)
 _Q_UNITS = {J.REVOLUTE: ("rad",), J.PRISMATIC: ("m",), J.UNIVERSAL: ("rad", "rad"), J.SPHERICAL: ("1",) * 4,
@@ -190,6 +192,8 @@ class SimulationResult:
         The time series (see the module docstring for shapes and units).
     qdd, tau, joint_wrench : ndarray or None
         When recorded.
+    violation : ndarray or None
+        max |Phi| of the loops at each row (models with loops).
     wrench_joints : list of str
         The joints of ``joint_wrench``.
     options, summary : dict
@@ -589,6 +593,10 @@ def format_summary(s):
         what = "drift" if e.get("conservative", True) else "change (the inputs do work: not a drift)"
         lines.append(f"energy      E(0) = {e['initial']:.10g} J, E(end) = {e['final']:.10g} J, max |E - E(0)| = "
                      f"{e['max_abs_drift']:.3g} J (relative {e['max_rel_drift']:.3g}): {what}")
+    lp = s.get("loops")
+    if lp:
+        lines.append(f"loops       {lp['count']} ({lp['rows']} rows), correction {lp['correct']!r}: max violation "
+                     f"{lp['max_violation']:.3g} at t = {lp['max_violation_time']:g} s")
     w = s.get("wrench")
     if w:
         lines.append(f"joint force max |f| = {w['max_force']:.6g} N at joint {w['max_force_joint']!r}, t = "
