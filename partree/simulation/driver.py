@@ -134,6 +134,9 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
     if opts.backend != "serial" and (dynamics is not None or space is not None):
         raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
                                 "backends (they build their own local ones)")
+    if opts.backend != "serial" and len(getattr(model, "loops", ())):
+        raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: a model with loops runs on the "
+                                f"serial backend (the parallel engine solves trees)")
     backend = make_backend(opts.backend, comm=comm, client=client)
     return run_loop(backend, model, opts, inputs, dynamics=dynamics, space=space, step_hook=_step_hook,
                     probe=_probe)

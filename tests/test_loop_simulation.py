@@ -1,0 +1,131 @@
+"""Loop correction (correct_state, assemble, the tangent-space acceleration) and simulations of
+models with loops, on the planar four-bar of seed 003 (a parallelogram with an exact one-DOF
+reduction)."""
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import partree
+from partree import Loop
+from partree.algorithms.loop_correction import ConstraintBases, project_velocity, tangent_acceleration
+from partree.errors import PartreeInputError
+
+L = 1.0
+G = 9.81
+
+
+def four_bar():
+    """Seed 003's planar four-bar: three 1 m, 1 kg rods (crank, coupler, rocker) on revolute
+    joints about z, the ground link 1 m long, gravity along -y; the coupler's tip is pinned to
+    the rocker's by a revolute loop (declared in 3-D: 5 rows, 2 independent)."""
+    Icom = np.diag([1e-9, L * L / 12, L * L / 12])
+    return partree.Model(parent=[-1, 0, -1], jtype="revolute", axis=[[0, 0, 1]] * 3,
+                         E_tree=np.tile(np.eye(3), (3, 1, 1)), r_tree=[[0, 0, 0], [L, 0, 0], [L, 0, 0]],
+                         mass=[1, 1, 1], com=[[L / 2, 0, 0]] * 3, I_com=[Icom] * 3, gravity=(0, -G, 0),
+                         joint_names=["crank", "coupler", "rocker"], body_names=["b1", "b2", "b3"],
+                         name="four-bar", loops=[Loop("cut", "revolute", "b2", "b3", (L, 0, 0), (L, 0, 0))])
+
+
+Q0 = np.array([np.pi / 4, -np.pi / 4, np.pi / 4])    # theta1 = theta3 = pi/4, theta2 = 0
+
+
+def reduced(t_eval, th0=np.pi / 4, w0=0.0):
+    """The parallelogram's one-DOF motion from its energy: (2/3 + 1) m L^2 th'' = -2 m g L cos th."""
+    def f(t, y):
+        return [y[1], -2 * G * L * np.cos(y[0]) / (2 * L * L / 3 + L * L)]
+    return solve_ivp(f, (0, t_eval[-1]), [th0, w0], t_eval=t_eval, rtol=1e-12, atol=1e-12, method="DOP853").y
+
+
+def test_rank_of_the_planar_loop_and_at_the_singular_configuration():
+    m = four_bar()
+    r = partree.constrained_dynamics(m, Q0, np.zeros(3), np.zeros(3))
+    assert r.rank == 2 and r.independent.sum() == 2
+    r0 = partree.constrained_dynamics(m, np.zeros(3), np.array([1.0, -1.0, 1.0]), np.zeros(3))
+    assert r0.rank == 1
+    lc = partree.loop_constraints(m, np.zeros(3))
+    assert ConstraintBases(lc.J).rank == 1
+    assert ConstraintBases(partree.loop_constraints(m, Q0).J).rank == 2
+
+
+def test_correct_state_projects_positions_and_velocities():
+    m = four_bar()
+    rng = np.random.default_rng(0)
+    q = Q0 + 1e-3 * rng.normal(size=3)
+    qd = rng.normal(size=3)
+    qc, qdc = partree.correct_state(m, q, qd)
+    lc = partree.loop_constraints(m, qc, qdc)
+    assert np.abs(lc.phi).max() <= 1e-12
+    assert np.abs(lc.velocity).max() <= 1e-12
+    assert np.abs(qc - q).max() < 1e-2
+    # the velocity change is normal to the manifold: no tangent component
+    B = ConstraintBases(lc.J)
+    assert np.abs(B.Qt.T @ (qd - qdc)).max() < 1e-12
+    # a consistent state is left as it is
+    q2, qd2 = partree.correct_state(m, qc, qdc)
+    assert np.allclose(q2, qc, atol=1e-14) and np.allclose(qd2, qdc, atol=1e-14)
+
+
+def test_assemble_closes_the_loop_with_the_crank_held():
+    m = four_bar()
+    q = partree.assemble(m, np.array([1.0, -0.5, 0.8]), fixed={"crank": 1.0})
+    assert q[0] == 1.0
+    assert np.abs(partree.loop_constraints(m, q).phi).max() <= 1e-12
+    # the parallelogram branch: the rocker follows the crank, the coupler stays level
+    assert abs(q[2] - 1.0) < 1e-10 and abs(q[0] + q[1]) < 1e-10
+
+
+def test_assemble_refuses_a_loop_no_configuration_closes():
+    m = four_bar()
+    far = m.with_loops([Loop("rod", "distance", "b1", None, (L, 0, 0), (5.0, 0, 0), length=0.1)])
+    with pytest.raises(PartreeInputError, match="could not be closed"):
+        partree.assemble(far, Q0, fixed={"crank": 0.0})
+    with pytest.raises(PartreeInputError, match="no joint"):
+        partree.assemble(m, Q0, fixed={"nonexistent": 0.0})
+
+
+def test_tangent_acceleration_keeps_the_tangent_part_and_meets_the_constraints():
+    m = four_bar()
+    qd = project_velocity(partree.loop_constraints(m, Q0).J, np.array([0.7, -0.2, 0.4]))
+    lc = partree.loop_constraints(m, Q0, qd)
+    qdd = np.array([1.0, 2.0, -3.0])
+    new = tangent_acceleration(lc.J, lc.gamma, qdd)
+    B = ConstraintBases(lc.J)
+    assert np.abs(lc.J @ new - lc.gamma).max() < 1e-12
+    assert np.abs(B.Qt.T @ (new - qdd)).max() < 1e-12
+
+
+def test_four_bar_simulation_stays_closed_and_follows_the_reduction():
+    m = four_bar()
+    res = partree.simulate(m, 1.0, 1e-3, q0=Q0, progress=False, integrator="rk4", save_every=10)
+    assert res.violation is not None and res.violation.max() <= 1e-10
+    assert res.summary["loops"]["max_violation"] <= 1e-10
+    th1 = res.q[:, 0]
+    assert np.abs(th1 + res.q[:, 1]).max() < 1e-9          # coupler level: the parallelogram branch
+    assert np.abs(res.q[:, 2] - th1).max() < 1e-9           # rocker parallel to the crank
+    ref = reduced(res.t)
+    assert np.abs(th1 - ref[0]).max() < 1e-7
+    assert np.abs(res.energy - res.energy[0]).max() < 1e-8 * abs(res.energy).max()
+
+
+def test_simulation_refuses_a_state_that_does_not_close_the_loops():
+    m = four_bar()
+    with pytest.raises(PartreeInputError, match="assemble"):
+        partree.simulate(m, 0.01, 1e-3, q0=Q0 + np.array([0.1, 0.0, 0.0]), progress=False)
+    with pytest.raises(PartreeInputError, match="correct"):
+        partree.simulate(m, 0.01, 1e-3, q0=Q0, progress=False, correct="sometimes")
+
+
+def test_simulation_with_loops_on_a_parallel_backend_is_refused():
+    m = four_bar()
+    with pytest.raises(PartreeInputError, match="serial backend"):
+        partree.simulate(m, 0.01, 1e-3, q0=Q0, progress=False, backend="mpi")
+
+
+def test_results_file_keeps_the_violation(tmp_path):
+    pytest.importorskip("h5py")
+    m = four_bar()
+    out = tmp_path / "fb.h5"
+    res = partree.simulate(m, 0.05, 1e-3, q0=Q0, progress=False, out=str(out), correct="velocity")
+    back = partree.load_results(str(out))
+    assert np.array_equal(back.violation, res.violation)
+    assert back.summary["loops"]["correct"] == "velocity"
