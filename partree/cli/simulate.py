@@ -106,6 +106,9 @@ def add_parser(subparsers):
         help="serial (default), mpi (run under mpiexec: the state stays in pieces on the ranks) or "
              "dask (a local cluster: the pieces stay on its workers)")
     arg("--parts", type=int, default=None, help="number of parts for the distributed backends")
+    arg("--correct", default="full", choices=("full", "velocity", "none"),
+        help="models with loops: after every step project q and qd back onto the loops' constraints "
+             "(full, default), only qd (velocity), or nothing (none)")
     arg("--out", default=None,
         help="results file: .h5/.hdf5 (needs h5py) or .npz (default for the built-in job: "
              "space_robot.h5, or .npz without h5py; none for a MODEL)")
@@ -244,7 +247,8 @@ def run(a):
             save_every=a.save_every if a.save_every is not None else (5 if builtin else 1), record=a.record,
             wrench_joints=a.wrench_joints, out=out, overwrite=a.force, checkpoint=a.checkpoint,
             checkpoint_every=a.checkpoint_every, resume=a.resume, keep_checkpoint=a.keep_checkpoint,
-            progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, command=["partree"] + argv)
+            progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, correct=a.correct,
+            command=["partree"] + argv)
         plot = a.plot
         if plot is None:
             plot = builtin and available("matplotlib")
