@@ -113,7 +113,7 @@ def correct_state(model, q, qd=None, tol=1e-12, max_iter=20, rank_tol=1e-8):
     qd : ndarray (nv,), optional
         Projected too when given.
     tol : float
-        The largest violation |Phi| accepted.
+        The largest violation max abs(Phi) accepted.
     max_iter : int
         Gauss-Newton steps at most.
     rank_tol : float

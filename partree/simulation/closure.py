@@ -3,7 +3,7 @@
 A model with loops (``model.loops``) is integrated with :func:`partree.constrained_dynamics`;
 the integrator's error moves the state off the constraint manifold, and after every step
 :class:`LoopClosure` puts it back (``SimulationOptions.correct``): 'full' projects q (Gauss-Newton)
-and qd, 'velocity' qd only, 'none' nothing.  The violation max |Phi| is recorded at every save
+and qd, 'velocity' qd only, 'none' nothing.  The violation max abs(Phi) is recorded at every save
 point.
 """
 from __future__ import annotations
@@ -28,14 +28,14 @@ class LoopClosure:
     correct : str
         'full', 'velocity' or 'none'.
     tol : float
-        The violation |Phi| the position projection reaches.
+        The violation max abs(Phi) the position projection reaches.
     """
 
     def __init__(self, model, correct="full", tol=1e-12):
         self.model, self.correct, self.tol = model, correct, tol
 
     def violation(self, q):
-        """max |Phi(q)|."""
+        """max abs(Phi(q))."""
         return float(np.abs(loop_constraints(self.model, q).phi).max(initial=0.0))
 
     def initial(self, q, v):

@@ -26,7 +26,7 @@ name                shape           content and unit
 ``joint_wrench``    (K, m, 6)       wrench [n; f] transmitted across each joint of
                                     ``wrench_joints``, in its child body's frame; n in N m,
                                     f in N (``wrench_units``)
-``violation``       (K,)            largest loop-closure violation max |Phi| (models with
+``violation``       (K,)            largest loop-closure violation max abs(Phi) (models with
                                     loops only; m and rad)
 ==================  ==============  =========================================================
 
@@ -193,7 +193,7 @@ class SimulationResult:
     qdd, tau, joint_wrench : ndarray or None
         When recorded.
     violation : ndarray or None
-        max |Phi| of the loops at each row (models with loops).
+        max abs(Phi) of the loops at each row (models with loops).
     wrench_joints : list of str
         The joints of ``joint_wrench``.
     options, summary : dict
