@@ -177,11 +177,13 @@ REFUSED = {
                        r"body 'c': placement: R is not a rotation"),
     "bad inertia": (lambda b: b.add_body("c", None, "revolute", inertia=(1, 2)), r"body 'c': inertia must be"),
     "bad com": (lambda b: b.add_body("c", None, "revolute", com=(0, 0)), r"body 'c': com must be"),
-    "duplicate loop": (lambda b: [b.add_loop("L", "weld", "a", None) for _ in range(2)], r"loop name 'L' is used twice"),
+    "duplicate loop": (lambda b: [b.add_loop("L", "weld", "a", None) for _ in range(2)],
+                       r"loop name 'L' is used twice"),
     "loop kind": (lambda b: b.add_loop("L", "hinge", "a", None), r"loop 'L': unknown kind 'hinge'"),
     "loop body": (lambda b: (b.add_loop("L", "weld", "a", "zz"), b.build()), r"loop 'L': body_b 'zz' is not a body"),
     "loop to itself": (lambda b: (b.add_loop("L", "weld", "a", "a"), b.build()), r"loop 'L' joins body 0 \(a\)"),
-    "massless joint": (lambda b: (b.add_body("c", "a", "revolute"), b.build()), r"joint .c. \(body 1, revolute\).*no mass"),
+    "massless joint": (lambda b: (b.add_body("c", "a", "revolute"), b.build()),
+                       r"joint .c. \(body 1, revolute\).*no mass"),
     "build argument": (lambda b: b.build(parent=[-1]), r"'parent' comes from the builder"),
 }
 
