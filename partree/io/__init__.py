@@ -24,5 +24,6 @@ def load(path, **kwargs):
 
 
 __all__ = ["load_urdf", "load_mjcf", "mujoco_to_partree", "partree_to_mujoco", "save_model", "load_model", "load",
-           "from_pinocchio", "to_pinocchio", "loop_constraints_to_pinocchio", "PinocchioMap", "pinocchio_configuration", "partree_configuration",
+           "from_pinocchio", "to_pinocchio", "loop_constraints_to_pinocchio", "PinocchioMap", "pinocchio_configuration",
+           "partree_configuration",
            "FORMAT_VERSION", "MODEL_SUFFIXES", "URDF_SUFFIXES", "MJCF_SUFFIXES"]
