@@ -18,6 +18,7 @@ from .configuration import integrate
 from .io import load_mjcf, load_model, load_urdf, save_model
 from .model import Data, Model
 from .loops import Loop
+from .builder import ModelBuilder
 from .errors import (CheckpointError, DaskEngineError, MissingDependencyError, PartreeError, PartreeInertiaWarning,
                      PartreeInputError)
 from .specs import register_generator, resolve_model
@@ -26,7 +27,7 @@ from . import parallel
 from .parallel import constraint_forces, forward_dynamics
 
 __version__ = "0.1.0"
-__all__ = ["Model", "Data", "Loop", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
+__all__ = ["Model", "Data", "Loop", "ModelBuilder", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
            "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
            "center_of_mass", "momentum", "loop_constraints", "constrained_dynamics", "correct_state", "assemble", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",

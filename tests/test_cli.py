@@ -108,3 +108,27 @@ def test_inertia_option_on_model_files(tmp_path, capsys):
     assert "balanced" in capsys.readouterr().err
     assert main(["info", "chain:n=3", "--inertia", "fix"]) == 2
     assert "applies to a model file" in capsys.readouterr().err
+
+
+def test_info_lists_the_loops(tmp_path, capsys):
+    from partree.cli import main
+
+    xml = tmp_path / "four_bar.xml"
+    xml.write_text("""<mujoco model="four-bar"><compiler angle="radian"/><worldbody>
+      <body name="crank"><joint axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 1" size="0.05"/>
+        <body name="coupler" pos="0 0 1"><joint axis="0 1 0"/><geom type="capsule" fromto="0 0 0 2 0 0.5" size="0.05"/>
+        </body></body>
+      <body name="rocker" pos="2 0 0"><joint axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 1.5" size="0.05"/>
+      </body></worldbody>
+      <equality><connect name="tip" body1="coupler" body2="rocker" anchor="2 0 0.5"/><weld body1="rocker"/></equality>
+    </mujoco>""")
+    assert main(["info", str(xml)]) == 0
+    out = capsys.readouterr().out
+    assert "loops      2 (1 spherical, 1 weld), 9 constraint rows" in out
+    lines = [ln.split() for ln in out.splitlines() if ln.startswith("  ")]
+    assert lines[0] == ["tip", "spherical", "coupler", "(1)", "->", "rocker", "(2)", "rows", "[0:3]"]
+    assert lines[1] == ["weld1", "weld", "rocker", "(2)", "->", "world", "rows", "[3:9]"]
+    assert main(["info", str(xml), "--loops", "1"]) == 0
+    assert "1 more (--loops K lists more)" in capsys.readouterr().out
+    assert main(["info", "chain:n=3"]) == 0
+    assert "loops" not in capsys.readouterr().out

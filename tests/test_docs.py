@@ -18,6 +18,8 @@ SOURCE = ROOT / "docs" / "api"
 API_ENTRIES = {
     "models": ["partree.Model", "partree.Data", "partree.resolve_model", "partree.load_urdf", "partree.load_mjcf",
                "partree.io.from_pinocchio", "partree.io.to_pinocchio", "partree.io.PinocchioMap",
+               "partree.io.loop_constraints_to_pinocchio", "partree.ModelBuilder", "partree.Loop",
+               "partree.loops.LoopSet",
                "partree.load_model", "partree.save_model", "partree.models.auto_tree",
                "partree.spatial.motion_xform", "partree.inertia.undetermined_joints"],
     "serial": ["partree.aba", "partree.rnea", "partree.crba", "partree.mass_matrix_operator",

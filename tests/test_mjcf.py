@@ -528,13 +528,16 @@ def _lines(*body):
 
 
 BODY = '<body name="b"><joint name="j"/><geom size="0.1"/></body>'
-REFUSED = {
+#: equality constraints that load as loops by default, and that equality="error" refuses
+EQUALITY = {
     "equality": (_lines("<worldbody>", BODY, "</worldbody>", "<equality>", '  <connect body1="b" anchor="0 0 0"/>',
-                        "</equality>"), r"line 6: <connect>: .*closed loops .* not supported yet"),
+                        "</equality>"), r"line 6: <connect>: equality constraint: equality constraints are refused"),
     "weld": (_lines("<worldbody>", BODY, "</worldbody>", "<equality>", "", '<weld body1="b"/>', "</equality>"),
-             r"line 7: <weld>: .*closed loops"),
+             r"line 7: <weld>: equality constraint: equality constraints are refused"),
+}
+REFUSED = {
     "joint-equality": (_lines("<worldbody>", BODY, "</worldbody>", '<equality><joint joint1="j"/></equality>'),
-                       r"line 5: <joint>: .*closed loops"),
+                       r"line 5: <joint>: equality constraint: partree's loops hold <connect> and <weld>"),
     "joint type": (_lines("<worldbody>", '<body><joint type="helical"/><geom size="1"/></body>', "</worldbody>"),
                    r"line 3: <joint>: type='helical'"),
     "composite": (_lines("<worldbody>", "<body>", '<composite type="grid" count="2 2 1"/>', "</body>", "</worldbody>"),
@@ -583,11 +586,20 @@ def test_refusals_name_the_element_and_its_line(case):
         load(xml)
 
 
+@pytest.mark.parametrize("case", list(EQUALITY))
+def test_connect_and_weld_are_loops_unless_refused(case):
+    xml, pattern = EQUALITY[case]
+    m = load(xml)
+    assert len(m.loops) == 1 and m.loops.loop(0).kind == ("spherical" if case == "equality" else "weld")
+    with pytest.raises(PartreeInputError, match=pattern):
+        load(xml, equality="error")
+
+
 def test_equality_can_be_ignored_with_a_warning():
-    xml = REFUSED["equality"][0]
+    xml = EQUALITY["equality"][0]
     with pytest.warns(UserWarning, match=r"equality constraints ignored .*<connect> at line 6"):
         m = partree.load_mjcf(xml, equality="ignore")
-    assert list(m.joint_names) == ["j"]
+    assert list(m.joint_names) == ["j"] and len(m.loops) == 0
 
 
 def test_file_errors_name_the_file(tmp_path):

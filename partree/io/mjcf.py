@@ -43,6 +43,27 @@ MuJoCo).  Mapping:
   ``<mujoco>``; the path is relative to the main file's directory (the current directory for an
   XML string), as in MuJoCo.
 * **Gravity** from ``<option gravity>`` (zero with ``<flag gravity="disable">``).
+* **Equality constraints** close kinematic loops (``model.loops``, :class:`partree.Loop`), with
+  MuJoCo's semantics, as hard constraints (``solref`` and ``solimp`` do not apply), named as in
+  the file (``connect<k>`` or ``weld<k>``, k the constraint's index, for an unnamed one):
+
+  - ``<connect body1 body2 anchor>`` -> a 'spherical' loop: frame A at ``anchor`` in body1,
+    frame B on body2 where that point is at MuJoCo's reference configuration ``qpos0`` (hinges
+    and slides at ``ref``, balls at the identity, free bodies at their pose in the file: the
+    poses as written), turned so that the two frames coincide there;
+  - ``<weld body1 body2 relpose anchor>`` -> a 'weld' loop: frame B at ``anchor`` in body2 (axes
+    body2's); frame A in body1 at relpose's position, its axes body1's turned by relpose's
+    quaternion (body2's orientation relative to body1); without ``relpose`` (or with its
+    quaternion zero, MuJoCo's default) frame A is where frame B is at ``qpos0``.  A weld with
+    ``torquescale="0"`` constrains no rotation: a 'spherical' loop;
+  - ``site1``/``site2`` forms: frames A and B are the two sites' frames (a connect makes their
+    origins coincide, a weld the frames), whatever their poses at ``qpos0``;
+  - body2 defaults to the world (a loop ended on the world, body -1), and ``world`` names it;
+    ``<default>`` classes apply to equality constraints and sites; a constraint with
+    ``active="false"`` is left out with a warning.
+
+  ``equality='ignore-others'`` leaves the other kinds (joint, tendon, flex) out with a warning,
+  ``equality='ignore'`` every equality constraint, and ``equality='error'`` refuses them.
 
 Not rigid-body dynamics, and not in the model: joint ``armature``, ``damping``,
 ``frictionloss`` and ``stiffness``, tendon ``armature``, body ``gravcomp``, fluid forces
@@ -50,8 +71,8 @@ Not rigid-body dynamics, and not in the model: joint ``armature``, ``damping``,
 and assets.  A model that sets any of the first ones to a non-zero value loads with one warning
 naming them (MuJoCo's mass matrix includes the armatures).
 
-Refused with an error that names the file, the element and its line: ``<equality>`` constraints
-(closed loops; ``equality="ignore"`` drops them with a warning), ``<composite>``,
+Refused with an error that names the file, the element and its line: joint, tendon and flex
+``<equality>`` constraints (partree's loops hold connect and weld constraints), ``<composite>``,
 ``<flexcomp>``, ``<flex>``, ``<replicate>``, ``<attach>``, ``<compiler coordinate="global">``,
 free joints aligned to their inertia frame (``align`` / ``alignfree``), mesh, plane, height-field
 and SDF geoms where a body's inertia must be computed from them (give the body an ``<inertial>``),
@@ -69,6 +90,7 @@ import numpy as np
 from .. import joints as J
 from ..errors import PartreeInputError
 from ..inertia import check_policy, labelled_warnings
+from ..loops import Loop
 from ..model import Model
 from ..spatial import axis_angle
 
@@ -84,7 +106,7 @@ ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 _IGNORED_SECTIONS = {"asset", "actuator", "sensor", "contact", "tendon", "visual", "statistic", "size",
                      "keyframe", "custom", "extension"}
 #: elements inside a body or frame the dynamics does not need
-_IGNORED_IN_BODY = {"site", "camera", "light", "plugin"}
+_IGNORED_IN_BODY = {"camera", "light", "plugin"}
 #: elements that change the dynamics and that partree refuses, with the reason
 _REFUSED = {
     "composite": "<composite> generates bodies and constraints (MuJoCo's replicated soft bodies); "
@@ -94,6 +116,19 @@ _REFUSED = {
     "replicate": "<replicate> is not expanded by partree; write the repeated bodies out",
     "attach": "<attach> (model composition) is not supported; attach the model's bodies in the file",
 }
+#: equality constraints that become loops (MuJoCo's <connect> and <weld>)
+EQUALITY_LOOPS = ("connect", "weld")
+#: the other equality constraints, with why partree has no loop for them
+_EQUALITY_OTHERS = {
+    "joint": "it couples two joints' coordinates by a polynomial",
+    "tendon": "it couples tendon lengths",
+    "flex": "it holds a deformable object's edges",
+    "flexvert": "it holds a deformable object's vertices",
+    "flexstrain": "it holds a deformable object's strains",
+    "distance": "MuJoCo's distance constraint between geoms",
+}
+#: load_mjcf's equality modes
+EQUALITY_MODES = ("loops", "ignore-others", "ignore", "error")
 
 
 # ---------------------------------------------------------------------------------------- XML
@@ -340,7 +375,14 @@ class _Reader:
         self.joint_count = 0
         self.joint_lines = {}
         self.body_lines = {}
-        self.dropped = []               # equality constraints left out (equality='ignore')
+        self.dropped = []               # equality constraints left out (equality='ignore', 'ignore-others')
+        self.inactive = []              # equality constraints with active="false", left out
+        self.loops = []                 # partree.Loop of every <connect> and <weld>
+        self.loop_generated = []        # whether its name was made up (the element has none)
+        # named MuJoCo body -> (partree body, anchor offset of its frame, world pose (R, p) at qpos0)
+        self.bodies = {"world": (-1, np.zeros(3), np.eye(3), np.zeros(3))}
+        self.sites = {}                 # site name -> (partree body, R, p in the partree body frame)
+        self.site_lines = {}
 
     # ------------------------------------------------------------ top level
     def read(self):
@@ -361,7 +403,7 @@ class _Reader:
             self.compiler.read(node)
         for node in sections.get("option", []):
             self._read_option(node)
-        main = {"joint": {}, "geom": {}}
+        main = {"joint": {}, "geom": {}, "site": {}, "equality": {}}
         self.defaults = {"main": main}
         for node in sections.get("default", []):
             cls = node.attrib.get("class", "main")
@@ -381,12 +423,20 @@ class _Reader:
             for child in node.children:
                 if self.equality == "error":
                     named = f" {child.attrib['name']!r}" if child.attrib.get("name") else ""
-                    raise _error(child, f"equality constraint{named}: closed loops (equality constraints) are not "
-                                        f"supported yet; load_mjcf(..., equality='ignore') loads the tree without them")
-                self.dropped.append(f"<{child.tag}> at line {child.line}")
+                    raise _error(child, f"equality constraint{named}: equality constraints are refused "
+                                        f"(equality='error'); the default, equality='loops', reads <connect> and "
+                                        f"<weld> as loops, and equality='ignore' loads the tree without them")
+                if self.equality == "ignore":
+                    self.dropped.append(f"<{child.tag}> at line {child.line}")
         b = _Builder()
         for node in sections.get("worldbody", []):
             self._read_worldbody(node, b)
+        if self.equality in ("loops", "ignore-others"):
+            count = 0
+            for node in sections.get("equality", []):
+                for child in node.children:
+                    self._read_equality(child, count)
+                    count += 1
         return b
 
     def _read_option(self, node):
@@ -405,7 +455,7 @@ class _Reader:
     def _read_default(self, node, cls):
         # the class's own elements first, then its nested classes (which inherit them), as in MuJoCo
         for child in node.children:
-            if child.tag in ("joint", "geom"):
+            if child.tag in ("joint", "geom", "site", "equality"):
                 cls[child.tag] = _merge(cls[child.tag], child.attrib)
         for child in node.children:
             if child.tag == "default":
@@ -483,7 +533,7 @@ class _Reader:
                 attrs = child.attrib
                 Rf, pf = self._pose(child, attrs)
                 self._contents(child, R @ Rf, R @ pf + p, attrs.get("childclass", childclass), out)
-            elif tag in ("body", "joint", "freejoint", "geom", "inertial"):
+            elif tag in ("body", "joint", "freejoint", "geom", "inertial", "site"):
                 out.append((tag, child, R, p, childclass))
             elif tag in _REFUSED:
                 raise _error(child, _REFUSED[tag])
@@ -495,20 +545,44 @@ class _Reader:
         for kind, node, R, p, cc in self._contents(world, np.eye(3), np.zeros(3), "main", []):
             if kind == "body":
                 self._read_tree(node, R, p, cc, b)
+            elif kind == "site":
+                self._read_site(node, R, p, cc, -1, np.zeros(3))
             elif kind in ("joint", "freejoint", "inertial"):
                 raise _error(node, "the world body cannot have joints or inertia")
+
+    def _read_site(self, node, Rf, pf, cc, body, anchor):
+        """Record a named site's frame in its partree body (MuJoCo's body frame moved by ``anchor``)."""
+        name = node.attrib.get("name")
+        if not name:
+            return
+        if name in self.site_lines:
+            raise _error(node, f"site name {name!r} is used twice (first at line {self.site_lines[name]})")
+        self.site_lines[name] = node.line
+        attrs = self._attrs(node, "site", cc)
+        if "fromto" in node.attrib:
+            ft = _numbers(node, attrs, "fromto", 6)
+            d = ft[3:] - ft[:3]
+            L = float(np.linalg.norm(d))
+            if L < 1e-10:
+                raise _error(node, f"fromto={attrs['fromto']!r} has zero length")
+            # MuJoCo's frame of a fromto site: z from the "to" point towards the "from" point
+            R, pos = _z_to_matrix(-d / L), 0.5 * (ft[:3] + ft[3:])
+        else:
+            R, pos = self._pose(node, attrs)
+        self.sites[name] = (body, Rf @ R, Rf @ pos + pf - anchor)
 
     def _read_tree(self, top, R0, p0, cc0, b):
         # depth first, children in file order: MuJoCo's body order (iterative: deep chains are fine)
         # (node, frame pose in the parent body, childclass, parent partree body, parent's anchor
-        #  offset, the MuJoCo parent is the world, the parent is welded to the world)
-        stack = [(top, R0, p0, cc0, -1, np.zeros(3), True, True)]
+        #  offset, the MuJoCo parent is the world, the parent is welded to the world, the MuJoCo
+        #  parent's world pose at qpos0)
+        stack = [(top, R0, p0, cc0, -1, np.zeros(3), True, True, np.eye(3), np.zeros(3))]
         while stack:
-            node, Rf, pf, cc, parent, offset, top_level, static_parent = stack.pop()
-            children = self._read_body(node, Rf, pf, cc, parent, offset, top_level, static_parent, b)
+            node, Rf, pf, cc, parent, offset, top_level, static_parent, Rw, pw = stack.pop()
+            children = self._read_body(node, Rf, pf, cc, parent, offset, top_level, static_parent, b, Rw, pw)
             stack.extend(reversed(children))
 
-    def _read_body(self, node, Rf, pf, cc, parent, offset, top_level, static_parent, b):
+    def _read_body(self, node, Rf, pf, cc, parent, offset, top_level, static_parent, b, Rw_parent, pw_parent):
         self.body_count += 1
         attrs = node.attrib
         bname = attrs.get("name") or f"body{self.body_count}"
@@ -593,8 +667,95 @@ class _Reader:
         mass, com, I = self._body_inertia(node, bname, geoms, inertials, static_parent and not joints)
         b.mass[last], b.com[last], b.I[last] = mass, com - anchor, I
         static = static_parent and not joints
-        return [(n, R, p, c, last, anchor, False, static)
+        # the MuJoCo body's world pose at qpos0 (hinges and slides at ref, balls at the identity,
+        # a free joint at the body's pose): the poses as written in the file
+        Rw, pw = Rw_parent @ Rf @ Rb, Rw_parent @ (Rf @ pb + pf) + pw_parent
+        if attrs.get("name"):
+            self.bodies[bname] = (last, anchor, Rw, pw)
+        for kind, n, R, p, c in contents:
+            if kind == "site":
+                self._read_site(n, R, p, c, last, anchor)
+        return [(n, R, p, c, last, anchor, False, static, Rw, pw)
                 for kind, n, R, p, c in contents if kind == "body"]
+
+    # ------------------------------------------------------------ equality constraints
+    def _eq_body(self, node, attrs, key, default=None):
+        name = attrs.get(key, default)
+        if name is None:
+            raise _error(node, f"missing required attribute {key!r}")
+        if name not in self.bodies:
+            raise _error(node, f"{key}={name!r} is not a named body of the model")
+        return self.bodies[name]
+
+    def _eq_site(self, node, attrs, key):
+        name = attrs.get(key)
+        if name is None:
+            raise _error(node, f"missing required attribute {key!r} (a site form needs site1 and site2)")
+        if name not in self.sites:
+            raise _error(node, f"{key}={name!r} is not a named site of the model")
+        return self.sites[name]
+
+    def _read_equality(self, node, index):
+        """A <connect> or <weld> as a partree.Loop (MuJoCo's semantics, hard instead of soft: solref
+        and solimp do not apply); the other kinds are refused or dropped."""
+        tag = node.tag
+        named = f" {node.attrib['name']!r}" if node.attrib.get("name") else ""
+        if tag not in EQUALITY_LOOPS:
+            if self.equality == "ignore-others":
+                self.dropped.append(f"<{tag}>{named} at line {node.line}")
+                return
+            why = _EQUALITY_OTHERS.get(tag)
+            if why is None:
+                raise _error(node, "unknown equality constraint (MuJoCo's are connect, weld, joint, tendon and "
+                                   "flex)")
+            raise _error(node, f"equality constraint{named}: partree's loops hold <connect> and <weld> constraints, "
+                               f"not <{tag}> ({why}); load_mjcf(..., equality='ignore-others') loads the model "
+                               f"without it")
+        attrs = self._attrs(node, "equality", "main")
+        if _choice(node, attrs, "active", ("true", "false"), "true") == "false":
+            self.inactive.append(f"<{tag}>{named} at line {node.line}")
+            return
+        site_form = "site1" in attrs or "site2" in attrs
+        body_keys = [k for k in ("body1", "body2", "anchor", "relpose") if k in attrs]
+        if site_form and body_keys:
+            raise _error(node, f"both the site form (site1, site2) and the body form ({', '.join(body_keys)}) are "
+                               f"given; MuJoCo takes one")
+        name = attrs.get("name") or f"{tag}{index}"
+        kind = "spherical" if tag == "connect" else "weld"
+        if tag == "weld" and _number(node, attrs, "torquescale", 1.0) == 0.0:
+            kind = "spherical"              # no rotational rows: the position rows are a connect's
+        if site_form:
+            b1, R1, p1 = self._eq_site(node, attrs, "site1")
+            b2, R2, p2 = self._eq_site(node, attrs, "site2")
+            pa, pb = (R1, p1), (R2, p2)
+        elif tag == "connect":
+            b1, a1, R1w, p1w = self._eq_body(node, attrs, "body1")
+            b2, a2, R2w, p2w = self._eq_body(node, attrs, "body2", "world")
+            anchor = _numbers(node, attrs, "anchor", 3)
+            # the anchor in body1, and the body2 point where it is at qpos0
+            x2 = R2w.T @ (R1w @ anchor + p1w - p2w)
+            pa, pb = (np.eye(3), anchor - a1), (R2w.T @ R1w, x2 - a2)
+        else:
+            b1, a1, R1w, p1w = self._eq_body(node, attrs, "body1")
+            b2, a2, R2w, p2w = self._eq_body(node, attrs, "body2", "world")
+            anchor = _numbers(node, attrs, "anchor", 3, (0.0, 0.0, 0.0))
+            rel = _numbers(node, attrs, "relpose", 7, (0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+            if np.linalg.norm(rel[3:]) >= 1e-15:
+                # body1's point relpose[:3] on body2's anchor, body2's axes body1's turned by relpose's quat
+                pa = (_quat_matrix(rel[3:] / np.linalg.norm(rel[3:])), rel[:3] - a1)
+            else:
+                # no relpose (its quat is zero): the relative pose at qpos0
+                pa = (R1w.T @ R2w, R1w.T @ (R2w @ anchor + p2w - p1w) - a1)
+            pb = (np.eye(3), anchor - a2)
+        if b1 == b2:
+            what = "the world" if b1 < 0 else "one body"
+            raise _error(node, f"equality constraint{named} joins {what} to itself")
+        try:
+            self.loops.append(Loop(name, kind, None if b1 < 0 else int(b1), None if b2 < 0 else int(b2),
+                                   pa, pb))
+            self.loop_generated.append(not attrs.get("name"))
+        except PartreeInputError as exc:
+            raise _error(node, str(exc)) from None
 
     # ------------------------------------------------------------ mass properties
     def _body_inertia(self, node, bname, geoms, inertials, welded_to_world):
@@ -773,7 +934,7 @@ def _unique(names, generated):
     return out
 
 
-def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality="error") -> Model:
+def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality="loops") -> Model:
     """Build a Model from an MJCF (MuJoCo XML) file or string.
 
     The model has MuJoCo's bodies, joints, placements, masses and inertias, in MuJoCo's order; the
@@ -794,9 +955,14 @@ def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality=
         (0, 0, -9.81) when absent).
     name : str, optional
         Model name; default: ``<mujoco model>``, or the file's name.
-    equality : {'error', 'ignore'}, optional
-        ``<equality>`` constraints close kinematic loops, which partree does not model yet: by
-        default they are refused; ``'ignore'`` loads the tree without them, with a warning.
+    equality : {'loops', 'ignore-others', 'ignore', 'error'}, optional
+        What to do with ``<equality>`` constraints.  ``'loops'`` (default): every ``<connect>``
+        becomes a 'spherical' loop and every ``<weld>`` a 'weld' loop (``model.loops``, see the
+        module docstring), and the other kinds (joint, tendon, flex) are refused;
+        ``'ignore-others'``: the same loops, and the other kinds are left out with a warning;
+        ``'ignore'``: the tree alone, every equality constraint left out with a warning;
+        ``'error'``: any equality constraint is refused.  Constraints with ``active="false"``
+        are left out with a warning.
 
     Returns
     -------
@@ -811,8 +977,8 @@ def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality=
         refuses; the message names the file, the element and its line.
     """
     check_policy(inertia)
-    if equality not in ("error", "ignore"):
-        raise PartreeInputError(f"equality={equality!r}: expected 'error' or 'ignore'")
+    if equality not in EQUALITY_MODES:
+        raise PartreeInputError(f"equality={equality!r}: expected one of {', '.join(map(repr, EQUALITY_MODES))}")
     text, label, base_dir = _read_source(path_or_string)
     root = _parse_xml(text, label)
     _expand_includes(root, base_dir, [os.path.abspath(label)] if label != "<MJCF string>" else [])
@@ -822,8 +988,14 @@ def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality=
     if n == 0:
         raise PartreeInputError(f"{label}: the model has no bodies (nothing in <worldbody>)")
     if reader.dropped:
-        warnings.warn(f"{label}: equality constraints ignored (closed loops are not supported yet), the model "
-                      f"is the tree without them: {', '.join(reader.dropped)}", stacklevel=2)
+        what = "the model is the tree without them" if equality == "ignore" else \
+            "partree's loops hold <connect> and <weld> only"
+        warnings.warn(f"{label}: equality constraints ignored ({what}): {', '.join(reader.dropped)}", stacklevel=2)
+    if reader.inactive:
+        warnings.warn(f"{label}: inactive equality constraints (active=\"false\") are not in the model: "
+                      f"{', '.join(reader.inactive)}", stacklevel=2)
+    for lp, nm in zip(reader.loops, _unique([lp.name for lp in reader.loops], reader.loop_generated)):
+        lp.name = nm
     if reader.passive:
         parts = []
         for what, who in reader.passive.items():
@@ -844,7 +1016,7 @@ def load_mjcf(path_or_string, inertia="warn", gravity=None, name=None, equality=
                          np.ascontiguousarray(R.transpose(0, 2, 1)), np.array(b.p), mass, np.array(b.com), I,
                          gravity=reader.gravity if gravity is None else gravity,
                          joint_names=_unique(b.jnames, b.generated_jname), body_names=b.bnames, name=model_name,
-                         allow_massless=True, inertia=inertia)
+                         allow_massless=True, inertia=inertia, loops=reader.loops)
         except PartreeInputError as exc:
             raise PartreeInputError(f"{label}: {exc}") from None
 

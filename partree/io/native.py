@@ -19,6 +19,18 @@ label of every body, optional) are stored as an int64 array ``units`` (in JSON a
 ``"unit"``); files without them load as models without units.  Every file carries
 ``format = "partree-model"`` and a format ``version``; unknown versions and malformed files are
 refused with ``PartreeInputError``.
+
+A model's loops (``model.loops``, :class:`partree.loops.LoopSet`) are kept: their names and kinds
+(by name) in the metadata (``"loops": {"names": [...], "kinds": [...]}``), their arrays as
+``loop_body_a``, ``loop_body_b`` (int64, -1 for the world), ``loop_R_a``, ``loop_p_a``,
+``loop_R_b``, ``loop_p_b`` (the placements of frames A and B in their bodies), ``loop_axis``,
+``loop_axis2`` and ``loop_length``, bitwise; in JSON as a list ``"loops"`` of objects with
+``name``, ``kind``, ``body_a``, ``body_b`` (body numbers, -1 for the world; a hand-written file
+may also name the bodies, or give null or "world"), ``placement_a`` and ``placement_b``
+(``{"R": 3x3, "p": 3}``, R's columns the frame's axes in body coordinates), and ``axis``,
+``axis2`` and ``length`` where the kind has them.  A file of a model with loops is format
+version 2, of one without loops version 1 (which every partree reads); files without loops load
+as models without loops.
 """
 from __future__ import annotations
 
@@ -29,12 +41,16 @@ import zipfile
 import numpy as np
 
 from .. import joints as J
+from .. import loops as LP
 from ..inertia import check_policy, labelled_warnings
 from ..model import JointNames, Model
 from ..errors import PartreeInputError
 
 FORMAT = "partree-model"
-FORMAT_VERSION = 1
+#: the newest format version (2: loops); a model without loops is written as version 1
+FORMAT_VERSION = 2
+#: the versions this partree reads
+READ_VERSIONS = (1, 2)
 
 #: model arrays in the files: name -> (dtype, shape after the body dimension)
 ARRAYS = {
@@ -49,6 +65,18 @@ ARRAYS = {
     "I_com": (np.float64, (3, 3)),
 }
 _NAME_SETS = (("joint_names", "j"), ("body_names", "b"))
+#: loop arrays in the files (``loop_<name>``): name -> (dtype, shape after the loop dimension)
+LOOP_ARRAYS = {
+    "body_a": (np.int64, ()),
+    "body_b": (np.int64, ()),
+    "R_a": (np.float64, (3, 3)),
+    "p_a": (np.float64, (3,)),
+    "R_b": (np.float64, (3, 3)),
+    "p_b": (np.float64, (3,)),
+    "axis": (np.float64, (3,)),
+    "axis2": (np.float64, (3,)),
+    "length": (np.float64, ()),
+}
 
 #: full validation (eigenvalues of every inertia, ...) when loading up to this many bodies;
 #: bigger models get the cheap structural checks only unless ``validate=True``
@@ -106,10 +134,19 @@ def _decode_names(err, key, meta, blob, offsets, n):
 
 
 # ---------------------------------------------------------------------- save
+def _version(model):
+    return 2 if len(model.loops) else 1
+
+
 def _meta(model):
-    meta = {"format": FORMAT, "version": FORMAT_VERSION, "n": int(model.n), "name": str(model.name),
+    meta = {"format": FORMAT, "version": _version(model), "n": int(model.n), "name": str(model.name),
             "allow_massless": bool(model.allow_massless), "inertia_policy": str(model.inertia_policy)}
     payload = {}
+    loops = model.loops
+    if len(loops):
+        meta["loops"] = {"names": list(loops.names), "kinds": [LP.KINDS[int(k)] for k in loops.kind]}
+        for key in LOOP_ARRAYS:
+            payload[f"loop_{key}"] = np.ascontiguousarray(getattr(loops, key))
     for key, _ in _NAME_SETS:
         m, blob, offsets = _encode_names(getattr(model, key))
         meta[key] = m
@@ -160,9 +197,12 @@ def _check_meta(err, meta):
     v = meta.get("version")
     if not isinstance(v, int) or isinstance(v, bool):
         raise err(f"bad format version {v!r}")
-    if v != FORMAT_VERSION:
-        raise err(f"format version {v} is not supported (this partree reads version {FORMAT_VERSION}); "
+    if v not in READ_VERSIONS:
+        raise err(f"format version {v} is not supported (this partree reads versions "
+                  f"{', '.join(map(str, READ_VERSIONS))}); "
                   f"{'upgrade partree' if v > FORMAT_VERSION else 'the file is corrupt'}")
+    if "loops" in meta and v < 2:
+        raise err(f"the file has loops but format version {v} (loops are version 2)")
     n = meta.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise err(f"bad body count n = {n!r}")
@@ -190,11 +230,76 @@ def _build(err, meta, get, validate, inertia):
     units = get("units")
     if units is not None and (units.dtype != np.int64 or units.shape != (n,)):
         raise err(f"array 'units' has dtype {units.dtype} and shape {units.shape}; expected int64 and {(n,)}")
+    loops = None
+    if "loops" in meta:
+        desc = meta["loops"]
+        if not isinstance(desc, dict) or not isinstance(desc.get("names"), list) or \
+                not isinstance(desc.get("kinds"), list) or len(desc["names"]) != len(desc["kinds"]):
+            raise err("bad loop description: 'loops' must hold the lists 'names' and 'kinds', of one length")
+        L = len(desc["names"])
+        larrs = {}
+        for key, (dtype, shape) in LOOP_ARRAYS.items():
+            a = get(f"loop_{key}")
+            if a is None:
+                raise err(f"array 'loop_{key}' is missing (the file has {L} loops)")
+            if a.dtype != dtype or a.shape != (L,) + shape:
+                raise err(f"array 'loop_{key}' has dtype {a.dtype} and shape {a.shape}; expected "
+                          f"{np.dtype(dtype)} and {(L,) + shape}")
+            larrs[key] = a
+        loops = (desc["names"], desc["kinds"], larrs)
     return _make_model(err, arrs, g, names, meta.get("name", "model"), bool(meta.get("allow_massless", False)),
-                       validate, units, meta.get("inertia_policy", "strict") if inertia is None else inertia)
+                       validate, units, meta.get("inertia_policy", "strict") if inertia is None else inertia, loops)
 
 
-def _make_model(err, arrs, gravity, names, name, allow_massless, validate, units=None, inertia="strict"):
+def _loop_set(err, model, names, kinds, arrs):
+    """The LoopSet of a file's loops, checked against the model (the arrays kept bit for bit)."""
+    L = len(names)
+    for k, nm in enumerate(names):
+        if not isinstance(nm, str):
+            raise err(f"loop {k}: name {nm!r} is not a string")
+    seen = {}
+    for k, nm in enumerate(names):
+        if nm in seen:
+            raise err(f"loop name {nm!r} used twice (loops {seen[nm]} and {k})")
+        seen[nm] = k
+    codes = np.empty(L, dtype=np.int8)
+    for k, kind in enumerate(kinds):
+        if not isinstance(kind, str) or kind not in LP.KINDS:
+            raise err(f"loop {names[k]!r}: unknown kind {kind!r}; the kinds are {', '.join(LP.KINDS)}")
+        codes[k] = LP.KINDS.index(kind)
+    for end in ("a", "b"):
+        b = arrs[f"body_{end}"]
+        bad = np.flatnonzero((b < -1) | (b >= model.n))
+        if bad.size:
+            k = int(bad[0])
+            raise err(f"loop {names[k]!r}: body_{end} {int(b[k])} does not exist (the model has {model.n} bodies; "
+                      f"-1 is the world)")
+    same = np.flatnonzero(arrs["body_a"] == arrs["body_b"])
+    if same.size:
+        raise err(f"loop {names[int(same[0])]!r} joins body {int(arrs['body_a'][same[0]])} to itself")
+    for key in ("R_a", "p_a", "R_b", "p_b", "axis", "axis2", "length"):
+        bad = np.flatnonzero(~np.all(np.isfinite(arrs[key].reshape(L, -1)), axis=1))
+        if bad.size:
+            raise err(f"loop {names[int(bad[0])]!r}: {key} is not finite")
+    for key in ("R_a", "R_b"):
+        R = arrs[key]
+        orth = np.abs(np.einsum("lji,ljk->lik", R, R) - np.eye(3)).reshape(L, -1).max(axis=1) if L else R
+        bad = np.flatnonzero((orth > 1e-6) | (np.linalg.det(R) < 0)) if L else []
+        if len(bad):
+            raise err(f"loop {names[int(bad[0])]!r}: {key} is not a rotation matrix")
+    needs = np.isin(codes, (LP.REVOLUTE, LP.PRISMATIC, LP.UNIVERSAL))
+    bad = np.flatnonzero(needs & (np.abs(np.linalg.norm(arrs["axis"], axis=1) - 1.0) > 1e-9))
+    bad2 = np.flatnonzero((codes == LP.UNIVERSAL) & (np.abs(np.linalg.norm(arrs["axis2"], axis=1) - 1.0) > 1e-9))
+    if bad.size or bad2.size:
+        k = int(bad[0]) if bad.size else int(bad2[0])
+        raise err(f"loop {names[k]!r}: {'axis' if bad.size else 'axis2'} is not a unit vector")
+    bad = np.flatnonzero((codes == LP.DISTANCE) & ~(arrs["length"] > 0.0))
+    if bad.size:
+        raise err(f"loop {names[int(bad[0])]!r}: a distance loop needs a length > 0")
+    return LP.LoopSet(names, codes, *(arrs[k] for k in LOOP_ARRAYS))
+
+
+def _make_model(err, arrs, gravity, names, name, allow_massless, validate, units=None, inertia="strict", loops=None):
     n = arrs["parent"].shape[0]
     try:
         check_policy(inertia)
@@ -214,12 +319,15 @@ def _make_model(err, arrs, gravity, names, name, allow_massless, validate, units
     label = str(err("")).removesuffix(": ")       # the file
     try:
         with labelled_warnings(label, up=3):      # load_model -> _build or _load_json -> here
-            return Model(arrs["parent"], arrs["jtype"], arrs["axis"], arrs["E_tree"], arrs["r_tree"], arrs["mass"],
-                         arrs["com"], arrs["I_com"], axis2=arrs["axis2"], gravity=gravity,
-                         joint_names=names["joint_names"], body_names=names["body_names"], name=name,
-                         allow_massless=allow_massless, validate=bool(validate), units=units, inertia=inertia)
+            model = Model(arrs["parent"], arrs["jtype"], arrs["axis"], arrs["E_tree"], arrs["r_tree"], arrs["mass"],
+                          arrs["com"], arrs["I_com"], axis2=arrs["axis2"], gravity=gravity,
+                          joint_names=names["joint_names"], body_names=names["body_names"], name=name,
+                          allow_massless=allow_massless, validate=bool(validate), units=units, inertia=inertia)
     except PartreeInputError as exc:
         raise err(str(exc)) from None
+    if loops is not None:
+        model.loops = _loop_set(err, model, *loops) if not callable(loops) else loops(model)
+    return model
 
 
 def load_model(path, validate=None, inertia=None) -> Model:
@@ -309,16 +417,98 @@ def _save_json(model, path):
         if model.units is not None:
             b["unit"] = int(model.units[i])
         bodies.append(b)
-    doc = {"format": FORMAT, "version": FORMAT_VERSION, "name": str(model.name), "n": int(model.n),
+    doc = {"format": FORMAT, "version": _version(model), "name": str(model.name), "n": int(model.n),
            "gravity": model.gravity.tolist(), "allow_massless": bool(model.allow_massless),
            "inertia_policy": str(model.inertia_policy),
            "generated_names": generated, "bodies": bodies}
-    # json writes floats with repr (shortest round-trip form): exact.  One body per line.
+    # json writes floats with repr (shortest round-trip form): exact.  One body (and loop) per line.
     head = {k: v for k, v in doc.items() if k != "bodies"}
     text = json.dumps(head, allow_nan=False)[:-1]
     lines = ",\n  ".join(json.dumps(b, allow_nan=False) for b in bodies)
+    tail = ""
+    if len(model.loops):
+        loops = ",\n  ".join(json.dumps(lp, allow_nan=False) for lp in _json_loops(model.loops))
+        tail = f', "loops": [\n  {loops}\n]'
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(f'{text}, "bodies": [\n  {lines}\n]}}\n')
+        fh.write(f'{text}, "bodies": [\n  {lines}\n]{tail}}}\n')
+
+
+def _json_loops(loops):
+    out = []
+    for k in range(len(loops)):
+        code = int(loops.kind[k])
+        d = {"name": loops.names[k], "kind": LP.KINDS[code], "body_a": int(loops.body_a[k]),
+             "body_b": int(loops.body_b[k]),
+             "placement_a": {"R": loops.R_a[k].tolist(), "p": loops.p_a[k].tolist()},
+             "placement_b": {"R": loops.R_b[k].tolist(), "p": loops.p_b[k].tolist()}}
+        if code in (LP.REVOLUTE, LP.PRISMATIC, LP.UNIVERSAL) or np.any(loops.axis[k] != (0.0, 0.0, 1.0)):
+            d["axis"] = loops.axis[k].tolist()
+        if code == LP.UNIVERSAL or np.any(loops.axis2[k] != 0.0):
+            d["axis2"] = loops.axis2[k].tolist()
+        if code == LP.DISTANCE or loops.length[k] != 0.0:
+            d["length"] = float(loops.length[k])
+        out.append(d)
+    return out
+
+
+def _body_by_name(err, model, b, loop, end):
+    if b == LP.WORLD:
+        return -1
+    for names in (model.body_names, model.joint_names):      # a body may be named by its joint
+        try:
+            return names.index(b)
+        except (KeyError, ValueError):
+            pass
+    raise err(f"loop {loop!r}: body_{end} {b!r} is not a body of the model (nor the name of a joint)")
+
+
+def _json_loop_reader(err, entries, num):
+    """A function model -> LoopSet of the JSON ``loops`` list (bodies by number, name, null or
+    'world')."""
+    if not isinstance(entries, list):
+        raise err("'loops' must be a list of objects")
+    names, kinds = [], []
+    L = len(entries)
+    arrs = {k: np.zeros((L,) + shape, dtype=dtype) for k, (dtype, shape) in LOOP_ARRAYS.items()}
+    arrs["axis"][:] = (0.0, 0.0, 1.0)
+    arrs["R_a"][:] = np.eye(3)
+    arrs["R_b"][:] = np.eye(3)
+    ends = []
+    for k, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise err(f"loop {k} is not an object")
+        for key in ("name", "kind", "body_a", "body_b"):
+            if key not in e:
+                raise err(f"loop {k}: missing {key!r}")
+        nm = e["name"]
+        names.append(nm)
+        kinds.append(e["kind"])
+        where = f"loop {nm!r}"
+        for end in ("a", "b"):
+            pl = e.get(f"placement_{end}", {})
+            if not isinstance(pl, dict):
+                raise err(f"{where}: 'placement_{end}' must be an object with 'R' and 'p'")
+            arrs[f"R_{end}"][k] = num(-1, f"{where}: placement_{end} R", pl.get("R", np.eye(3).tolist()), (3, 3))
+            arrs[f"p_{end}"][k] = num(-1, f"{where}: placement_{end} p", pl.get("p", [0.0, 0.0, 0.0]), (3,))
+        for key, shape in (("axis", (3,)), ("axis2", (3,)), ("length", ())):
+            if key in e:
+                arrs[key][k] = num(-1, f"{where}: {key}", e[key], shape)
+        ends.append((e["body_a"], e["body_b"]))
+
+    def build(model):
+        for k, pair in enumerate(ends):
+            for end, b in zip("ab", pair):
+                if isinstance(b, bool):
+                    raise err(f"loop {names[k]!r}: body_{end} {b!r} is not a body")
+                if b is None or isinstance(b, int):
+                    arrs[f"body_{end}"][k] = -1 if b is None else b
+                elif isinstance(b, str):
+                    arrs[f"body_{end}"][k] = _body_by_name(err, model, b, names[k], end)
+                else:
+                    raise err(f"loop {names[k]!r}: body_{end} {b!r} is not a body number or name")
+        return _loop_set(err, model, names, kinds, arrs)
+
+    return build
 
 
 def _load_json(err, path, validate, inertia):
@@ -414,6 +604,11 @@ def _load_json(err, path, validate, inertia):
             names[key] = JointNames(n, None, prefix)
         else:
             names[key] = JointNames(n, lst, dict(_NAME_SETS)[key])
+    loops = None
+    if "loops" in doc:
+        if meta["version"] < 2:
+            raise err(f"the file has loops but format version {meta['version']} (loops are version 2)")
+        loops = _json_loop_reader(err, doc["loops"], num)
     return _make_model(err, arrs, gravity, names, str(doc.get("name", "model")),
                        bool(doc.get("allow_massless", False)), validate, units,
-                       doc.get("inertia_policy", "strict") if inertia is None else inertia)
+                       doc.get("inertia_policy", "strict") if inertia is None else inertia, loops)

@@ -9,6 +9,13 @@ builds partree's twin of any Pinocchio model: one from ``buildModelFromUrdf``,
 Frames agree: a partree body frame is its Pinocchio joint's frame, ``X_tree`` is Pinocchio's
 ``jointPlacements`` (E_tree = R^T), and Pinocchio's ``data.f[j]`` is partree's joint wrench with
 the halves swapped ([f; n] versus [n; f], :func:`pin_wrench`).
+
+Loops are Pinocchio's rigid constraints (``pinocchio.RigidConstraintModel``): a 'spherical' loop
+is a ``CONTACT_3D`` constraint and a 'weld' loop a ``CONTACT_6D`` one, frame A of the loop the
+constraint's joint1 frame (``joint1_placement`` in joint ``joint1_id``) and frame B its joint2
+frame; joint 0 (the universe) is the world.  ``from_pinocchio(pin_model, constraints=...)``
+reads them, :func:`loop_constraints_to_pinocchio` writes a model's loops for a Pinocchio model
+of the same tree.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import numpy as np
 from .. import joints as J
 from ..errors import MissingDependencyError, PartreeInputError
 from ..inertia import check_policy, labelled_warnings
+from ..loops import DISTANCE, KINDS, SPHERICAL, WELD, Loop
 from ..model import Model
 
 _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
@@ -77,6 +85,9 @@ def to_pinocchio(model):
     pin_joint_id : numpy.ndarray of int
         ``pin_joint_id[i]`` is the Pinocchio joint that carries body i (0, the universe, for a
         body welded to the base).
+
+    The model's loops are not part of a ``pinocchio.Model``: :func:`loop_constraints_to_pinocchio`
+    gives them as the constraints (``RigidConstraintModel``) of the Pinocchio model.
 
     Raises
     ------
@@ -184,7 +195,7 @@ def _body_names(pin_model):
     return [found[j][0] if j in found else names[j] for j in range(len(names))]
 
 
-def from_pinocchio(pin_model, inertia="warn", name=None) -> Model:
+def from_pinocchio(pin_model, inertia="warn", name=None, constraints=None) -> Model:
     """Build the partree Model of a Pinocchio model.
 
     One partree body per Pinocchio joint, whose frame is the joint's frame and whose inertia is the
@@ -208,6 +219,13 @@ def from_pinocchio(pin_model, inertia="warn", name=None) -> Model:
         What to do with inertias that are not physical, passed to :class:`partree.Model`.
     name : str, optional
         Model name; default ``pin_model.name``.
+    constraints : sequence of pinocchio.RigidConstraintModel, optional
+        Rigid constraints of the model, which become its loops: ``CONTACT_3D`` -> 'spherical',
+        ``CONTACT_6D`` -> 'weld', frame A in the body of ``joint1_id`` at ``joint1_placement``,
+        frame B in the body of ``joint2_id`` at ``joint2_placement`` (joint 0, the universe, is
+        the world; a joint that becomes a chain carries the constraint on its last body, whose
+        frame is the joint's).  Named as the constraints (``constraint<k>`` where the name is
+        empty).
 
     Returns
     -------
@@ -218,7 +236,9 @@ def from_pinocchio(pin_model, inertia="warn", name=None) -> Model:
     Raises
     ------
     PartreeInputError
-        For a joint type partree does not support, naming the joint and its type.
+        For a joint type partree does not support, naming the joint and its type, and for a
+        constraint that is not ``CONTACT_3D`` or ``CONTACT_6D``, names a joint the model does not
+        have, or has a ``desired_contact_placement`` other than the identity.
     MissingDependencyError
         When pinocchio is not installed.
     """
@@ -254,15 +274,141 @@ def from_pinocchio(pin_model, inertia="warn", name=None) -> Model:
     if not parent:
         raise PartreeInputError(f"Pinocchio model {pin_model.name!r} has no joints besides the universe")
     label = f"Pinocchio model {pin_model.name!r}"
+    loops = _loops_from_constraints(pin, pin_model, constraints, last, label)
     with labelled_warnings(label):
         try:
             return Model(np.array(parent), np.array(jtype, dtype=np.int8), np.array(axis), np.array(E_tree),
                          np.array(r_tree), np.array(mass), np.array(com), np.array(I_com), axis2=np.array(axis2),
                          gravity=np.array(pin_model.gravity.linear, dtype=float), joint_names=jnames,
                          body_names=bodies, name=pin_model.name if name is None else name, allow_massless=True,
-                         inertia=inertia)
+                         inertia=inertia, loops=loops)
         except PartreeInputError as exc:
             raise PartreeInputError(f"{label}: {exc}") from None
+
+
+def _loops_from_constraints(pin, pin_model, constraints, last, label):
+    """partree Loops of Pinocchio rigid constraints (``last[j]``: the body of Pinocchio joint j)."""
+    if constraints is None:
+        return None
+    if isinstance(constraints, pin.RigidConstraintModel):
+        constraints = [constraints]
+    kinds = {pin.ContactType.CONTACT_3D: "spherical", pin.ContactType.CONTACT_6D: "weld"}
+    loops, names, generated = [], [], []
+    for k, c in enumerate(constraints):
+        if not isinstance(c, pin.RigidConstraintModel):
+            raise PartreeInputError(f"{label}: constraints must be pinocchio.RigidConstraintModel objects; "
+                                    f"constraint {k} is a {type(c).__name__}")
+        cname = str(c.name) or f"constraint{k}"
+        what = f"{label}: constraint {k} ({cname!r})"
+        if c.type not in kinds:
+            raise PartreeInputError(f"{what} is a {c.type.name} constraint; partree's loops read CONTACT_3D "
+                                    f"(spherical) and CONTACT_6D (weld) constraints")
+        if not c.desired_contact_placement.isIdentity(0.0):
+            raise PartreeInputError(f"{what} has a desired_contact_placement other than the identity; put the "
+                                    f"offset into joint1_placement (a loop's frames coincide when it is closed)")
+        ends = []
+        for key in ("joint1", "joint2"):
+            j = int(getattr(c, f"{key}_id"))
+            if not 0 <= j < pin_model.njoints:
+                raise PartreeInputError(f"{what}: {key}_id {j} is not a joint of the model "
+                                        f"({pin_model.njoints} joints)")
+            X = getattr(c, f"{key}_placement")
+            b = last[j]
+            ends.append((None if b < 0 else int(b), (np.array(X.rotation, dtype=float),
+                                                     np.array(X.translation, dtype=float))))
+        if ends[0][0] == ends[1][0]:
+            raise PartreeInputError(f"{what} joins joint {int(c.joint1_id)} to itself")
+        names.append(cname)
+        generated.append(not str(c.name))
+        loops.append(Loop(cname, kinds[c.type], ends[0][0], ends[1][0], ends[0][1], ends[1][1]))
+    taken = {n for n, g in zip(names, generated) if not g}
+    for lp, g in zip(loops, generated):
+        if g:
+            base, i = lp.name, 1
+            while lp.name in taken:
+                i += 1
+                lp.name = f"{base}_{i}"
+            taken.add(lp.name)
+    return loops
+
+
+def loop_constraints_to_pinocchio(model, pin_model, reference_frame=None):
+    """The loops of a partree model as Pinocchio rigid constraints of a Pinocchio model of the same tree.
+
+    Every 'spherical' loop becomes a ``CONTACT_3D`` constraint and every 'weld' loop a
+    ``CONTACT_6D`` one, joint1 carrying frame A and joint2 frame B (joint 0, the universe, for a
+    loop end on the world), named as the loop.  A loop end on a body welded to a moving one by
+    fixed joints goes to that body's Pinocchio joint, with the fixed joints' placements composed
+    into its placement; the Pinocchio joints are found by name, so ``pin_model`` can come from
+    :func:`to_pinocchio`, be the model :func:`from_pinocchio` read, or be built by Pinocchio from
+    the same URDF.
+
+    Parameters
+    ----------
+    model : Model
+        A partree model with loops.
+    pin_model : pinocchio.Model
+        Pinocchio's model of the same tree.
+    reference_frame : pinocchio.ReferenceFrame, optional
+        The constraints' frame; default ``pinocchio.ReferenceFrame.LOCAL``.
+
+    Returns
+    -------
+    list of pinocchio.RigidConstraintModel
+        One per loop, in the model's order (for ``pinocchio.initConstraintDynamics`` and
+        ``constraintDynamics``).
+
+    Raises
+    ------
+    PartreeInputError
+        For a loop of another kind (Pinocchio has no revolute, prismatic, universal or distance
+        rigid constraint), and for a loop end whose body has no Pinocchio joint of its name or
+        is an intermediate body of the chain of one Pinocchio joint.
+    MissingDependencyError
+        When pinocchio is not installed.
+    """
+    pin = _pin()
+    ref = pin.ReferenceFrame.LOCAL if reference_frame is None else reference_frame
+    loops = model.loops
+    out = []
+    for k in range(len(loops)):
+        code = int(loops.kind[k])
+        if code not in (SPHERICAL, WELD):
+            raise PartreeInputError(f"loop {loops.names[k]!r} is a {KINDS[code]} loop: Pinocchio's rigid constraints "
+                                    f"are CONTACT_3D (a spherical loop) and CONTACT_6D (a weld loop) only"
+                                    + (" (a distance constraint is not rigid)" if code == DISTANCE else ""))
+        ends = []
+        for b, R, p in ((loops.body_a[k], loops.R_a[k], loops.p_a[k]), (loops.body_b[k], loops.R_b[k], loops.p_b[k])):
+            j, X = _pin_frame(pin, model, pin_model, int(b), loops.names[k])
+            ends.append((j, X * pin.SE3(np.array(R), np.array(p))))
+        kind = pin.ContactType.CONTACT_3D if code == SPHERICAL else pin.ContactType.CONTACT_6D
+        c = pin.RigidConstraintModel(kind, pin_model, ends[0][0], ends[0][1], ends[1][0], ends[1][1], ref)
+        c.name = loops.names[k]
+        out.append(c)
+    return out
+
+
+def _pin_frame(pin, model, pin_model, i, loop):
+    """(Pinocchio joint, placement of body i's frame in that joint's frame) for a loop end on body i."""
+    X = pin.SE3.Identity()
+    while i >= 0 and int(model.jtype[i]) == J.FIXED:
+        X = pin.SE3(model.E_tree[i].T.copy(), model.r_tree[i].copy()) * X
+        i = int(model.parent[i])
+    if i < 0:
+        return 0, X
+    name = model.joint_names[i]
+    if pin_model.existJointName(name):
+        return int(pin_model.getJointId(name)), X
+    base, _, k = name.rpartition("/")
+    if base and k.isdigit() and pin_model.existJointName(base):
+        try:
+            model.joint_names.index(f"{base}/{int(k) + 1}")
+        except (KeyError, ValueError):
+            return int(pin_model.getJointId(base)), X      # the last body of the joint's chain: its frame
+        raise PartreeInputError(f"loop {loop!r}: body {i} ({model.body_names[i]}) is an intermediate body of the "
+                                f"chain of Pinocchio joint {base!r}, whose frame moves in the joint's frame")
+    raise PartreeInputError(f"loop {loop!r}: body {i} ({model.body_names[i]}) has no Pinocchio joint named "
+                            f"{name!r} in model {pin_model.name!r}")
 
 
 # ---------------------------------------------------------------------------------------- q and v
@@ -376,4 +522,4 @@ def partree_configuration(model, pin_model, q_pin):
 
 
 __all__ = ["to_pinocchio", "from_pinocchio", "PinocchioMap", "pinocchio_configuration",
-           "partree_configuration", "pin_wrench"]
+           "partree_configuration", "pin_wrench", "loop_constraints_to_pinocchio"]
