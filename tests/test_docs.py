@@ -26,6 +26,8 @@ API_ENTRIES = {
                "partree.forward_kinematics", "partree.energy", "partree.set_num_threads"],
     "constraint-forces": ["partree.cfa", "partree.CFAResult", "partree.constraint_bases",
                           "partree.constraint_forces"],
+    "loops": ["partree.constrained_dynamics", "partree.loop_constraints", "partree.correct_state", "partree.assemble",
+              "partree.algorithms.constrained_dynamics.ConstrainedResult"],
     "parallel": ["partree.forward_dynamics", "partree.parallel.evaluate_batch", "partree.parallel.partition.Partition",
                  "partree.parallel.serial.SerialEngine", "partree.parallel.mpi.MPIEngine",
                  "partree.parallel.dask_backend.DaskEngine", "partree.parallel.partition.partition",
