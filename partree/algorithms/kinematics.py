@@ -39,7 +39,16 @@ def kinematics_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_c
             for d in range(nv):
                 s += S[iv + d, k] * qd[iv + d]
             v[i, k] = s
-        # world pose: Rw_i = Rw_p E_i^T, pw_i = pw_p + Rw_p r_i
+    world_poses(parent, E, r, Rw, pw)
+
+
+@njit(cache=True)
+def world_poses(parent, E, r, Rw, pw):
+    """Body poses in the world from the joint transforms X_up = (E, r): Rw[i] (body i's axes in
+    world coordinates) = Rw[parent] E_i^T and pw[i] (its origin) = pw[parent] + Rw[parent] r_i."""
+    n = parent.shape[0]
+    for i in range(n):
+        p = parent[i]
         for a in range(3):
             for b in range(3):
                 if p < 0:

@@ -26,26 +26,8 @@ from numba import njit
 from .. import checks
 from ..loops import DISTANCE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, WELD
 from .aba import aba_forward_pass1
+from .kinematics import world_poses
 from .primitives import xform_motion
-
-
-@njit(cache=True)
-def world_poses(parent, E, r, Rw, pw):
-    """Body poses in the world from the joint transforms X_up = (E, r) of pass 1: Rw[i] (body i's
-    axes in world coordinates) and pw[i] (its origin)."""
-    n = parent.shape[0]
-    for i in range(n):
-        p = parent[i]
-        for a in range(3):
-            for b in range(3):
-                if p < 0:
-                    Rw[i, a, b] = E[i, b, a]
-                else:
-                    Rw[i, a, b] = Rw[p, a, 0] * E[i, b, 0] + Rw[p, a, 1] * E[i, b, 1] + Rw[p, a, 2] * E[i, b, 2]
-            if p < 0:
-                pw[i, a] = r[i, a]
-            else:
-                pw[i, a] = pw[p, a] + Rw[p, a, 0] * r[i, 0] + Rw[p, a, 1] * r[i, 1] + Rw[p, a, 2] * r[i, 2]
 
 
 @njit(cache=True)
