@@ -608,7 +608,7 @@ def loop_wrenches(model, G, lam):
     return W
 
 
-def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-6):
+def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
     """Forward dynamics of a tree closed by loops: qdd, the loops' forces and the joint wrenches.
 
     Solves M qdd + h(q, qd) = tau + J^T lambda, J qdd = gamma in O(N + loops) (see the module

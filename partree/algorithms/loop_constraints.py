@@ -47,24 +47,6 @@ def bias_accelerations(parent, E, r, c, a):
                 a[i, k] = tmp[k] + c[i, k]
 
 
-def _normals(u):
-    """e1, e2 with (e1, e2, u) right-handed and orthonormal, for each row of u (L, 3)."""
-    w = np.where(np.abs(u[:, :1]) < 0.9, np.array([[1.0, 0.0, 0.0]]), np.array([[0.0, 1.0, 0.0]]))
-    e1 = np.cross(u, w)
-    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
-    return e1, np.cross(u, e1)
-
-
-def _rotvec(R):
-    """Rotation vectors of the rotations R (L, 3, 3) (angles below pi)."""
-    s = 0.5 * np.stack((R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]), axis=1)
-    sn = np.linalg.norm(s, axis=1)
-    c = 0.5 * (np.trace(R, axis1=1, axis2=2) - 1.0)
-    th = np.arctan2(sn, c)
-    f = np.where(sn > 1e-12, th / np.where(sn > 1e-12, sn, 1.0), 1.0 + sn * sn / 6.0)
-    return s * f[:, None]
-
-
 def _motion_xform(E, r):
     """6x6 motion transforms [[E, 0], [-E rx, E]] of the pairs E (L, 3, 3), r (L, 3)."""
     L = E.shape[0]
@@ -76,6 +58,260 @@ def _motion_xform(E, r):
     X[:, 3:, 3:] = E
     X[:, 3:, :3] = -E @ rx
     return X
+
+
+@njit(cache=True)
+def _cross(a, b, out):
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
+
+
+@njit(cache=True)
+def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
+                      Rw, pw, v, G, gamma, phi, vel, T):
+    """Each loop's rows at one state (see the module docstring): G (L, 2, 6, 6), gamma, phi,
+    vel (R,) and T (L, 6, 6), from the bodies' world poses Rw, pw and body-frame velocities v.
+    Returns -1, or the first distance loop whose two points coincide (no direction)."""
+    L = kind.shape[0]
+    RF = np.empty((2, 3, 3))
+    oF = np.empty((2, 3))
+    wF = np.empty((2, 3))
+    voF = np.empty((2, 3))
+    XF = np.empty((2, 6, 6))
+    Rb = np.empty((3, 3))
+    pb = np.empty(3)
+    vb = np.empty(6)
+    t3 = np.empty(3)
+    t4 = np.empty(3)
+    RAB = np.empty((3, 3))
+    d = np.empty(3)
+    w_rel = np.empty(3)
+    v_rel = np.empty(3)
+    nu = np.empty(6)
+    rel = np.empty(6)
+    Td = np.empty((6, 6))
+    ph = np.empty(6)
+    e1 = np.empty(3)
+    e2 = np.empty(3)
+    w = np.empty(3)
+    u2 = np.empty(3)
+    m3 = np.empty(3)
+    Rot = np.empty((6, 6))
+    M6 = np.empty((6, 6))
+    for l in range(L):
+        for side in range(2):
+            x = body_a[l] if side == 0 else body_b[l]
+            Rp = R_a[l] if side == 0 else R_b[l]
+            pp = p_a[l] if side == 0 else p_b[l]
+            for a in range(3):
+                for b in range(3):
+                    Rb[a, b] = Rw[x, a, b] if x >= 0 else (1.0 if a == b else 0.0)
+                pb[a] = pw[x, a] if x >= 0 else 0.0
+            for k in range(6):
+                vb[k] = v[x, k] if x >= 0 else 0.0
+            for a in range(3):
+                s = pb[a]
+                for b in range(3):
+                    s += Rb[a, b] * pp[b]
+                    t = 0.0
+                    for c in range(3):
+                        t += Rb[a, c] * Rp[c, b]
+                    RF[side, a, b] = t
+                oF[side, a] = s
+            _cross(vb[:3], pp, t3)
+            for a in range(3):
+                sw = 0.0
+                sv = 0.0
+                for b in range(3):
+                    sw += Rp[b, a] * vb[b]
+                    sv += Rp[b, a] * (vb[3 + b] + t3[b])
+                wF[side, a] = sw
+                voF[side, a] = sv
+            # X(F <- body): E = Rp^T, r = pp: [[E, 0], [-E rx, E]]
+            for a in range(6):
+                for b in range(6):
+                    XF[side, a, b] = 0.0
+            for a in range(3):
+                for b in range(3):
+                    XF[side, a, b] = Rp[b, a]
+                    XF[side, 3 + a, 3 + b] = Rp[b, a]
+            for a in range(3):
+                # -(E rx)[a, b] = -sum_c E[a, c] rx[c, b], rx[c, b] = -eps_{cbk} r_k
+                for b in range(3):
+                    col = np.zeros(3)
+                    col[b] = 1.0
+                    _cross(pp, col, t4)      # rx e_b
+                    s = 0.0
+                    for c in range(3):
+                        s += Rp[c, a] * t4[c]
+                    XF[side, 3 + a, b] = -s
+        for a in range(3):
+            for b in range(3):
+                s = 0.0
+                for c in range(3):
+                    s += RF[0, c, a] * RF[1, c, b]
+                RAB[a, b] = s
+            s = 0.0
+            for c in range(3):
+                s += RF[0, c, a] * (oF[1, c] - oF[0, c])
+            d[a] = s
+        for a in range(3):
+            sw = -wF[0, a]
+            sv = -voF[0, a]
+            for b in range(3):
+                sw += RAB[a, b] * wF[1, b]
+                sv += RAB[a, b] * voF[1, b]
+            w_rel[a] = sw
+            v_rel[a] = sv
+            rel[a] = sw
+            rel[3 + a] = sv
+        _cross(wF[0], w_rel, t3)
+        for a in range(3):
+            nu[a] = -t3[a]
+        _cross(wF[1], voF[1], t4)
+        for a in range(3):
+            s = 0.0
+            for b in range(3):
+                s += RAB[a, b] * t4[b]
+            nu[3 + a] = s
+        _cross(wF[0], voF[0], t3)
+        for a in range(3):
+            nu[3 + a] -= t3[a]
+        _cross(wF[0], v_rel, t3)
+        for a in range(3):
+            nu[3 + a] -= t3[a]
+        for a in range(6):
+            ph[a] = 0.0
+            for b in range(6):
+                T[l, a, b] = 0.0
+                Td[a, b] = 0.0
+        code = kind[l]
+        u = axis[l]
+        if code == REVOLUTE or code == PRISMATIC:
+            if abs(u[0]) < 0.9:
+                t3[0], t3[1], t3[2] = 1.0, 0.0, 0.0
+            else:
+                t3[0], t3[1], t3[2] = 0.0, 1.0, 0.0
+            _cross(u, t3, e1)
+            nn = np.sqrt(e1[0] ** 2 + e1[1] ** 2 + e1[2] ** 2)
+            for a in range(3):
+                e1[a] /= nn
+            _cross(u, e1, e2)
+        if code == REVOLUTE:
+            for a in range(3):
+                s = 0.0
+                for b in range(3):
+                    s += RAB[a, b] * u[b]
+                w[a] = s
+            for a in range(3):
+                T[l, a, 0] = e1[a]
+                T[l, a, 1] = e2[a]
+                T[l, 3 + a, 2 + a] = 1.0
+                ph[0] -= e2[a] * w[a]
+                ph[1] += e1[a] * w[a]
+                ph[2 + a] = d[a]
+        elif code == PRISMATIC:
+            _rotvec(RAB, t3)
+            for a in range(3):
+                T[l, a, a] = 1.0
+                T[l, 3 + a, 3] = e1[a]
+                T[l, 3 + a, 4] = e2[a]
+                ph[a] = t3[a]
+                ph[3] += e1[a] * d[a]
+                ph[4] += e2[a] * d[a]
+        elif code == UNIVERSAL:
+            for a in range(3):
+                s = 0.0
+                for b in range(3):
+                    s += RAB[a, b] * axis2[l, b]
+                u2[a] = s
+            _cross(u2, u, m3)
+            _cross(w_rel, u2, t3)
+            _cross(t3, u, t4)
+            for a in range(3):
+                T[l, 3 + a, a] = 1.0
+                T[l, a, 3] = m3[a]
+                Td[a, 3] = t4[a]
+                ph[a] = d[a]
+                ph[3] += u[a] * u2[a]
+        elif code == SPHERICAL:
+            for a in range(3):
+                T[l, 3 + a, a] = 1.0
+                ph[a] = d[a]
+        elif code == WELD:
+            _rotvec(RAB, t3)
+            for a in range(6):
+                T[l, a, a] = 1.0
+            for a in range(3):
+                ph[a] = t3[a]
+                ph[3 + a] = d[a]
+        else:   # DISTANCE
+            dist = np.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2)
+            if dist < 1e-12:
+                return l
+            _cross(wF[0], d, t3)
+            dn = 0.0
+            for a in range(3):
+                t4[a] = v_rel[a] - t3[a]          # d/dt d_A
+                dn += d[a] / dist * t4[a]
+            for a in range(3):
+                un = d[a] / dist
+                T[l, 3 + a, 0] = un
+                Td[3 + a, 0] = (t4[a] - un * dn) / dist
+            ph[0] = dist - length[l]
+        m = nrows[l]
+        r0 = row0[l]
+        for j in range(m):
+            sg = 0.0
+            sv = 0.0
+            for a in range(6):
+                sg -= T[l, a, j] * nu[a] + Td[a, j] * rel[a]
+                sv += T[l, a, j] * rel[a]
+            gamma[r0 + j] = sg
+            vel[r0 + j] = sv
+            phi[r0 + j] = ph[j]
+        for a in range(3):
+            for b in range(3):
+                Rot[a, b] = RAB[a, b]
+                Rot[3 + a, 3 + b] = RAB[a, b]
+                Rot[a, 3 + b] = 0.0
+                Rot[3 + a, b] = 0.0
+        for a in range(6):
+            for b in range(6):
+                s = 0.0
+                for c in range(6):
+                    s += Rot[a, c] * XF[1, c, b]
+                M6[a, b] = s
+        for j in range(6):
+            for b in range(6):
+                if j < m:
+                    sa = 0.0
+                    sb = 0.0
+                    for a in range(6):
+                        sa += T[l, a, j] * XF[0, a, b]
+                        sb += T[l, a, j] * M6[a, b]
+                    G[l, 0, j, b] = -sa
+                    G[l, 1, j, b] = sb
+                else:
+                    G[l, 0, j, b] = 0.0
+                    G[l, 1, j, b] = 0.0
+    return -1
+
+
+@njit(cache=True)
+def _rotvec(R, out):
+    """The rotation vector of R (angle below pi)."""
+    s0 = 0.5 * (R[2, 1] - R[1, 2])
+    s1 = 0.5 * (R[0, 2] - R[2, 0])
+    s2 = 0.5 * (R[1, 0] - R[0, 1])
+    sn = np.sqrt(s0 * s0 + s1 * s1 + s2 * s2)
+    c = 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)
+    th = np.arctan2(sn, c)
+    f = th / sn if sn > 1e-12 else 1.0 + sn * sn / 6.0
+    out[0] = s0 * f
+    out[1] = s1 * f
+    out[2] = s2 * f
 
 
 class LoopTerms:
@@ -101,107 +337,42 @@ class LoopTerms:
 
 def loop_terms(loops, Rw, pw, v):
     """:class:`LoopTerms` of the loops (a ``LoopSet``) from the bodies' world poses Rw (n, 3, 3),
-    pw (n, 3) and body-frame velocities v (n, 6)."""
+    pw (n, 3) and body-frame velocities v (n, 6) (:func:`loop_terms_kernel`)."""
     L = len(loops)
     R = loops.nrow
-    if L == 0:
-        z = np.zeros(0)
-        return LoopTerms(np.zeros((0, 2, 6, 6)), z, z.copy(), z.copy(), np.zeros((0, 6, 6)))
-    ends = []
-    for body, Rp, pp in ((loops.body_a, loops.R_a, loops.p_a), (loops.body_b, loops.R_b, loops.p_b)):
-        on = body >= 0
-        bx = np.where(on, body, 0)
-        Rb = np.where(on[:, None, None], Rw[bx], np.eye(3))
-        pb = np.where(on[:, None], pw[bx], 0.0)
-        vb = np.where(on[:, None], v[bx], 0.0)
-        RF = Rb @ Rp                                        # frame axes in the world
-        oF = pb + np.einsum("lij,lj->li", Rb, pp)           # frame origin in the world
-        RpT = np.transpose(Rp, (0, 2, 1))
-        wF = np.einsum("lij,lj->li", RpT, vb[:, :3])        # body angular velocity, frame axes
-        voF = np.einsum("lij,lj->li", RpT, vb[:, 3:] + np.cross(vb[:, :3], pp))   # origin's velocity
-        XF = _motion_xform(RpT, pp)                         # X(F <- body)
-        ends.append((RF, oF, wF, voF, XF))
-    (RA, oA, wA, voA, XA), (RB, oB, wB, voB, XB) = ends
-    RAT = np.transpose(RA, (0, 2, 1))
-    RAB = RAT @ RB
-    d = np.einsum("lij,lj->li", RAT, oB - oA)
-    w_rel = np.einsum("lij,lj->li", RAB, wB) - wA
-    v_rel = np.einsum("lij,lj->li", RAB, voB) - voA
-    nu = np.concatenate((-np.cross(wA, w_rel),
-                         np.einsum("lij,lj->li", RAB, np.cross(wB, voB)) - np.cross(wA, voA) - np.cross(wA, v_rel)),
-                        axis=1)
-    rel = np.concatenate((w_rel, v_rel), axis=1)
-    T = np.zeros((L, 6, 6))
-    Td = np.zeros((L, 6, 6))
-    phi6 = np.zeros((L, 6))
-    I3 = np.eye(3)
-    kind = loops.kind
-    u = loops.axis
-    e1, e2 = _normals(u)
-    w = np.einsum("lij,lj->li", RAB, u)                     # the B-fixed axis in A's axes
-    rv = _rotvec(RAB)
-    for code in np.unique(kind):
-        k = np.flatnonzero(kind == code)
-        if code == REVOLUTE:
-            T[k, :3, 0], T[k, :3, 1], T[k, 3:, 2:5] = e1[k], e2[k], I3
-            phi6[k, 0] = -np.einsum("li,li->l", e2[k], w[k])
-            phi6[k, 1] = np.einsum("li,li->l", e1[k], w[k])
-            phi6[k, 2:5] = d[k]
-        elif code == PRISMATIC:
-            T[k, :3, :3], T[k, 3:, 3], T[k, 3:, 4] = I3, e1[k], e2[k]
-            phi6[k, :3] = rv[k]
-            phi6[k, 3] = np.einsum("li,li->l", e1[k], d[k])
-            phi6[k, 4] = np.einsum("li,li->l", e2[k], d[k])
-        elif code == UNIVERSAL:
-            u2 = np.einsum("lij,lj->li", RAB[k], loops.axis2[k])
-            m = np.cross(u2, u[k])
-            T[k, 3:, :3] = I3
-            T[k, :3, 3] = m
-            Td[k, :3, 3] = np.cross(np.cross(w_rel[k], u2), u[k])
-            phi6[k, :3] = d[k]
-            phi6[k, 3] = np.einsum("li,li->l", u[k], u2)
-        elif code == SPHERICAL:
-            T[k, 3:, :3] = I3
-            phi6[k, :3] = d[k]
-        elif code == WELD:
-            T[k] = np.eye(6)
-            phi6[k, :3] = rv[k]
-            phi6[k, 3:] = d[k]
-        elif code == DISTANCE:
-            dist = np.linalg.norm(d[k], axis=1)
-            if np.any(dist < 1e-12):
-                bad = k[int(np.argmin(dist))]
-                raise ValueError(f"distance loop {loops.names[bad]!r}: its two points coincide, so the rod has "
-                                 f"no direction")
-            un = d[k] / dist[:, None]
-            dd = v_rel[k] - np.cross(wA[k], d[k])
-            T[k, 3:, 0] = un
-            Td[k, 3:, 0] = (dd - un * np.einsum("li,li->l", un, dd)[:, None]) / dist[:, None]
-            phi6[k, 0] = dist - loops.length[k]
-    TT = np.transpose(T, (0, 2, 1))
-    gam6 = -np.einsum("lij,lj->li", TT, nu) - np.einsum("lji,lj->li", Td, rel)
-    vel6 = np.einsum("lij,lj->li", TT, rel)
-    Rot = np.zeros((L, 6, 6))
-    Rot[:, :3, :3] = RAB
-    Rot[:, 3:, 3:] = RAB
     G = np.empty((L, 2, 6, 6))
-    G[:, 0] = -(TT @ XA)
-    G[:, 1] = TT @ Rot @ XB
-    mask = np.arange(6)[None, :] < loops.nrows[:, None]
-    G *= mask[:, None, :, None]
-    return LoopTerms(G, gam6[mask], phi6[mask], vel6[mask], T * mask[:, None, :])
+    gamma, phi, vel = np.empty(R), np.empty(R), np.empty(R)
+    T = np.empty((L, 6, 6))
+    if L:
+        bad = loop_terms_kernel(loops.kind, loops.body_a, loops.body_b, loops.R_a, loops.p_a, loops.R_b, loops.p_b,
+                                loops.axis, loops.axis2, loops.length, loops.nrows, loops.row0, Rw, pw, v,
+                                G, gamma, phi, vel, T)
+        if bad >= 0:
+            raise ValueError(f"distance loop {loops.names[bad]!r}: its two points coincide, so the rod has no "
+                             f"direction")
+    return LoopTerms(G, gamma, phi, vel, T)
+
+
+@njit(cache=True)
+def end_rows_kernel(body_a, body_b, nrows, row0, G, a, out):
+    """out = sum over each loop's two ends of G_e a_x (an end on the world: a = 0)."""
+    for l in range(body_a.shape[0]):
+        for j in range(nrows[l]):
+            s = 0.0
+            for side in range(2):
+                x = body_a[l] if side == 0 else body_b[l]
+                if x >= 0:
+                    for k in range(6):
+                        s += G[l, side, j, k] * a[x, k]
+            out[row0[l] + j] = s
 
 
 def end_rows(loops, G, a):
     """sum over each loop's two ends of G_e a_x: the rows' values for body accelerations a (n, 6)
     (an end on the world takes a zero acceleration)."""
     out = np.zeros(loops.nrow)
-    if not len(loops):
-        return out
-    for side, body in ((0, loops.body_a), (1, loops.body_b)):
-        ax = np.where((body >= 0)[:, None], a[np.where(body >= 0, body, 0)], 0.0)
-        full = np.einsum("lij,lj->li", G[:, side], ax)
-        out += full[np.arange(6)[None, :] < loops.nrows[:, None]]
+    if len(loops):
+        end_rows_kernel(loops.body_a, loops.body_b, loops.nrows, loops.row0, G, a, out)
     return out
 
 
@@ -242,50 +413,106 @@ def state_kinematics(model, q, qd):
     return E, r, v, c, IA, pA, S, Rw, pw
 
 
-def jacobian(model, terms, S, Rw, pw):
-    """The sparse J (R, nv) from the loop terms, the motion subspaces S (body coordinates) and
-    the world poses: each end's rows G_e X(x <- 0) times the world motion subspace of every
-    joint between its body and the root."""
+@njit(cache=True)
+def jacobian_entries(parent, idx_v, nv_j, body_a, body_b, nrows, row0, G, S, Rw, pw, count_only, rows, cols, vals):
+    """The entries (row, column, value) of J: for each loop end on body x, its rows
+    G_e X(x <- 0) times the world motion subspace X(0 <- k) S_k of every joint k from x to the root
+    (the two ends' entries on common joints are summed later).  With ``count_only`` only counts."""
+    L = body_a.shape[0]
+    Gw = np.empty((6, 6))
+    sw = np.empty(6)
+    cnt = 0
+    for l in range(L):
+        m = nrows[l]
+        for side in range(2):
+            x = body_a[l] if side == 0 else body_b[l]
+            if not count_only:
+                # Gw = G X(x <- 0), X(x <- 0) = [[Rw^T, 0], [-Rw^T px, Rw^T]]
+                for j in range(m):
+                    for a in range(3):
+                        sa = 0.0
+                        sl = 0.0
+                        for c in range(3):
+                            Rca = Rw[x, a, c] if x >= 0 else (1.0 if a == c else 0.0)
+                            sa += G[l, side, j, c] * Rca
+                            sl += G[l, side, j, 3 + c] * Rca
+                        Gw[j, a] = sa
+                        Gw[j, 3 + a] = sl
+                    if x >= 0:
+                        # angular part gains -G_lin Rw^T px: (G_lin Rw^T) (p x e_a) = ((G_lin Rw^T) x p)... per column
+                        g0, g1, g2 = Gw[j, 3], Gw[j, 4], Gw[j, 5]
+                        p0, p1, p2 = pw[x, 0], pw[x, 1], pw[x, 2]
+                        # row (g . (p x e_a)) = (g x p)_a... with sign: -g^T px e_a = -(g . (p x e_a)) = -(e_a . (g x p))
+                        Gw[j, 0] -= g1 * p2 - g2 * p1
+                        Gw[j, 1] -= g2 * p0 - g0 * p2
+                        Gw[j, 2] -= g0 * p1 - g1 * p0
+            k = x
+            while k >= 0:
+                nk = nv_j[k]
+                if nk > 0:
+                    if not count_only:
+                        for d in range(nk):
+                            iv = idx_v[k] + d
+                            for a in range(3):
+                                s1 = 0.0
+                                s2 = 0.0
+                                for c in range(3):
+                                    s1 += Rw[k, a, c] * S[iv, c]
+                                    s2 += Rw[k, a, c] * S[iv, 3 + c]
+                                sw[a] = s1
+                                sw[3 + a] = s2
+                            # linear part of the world subspace gains p_k x w
+                            sw[3] += pw[k, 1] * sw[2] - pw[k, 2] * sw[1]
+                            sw[4] += pw[k, 2] * sw[0] - pw[k, 0] * sw[2]
+                            sw[5] += pw[k, 0] * sw[1] - pw[k, 1] * sw[0]
+                            for j in range(m):
+                                s = 0.0
+                                for a in range(6):
+                                    s += Gw[j, a] * sw[a]
+                                rows[cnt + j * nk + d] = row0[l] + j
+                                cols[cnt + j * nk + d] = iv
+                                vals[cnt + j * nk + d] = s
+                    cnt += m * nk
+                k = parent[k]
+    return cnt
+
+
+def jacobian(model, terms, S, Rw, pw, dense=False):
+    """J (R, nv) from the loop terms, the motion subspaces S (body coordinates) and the world
+    poses (:func:`jacobian_entries`): scipy.sparse CSR, or a dense array with ``dense``."""
     loops = model.loops
-    nv = model.nv
-    idx_v, nv_j, parent = model.idx_v, model.nv_j, model.parent
-    rows, cols, vals = [], [], []
-    Xw = {}
-
-    def x_from_world(x):
-        if x not in Xw:
-            Xw[x] = _motion_xform(Rw[x][None].transpose(0, 2, 1), pw[x][None])[0]
-        return Xw[x]
-
-    def s_world(k):
-        # X(0 <- k) S_k: the joint's motion subspace in world coordinates
-        Rk, pk = Rw[k], pw[k]
-        Sk = S[idx_v[k]:idx_v[k] + nv_j[k]]
-        w = Sk[:, :3] @ Rk.T
-        return np.concatenate((w, Sk[:, 3:] @ Rk.T + np.cross(pk, w)), axis=1)
-
-    for l in range(len(loops)):
-        m, r0 = int(loops.nrows[l]), int(loops.row0[l])
-        acc = {}
-        for side, x in ((0, int(loops.body_a[l])), (1, int(loops.body_b[l]))):
-            Gw = terms.G[l, side, :m] if x < 0 else terms.G[l, side, :m] @ x_from_world(x)
-            while x >= 0:
-                if nv_j[x]:
-                    acc[x] = acc.get(x, 0.0) + Gw @ s_world(x).T
-                x = int(parent[x])
-        for k, blk in acc.items():
-            if not np.any(blk):
-                continue
-            rr, cc = np.meshgrid(np.arange(r0, r0 + m), np.arange(idx_v[k], idx_v[k] + nv_j[k]), indexing="ij")
-            rows.append(rr.ravel())
-            cols.append(cc.ravel())
-            vals.append(np.asarray(blk).ravel())
-    R = loops.nrow
-    if not rows:
-        return sp.csr_matrix((R, nv))
-    J = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(R, nv))
+    args = (model.parent, model.idx_v, model.nv_j.astype(np.int64), loops.body_a, loops.body_b, loops.nrows,
+            loops.row0, terms.G, S, Rw, pw)
+    e = np.empty(0, dtype=np.int64)
+    cnt = jacobian_entries(*args, True, e, e, np.empty(0))
+    rows, cols, vals = np.empty(cnt, dtype=np.int64), np.empty(cnt, dtype=np.int64), np.empty(cnt)
+    jacobian_entries(*args, False, rows, cols, vals)
+    if dense:
+        J = np.zeros((loops.nrow, model.nv))
+        np.add.at(J, (rows, cols), vals)
+        return J
+    J = sp.csr_matrix((vals, (rows, cols)), shape=(loops.nrow, model.nv))
     J.sum_duplicates()
     return J
+
+
+def constraint_terms(model, q, qd=None, dense=False, need_gamma=True):
+    """(terms, J, gamma) at (q, qd) for checked inputs: the loop terms, J (sparse, or dense with
+    ``dense``) and the bias gamma of J qdd = gamma (None without ``need_gamma``)."""
+    qd = np.zeros(model.nv) if qd is None else qd
+    E, r, v, c, IA, pA, S, Rw, pw = state_kinematics(model, q, qd)
+    try:
+        terms = loop_terms(model.loops, Rw, pw, v)
+    except ValueError as e:
+        from ..errors import PartreeInputError
+        raise PartreeInputError(str(e)) from None
+    J = jacobian(model, terms, S, Rw, pw, dense)
+    gamma = None
+    if need_gamma:
+        a0 = np.empty((model.n, 6))
+        bias_accelerations(model.parent, E, r, c, a0)
+        gamma = terms.gamma - end_rows(model.loops, terms.G, a0)
+    return terms, J, gamma
 
 
 def loop_constraints(model, q, qd=None):
@@ -310,15 +537,6 @@ def loop_constraints(model, q, qd=None):
     vanishes where the loop is closed.
     """
     q, qd = checks.state(model, q, np.zeros(model.nv) if qd is None else qd)
-    E, r, v, c, IA, pA, S, Rw, pw = state_kinematics(model, q, qd)
-    try:
-        terms = loop_terms(model.loops, Rw, pw, v)
-    except ValueError as e:
-        from ..errors import PartreeInputError
-        raise PartreeInputError(str(e)) from None
-    J = jacobian(model, terms, S, Rw, pw)
-    a0 = np.empty((model.n, 6))
-    bias_accelerations(model.parent, E, r, c, a0)
-    gamma = terms.gamma - end_rows(model.loops, terms.G, a0)
+    terms, J, gamma = constraint_terms(model, q, qd)
     rows = {nm: model.loops.rows_of(k) for k, nm in enumerate(model.loops.names)}
     return LoopConstraints(terms.phi, J, gamma, terms.velocity, rows)

@@ -23,7 +23,7 @@ from scipy.sparse.linalg import lsmr
 from .. import checks
 from ..configuration import integrate
 from ..errors import PartreeInputError
-from .loop_constraints import loop_constraints
+from .loop_constraints import constraint_terms, loop_constraints
 
 #: the largest J (rows x nv entries) factored by the dense QR
 DENSE_LIMIT = 4_000_000
@@ -65,19 +65,29 @@ def _min_norm(J, rhs, rank_tol):
     return lsmr(J, rhs, atol=1e-15, btol=1e-15, maxiter=20 * J.shape[0] + 100)[0]
 
 
-def _project_positions(model, q, tol, max_iter, rank_tol, free=None, what="correct_state"):
+def phi_and_jacobian(model, q):
+    """Phi and J at q (checked), J dense where the dense QR takes it (``DENSE_LIMIT``)."""
+    terms, J, _ = constraint_terms(model, q, dense=model.loops.nrow * model.nv <= DENSE_LIMIT, need_gamma=False)
+    return terms.phi, J
+
+
+def _project_positions(model, q, tol, max_iter, rank_tol, free=None, what="correct_state", polish=0):
+    """Gauss-Newton steps until max |Phi| <= tol, then up to ``polish`` more while they still
+    reduce it (down to the rounding floor).  Returns (q, violation, steps, J at q)."""
     phi0 = None
-    for it in range(max_iter + 1):
-        lc = loop_constraints(model, q)
-        err = float(np.abs(lc.phi).max(initial=0.0))
-        if phi0 is None:
-            phi0 = err
+    phi, Jq = phi_and_jacobian(model, q)
+    err = float(np.abs(phi).max(initial=0.0))
+    phi0 = err
+    extra = 0
+    for it in range(max_iter + polish + 1):
         if err <= tol:
-            return q, err, it
-        if it == max_iter:
+            if extra >= polish or err == 0.0:
+                return q, err, it, Jq
+            extra += 1
+        elif it >= max_iter:
             break
-        J = lc.J if free is None else lc.J[:, free]
-        step = _min_norm(J, -lc.phi, rank_tol)
+        J = Jq if free is None else Jq[:, free]
+        step = _min_norm(J, -phi, rank_tol)
         dv = np.zeros(model.nv)
         if free is None:
             dv[:] = step
@@ -87,18 +97,21 @@ def _project_positions(model, q, tol, max_iter, rank_tol, free=None, what="corre
         s = 1.0
         for _ in range(30):
             qn = integrate(model, q, s * dv)
-            en = float(np.abs(loop_constraints(model, qn).phi).max(initial=0.0))
+            phin, Jn = phi_and_jacobian(model, qn)
+            en = float(np.abs(phin).max(initial=0.0))
             if en < err or s < 1e-6:
                 break
             s *= 0.5
-        q = qn
+        if en >= err and err <= tol:
+            return q, err, it, Jq         # the rounding floor: no step reduces it further
+        q, phi, Jq, err = qn, phin, Jn, en
     raise PartreeInputError(f"{what}: the loops could not be closed: violation {err:.3g} (from {phi0:.3g}) after "
                             f"{max_iter} Gauss-Newton steps; the configuration may be too far from one that "
                             f"closes them (partree.assemble with a better guess or some joints fixed), or no "
                             f"configuration closes them")
 
 
-def correct_state(model, q, qd=None, tol=1e-12, max_iter=20, rank_tol=1e-8):
+def correct_state(model, q, qd=None, tol=1e-12, max_iter=20, rank_tol=1e-8, polish=0):
     """Project a state onto the loops' constraint manifold: q with Phi(q) = 0, qd with J qd = 0.
 
     Coordinates by Gauss-Newton steps in the normal space (seed 003's eqs. 25-27, with the
@@ -118,6 +131,10 @@ def correct_state(model, q, qd=None, tol=1e-12, max_iter=20, rank_tol=1e-8):
         Gauss-Newton steps at most.
     rank_tol : float
         Relative size of R's diagonal below which a row counts as dependent.
+    polish : int
+        Gauss-Newton steps taken beyond ``tol`` while they still reduce the violation (to the
+        rounding floor): near a singular configuration the violation left is divided by a
+        vanishing singular value, so simulations polish.
 
     Returns
     -------
@@ -131,11 +148,10 @@ def correct_state(model, q, qd=None, tol=1e-12, max_iter=20, rank_tol=1e-8):
     q, qd_ = checks.state(model, q, np.zeros(model.nv) if qd is None else qd)
     if not len(model.loops):
         return q.copy() if qd is None else (q.copy(), qd_.copy())
-    q, _, _ = _project_positions(model, q.copy(), tol, max_iter, rank_tol)
+    q, _, _, J = _project_positions(model, q.copy(), tol, max_iter, rank_tol, polish=int(polish))
     if qd is None:
         return q
-    lc = loop_constraints(model, q)
-    return q, project_velocity(lc.J, qd_, rank_tol)
+    return q, project_velocity(J, qd_, rank_tol)
 
 
 def project_velocity(J, qd, rank_tol=1e-8):
@@ -152,6 +168,36 @@ def tangent_acceleration(J, gamma, qdd, rank_tol=1e-8):
         B = ConstraintBases(J, rank_tol)
         return B.tangent(qdd) + B.normal_solve(gamma)
     return qdd - _min_norm(J, J @ qdd - gamma, rank_tol)
+
+
+def singular_band_acceleration(J, gamma, qdd, band, rank_tol=1e-12):
+    """qdd with its normal-space part rebuilt from the well-conditioned constraint rows only.
+
+    The column-pivoted QR of J^T (J^T P = Q R) orders the normal directions by the size of R's
+    diagonal.  Directions with R_jj >= band * R_00 take their component from the acceleration
+    constraints (forward substitution with R^T, eq. 17); directions with R_jj below it (rows
+    near a singular configuration, where the constraints' curvature term divides by the
+    vanishing R_jj) get none; the tangent part Q_t Q_t^T qdd is kept (seed 003, eq. 31).  Where
+    no direction is near singular this is qdd itself."""
+    Jd = J.toarray() if hasattr(J, "toarray") else np.asarray(J, dtype=float)
+    if Jd.shape[0] == 0:
+        return qdd
+    Q, R, piv = sla.qr(Jd.T, pivoting=True)
+    d = np.abs(np.diag(R))
+    if d.size == 0 or d[0] == 0.0:
+        return qdd
+    rank = int(np.count_nonzero(d > rank_tol * d[0]))
+    weak = d[:rank] < band * d[0]
+    if not weak.any():
+        return qdd
+    y = np.zeros(rank)
+    g = gamma[piv[:rank]]
+    for j in range(rank):
+        if weak[j]:
+            continue
+        y[j] = (g[j] - R[:j, j] @ y[:j]) / R[j, j]
+    Qt = Q[:, rank:]
+    return Qt @ (Qt.T @ qdd) + Q[:, :rank] @ y
 
 
 def assemble(model, q_guess=None, fixed=None, tol=1e-12, max_iter=50, rank_tol=1e-8):
@@ -195,5 +241,5 @@ def assemble(model, q_guess=None, fixed=None, tol=1e-12, max_iter=50, rank_tol=1
         free[model.v_slice(i)] = False
     if not len(model.loops):
         return q
-    q, _, _ = _project_positions(model, q, tol, max_iter, rank_tol, np.flatnonzero(free), "assemble")
+    q, _, _, _ = _project_positions(model, q, tol, max_iter, rank_tol, np.flatnonzero(free), "assemble")
     return q

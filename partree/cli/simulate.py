@@ -109,6 +109,9 @@ def add_parser(subparsers):
     arg("--correct", default="full", choices=("full", "velocity", "none"),
         help="models with loops: after every step project q and qd back onto the loops' constraints "
              "(full, default), only qd (velocity), or nothing (none)")
+    arg("--singular-band", type=float, default=0.0,
+        help="models with loops: near singular configurations drop the acceleration's normal part along "
+             "constraint directions whose QR pivot is below this fraction of the largest (e.g. 1e-2; default 0: off)")
     arg("--out", default=None,
         help="results file: .h5/.hdf5 (needs h5py) or .npz (default for the built-in job: "
              "space_robot.h5, or .npz without h5py; none for a MODEL)")
@@ -247,7 +250,7 @@ def run(a):
             save_every=a.save_every if a.save_every is not None else (5 if builtin else 1), record=a.record,
             wrench_joints=a.wrench_joints, out=out, overwrite=a.force, checkpoint=a.checkpoint,
             checkpoint_every=a.checkpoint_every, resume=a.resume, keep_checkpoint=a.keep_checkpoint,
-            progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, correct=a.correct,
+            progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, correct=a.correct, singular_band=a.singular_band,
             command=["partree"] + argv)
         plot = a.plot
         if plot is None:

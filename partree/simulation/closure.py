@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.loop_constraints import loop_constraints
-from ..algorithms.loop_correction import correct_state, project_velocity
+from ..algorithms.loop_correction import correct_state, phi_and_jacobian, project_velocity
 from ..errors import PartreeInputError
 
 #: the largest violation of an initial state that a run corrects rather than refuses
@@ -36,7 +36,7 @@ class LoopClosure:
 
     def violation(self, q):
         """max abs(Phi(q))."""
-        return float(np.abs(loop_constraints(self.model, q).phi).max(initial=0.0))
+        return float(np.abs(phi_and_jacobian(self.model, q)[0]).max(initial=0.0))
 
     def initial(self, q, v):
         """The initial state, checked: a state that violates the loops by more than
@@ -58,7 +58,7 @@ class LoopClosure:
     def __call__(self, q, v):
         """The state after a step, corrected as ``correct`` says."""
         if self.correct == "full":
-            return correct_state(self.model, q, v, tol=self.tol)
+            return correct_state(self.model, q, v, tol=self.tol, polish=2)
         if self.correct == "velocity":
-            return q, project_velocity(loop_constraints(self.model, q).J, v)
+            return q, project_velocity(phi_and_jacobian(self.model, q)[1], v)
         return q, v

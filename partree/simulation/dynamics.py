@@ -34,6 +34,8 @@ from .. import checks
 from .. import joints as J
 from ..algorithms.aba import aba
 from ..algorithms.constrained_dynamics import constrained_dynamics
+from ..algorithms.loop_constraints import constraint_terms
+from ..algorithms.loop_correction import DENSE_LIMIT, singular_band_acceleration
 from ..algorithms.crba import bias_forces, crba
 from ..algorithms.rnea import rnea
 from ..errors import PartreeInputError
@@ -131,6 +133,9 @@ class Dynamics:
         self.parts = parts
         self._fd = None
         self._loops = len(getattr(model, "loops", ())) > 0
+        #: models with loops: the band of the tangent-space acceleration correction near singular
+        #: configurations (``SimulationOptions.singular_band``; 0: none)
+        self.singular_band = 0.0
         if self._loops and self.backend != "serial":
             raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: its dynamics runs on the "
                                     f"serial backend (the parallel engine solves trees)")
@@ -270,7 +275,11 @@ class Dynamics:
             return qdd
         self.last_tau = tau
         if self._loops:
-            return constrained_dynamics(self.model, q, v, tau, fe).qdd
+            qdd = constrained_dynamics(self.model, q, v, tau, fe).qdd
+            if self.singular_band and self.model.loops.nrow * self.model.nv <= DENSE_LIMIT:
+                _, J, gamma = constraint_terms(self.model, q, v, dense=True)
+                qdd = singular_band_acceleration(J, gamma, qdd, self.singular_band)
+            return qdd
         if self._fd is not None:
             F, has = checks.external_forces(self.model, fe)
             return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts, f_ext=F if has else None)

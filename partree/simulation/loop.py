@@ -622,6 +622,8 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
             from .closure import LoopClosure
             closure = LoopClosure(model, opts.correct)
             q_full, v_full = closure.initial(q_full, v_full)
+            if opts.singular_band and hasattr(dyn, "singular_band"):
+                dyn.singular_band = opts.singular_band
         wids = _wrench_ids(model, opts.record, opts.wrench_joints)
         wnames = [model.joint_names[int(i)] for i in wids] if wids is not None else []
         inputs_fp = dyn.fingerprint()

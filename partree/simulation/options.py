@@ -31,7 +31,7 @@ RESULT_SUFFIXES = {".h5": "h5", ".hdf5": "h5", ".npz": "npz"}
 CORRECTIONS = ("full", "velocity", "none")
 
 FINGERPRINT_KEYS = ("dt", "integrator", "rtol", "atol", "save_every", "record", "wrench_joints", "h0", "h_max",
-                    "q0", "qd0", "inputs", "correct")
+                    "q0", "qd0", "inputs", "correct", "singular_band")
 
 
 def hash_array(x):
@@ -217,6 +217,15 @@ class SimulationOptions:
         Models with loops: after every step, ``'full'`` projects q and qd back onto the loops'
         constraint manifold (``partree.correct_state``), ``'velocity'`` only qd, ``'none'``
         nothing (the violation then drifts with the integration error).
+    singular_band : float
+        Models with loops near singular configurations (a four-bar whose bars align): the
+        acceleration's normal component along constraint directions whose pivot in the QR of
+        J^T falls below ``singular_band`` times the largest is dropped, the rest kept (seed 003's
+        tangent-space correction, ``partree.algorithms.loop_correction.singular_band_acceleration``).
+        There the constraints' curvature term is divided by the vanishing pivot and the
+        integration error with it.  The pivots compare rows of all kinds, so the band depends on
+        the model's units: 1e-2 suits mechanisms whose links are of similar length.  0 (default):
+        off.  Models whose J exceeds the dense limit skip it.
     """
 
     t_end: float
@@ -245,6 +254,7 @@ class SimulationOptions:
     path_weight: float | None = None
     command: list | None = None
     correct: str = "full"
+    singular_band: float = 0.0
 
     # ---------------------------------------------------------------- building
     @classmethod
@@ -341,6 +351,9 @@ class SimulationOptions:
         self.progress = _flag("progress", self.progress)
         self.verbose = self.progress if self.verbose is None else _flag("verbose", self.verbose)
         self.catch_signals = _flag("catch_signals", self.catch_signals)
+        self.singular_band = _real("singular_band (--singular-band)", self.singular_band, positive=False)
+        if not 0.0 <= self.singular_band < 1.0:
+            raise PartreeInputError(f"singular_band (--singular-band) must lie in [0, 1); got {self.singular_band!r}")
         if self.correct not in CORRECTIONS:
             raise PartreeInputError(f"correct (--correct) must be one of {', '.join(CORRECTIONS)}; got "
                                     f"{self.correct!r}")
@@ -403,7 +416,7 @@ class SimulationOptions:
         values = {"dt": self.dt, "integrator": self.integrator, "rtol": self.rtol, "atol": self.atol,
                   "save_every": self.save_every, "record": self.record, "wrench_joints": list(wrench_joints),
                   "h0": self.h0, "h_max": self.h_max, "q0": hash_array(q0), "qd0": hash_array(qd0),
-                  "inputs": str(inputs)[:16], "correct": self.correct}
+                  "inputs": str(inputs)[:16], "correct": self.correct, "singular_band": self.singular_band}
         return values, hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
     def to_dict(self):
