@@ -329,7 +329,18 @@ def early_kinematics_wanted(model, pt, owner):
 
 
 def build_part(model, pt, k, early_kinematics=False):
-    return PartKernel(model, pt.bodies(k), pt.handles(k), part_id=k, early_kinematics=early_kinematics)
+    """Part k of the partition ``pt``: a :class:`PartKernel`, or where loops of the model have an
+    end in it a :class:`partree.parallel.loop_part.LoopPartKernel` (the loops solved inside)."""
+    bodies = pt.bodies(k)
+    loops = getattr(model, "loops", ())
+    if len(loops):
+        on = np.zeros(model.n, dtype=bool)
+        on[bodies] = True
+        ends = np.concatenate((loops.body_a, loops.body_b))
+        if np.any(on[ends[ends >= 0]]):
+            from .loop_part import LoopPartKernel
+            return LoopPartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics)
+    return PartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics)
 
 
 def gravity_a0(gravity):

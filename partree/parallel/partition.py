@@ -264,9 +264,80 @@ def _labels_from_lists(units, n):
     return labels
 
 
+def loop_cuttable(model):
+    """Bodies that may be part roots without splitting a closed loop, or None for all (a model
+    without loops, or a parent array).
+
+    A loop is solved where its two paths meet (the lowest common ancestor of its end bodies, or
+    the world for a loop to the world or between two trees): no body strictly below that meeting
+    point on either path may start a part, so that the loop lies in one part and is eliminated
+    there (``partree.parallel.loop_part``).  A loop between two different trees cannot lie in one
+    part (every part is connected) and is refused by :func:`check_loops`."""
+    loops = getattr(model, "loops", None)
+    if loops is None or not len(loops):
+        return None
+    parent = np.ascontiguousarray(model.parent, dtype=np.int64)
+    ok = np.ones(parent.shape[0], dtype=np.bool_)
+    _mark_loop_paths(parent, model.depth(), loops.body_a, loops.body_b, ok)
+    ok[parent < 0] = True
+    return ok
+
+
+@njit(cache=True)
+def _mark_loop_paths(parent, depth, body_a, body_b, ok):
+    for l in range(body_a.shape[0]):
+        a, b = body_a[l], body_b[l]
+        da = depth[a] if a >= 0 else -1
+        db = depth[b] if b >= 0 else -1
+        while a != b:
+            if da >= db:
+                ok[a] = False
+                a = parent[a]
+                da -= 1
+            else:
+                ok[b] = False
+                b = parent[b]
+                db -= 1
+
+
+def check_loops(model, pt=None):
+    """Refuse a partition of ``model`` that splits a closed loop across parts (the engine solves
+    each loop inside one part), naming the loop; with ``pt`` None only the loops that no partition
+    keeps whole (between two trees)."""
+    loops = getattr(model, "loops", None)
+    if loops is None or not len(loops):
+        return
+    parent = np.asarray(model.parent)
+    for l in range(len(loops)):
+        ends = [int(x) for x in (loops.body_a[l], loops.body_b[l]) if x >= 0]
+        parts = {int(pt.part_of[x]) for x in ends} if pt is not None else set()
+        trees = set()
+        for x in ends:
+            while parent[x] >= 0:
+                x = int(parent[x])
+            trees.add(x)
+        if len(trees) > 1:
+            raise PartreeInputError(f"loop {loops.names[l]!r} joins two trees of the model (roots "
+                                    f"{sorted(trees)}): the parallel engine solves each loop inside one part, and "
+                                    f"every part is connected; use the serial solve (partree.constrained_dynamics, "
+                                    f"backend='serial')")
+        if pt is None:
+            continue
+        if len(parts) > 1 or (len(ends) == 1 and pt.part_parent[parts.pop()] >= 0):
+            raise PartreeInputError(f"loop {loops.names[l]!r} (bodies {int(loops.body_a[l])} and "
+                                    f"{int(loops.body_b[l])}) would span parts: the parallel engine solves each "
+                                    f"loop inside one part (a partition made by partree.parallel.partition keeps "
+                                    f"loops whole)")
+
+
 def _cuttable(model, units):
-    """Bodies that may be part roots under ``units`` (see :func:`unit_labels`), or None for all."""
-    return unit_labels(model, units)[1]
+    """Bodies that may be part roots under ``units`` (see :func:`unit_labels`) and the model's
+    loops (:func:`loop_cuttable`), or None for all."""
+    heads = unit_labels(model, units)[1]
+    lc = loop_cuttable(model) if hasattr(model, "parent") else None
+    if lc is None:
+        return heads
+    return lc if heads is None else heads & lc
 
 
 @njit(cache=True)
@@ -455,6 +526,9 @@ def _partition(model, nparts, weights=None, cuttable=None) -> Partition:
     else:
         nunits = int(np.count_nonzero(cuttable))
         if P > nunits:
+            if len(getattr(model, "loops", ())):
+                raise PartreeInputError(f"cannot make {P} parts: only {nunits} bodies may start a part (no unit "
+                                        f"and no closed loop is split across parts; need nparts <= {nunits})")
             raise PartreeInputError(f"cannot make {P} parts: the model has only {nunits} units, and no unit "
                                     f"is split across parts (need nparts <= {nunits})")
     if weights is None:
@@ -707,11 +781,17 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
     """A Partition from a number of parts or a Partition (checked).  ``parts`` None: one part, or
     with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
     nranks parts, more where equal parts cannot even the ranks out)."""
+    check_loops(model)
     if isinstance(parts, Partition):
         if parts.n != model.n:
             raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")
+        check_loops(model, parts)
         return parts
     if parts is None and nranks is not None and int(nranks) > 1:
-        return partition_for_ranks(model, int(nranks), path_weight=path_weight)
-    return partition(model, (1 if nranks is None else int(nranks)) if parts is None else int(parts),
-                     path_weight=path_weight)
+        pt = partition_for_ranks(model, int(nranks), path_weight=path_weight)
+        check_loops(model, pt)
+        return pt
+    pt = partition(model, (1 if nranks is None else int(nranks)) if parts is None else int(parts),
+                   path_weight=path_weight)
+    check_loops(model, pt)
+    return pt

@@ -1,0 +1,525 @@
+"""A part of the parallel engine that holds closed loops: the loops are eliminated inside it.
+
+A loop whose two ends (and the bodies where their paths meet) lie in one part is solved where
+it closes, as in :func:`partree.constrained_dynamics` (seed 004's equivalent subsystem: the
+part's boundary relation stays 6x6 per handle, whatever loops it holds).  The partitioner keeps
+every loop inside one part (``partree.parallel.partition.loop_cuttable``); a loop to the world
+lies in a part that hangs from the base.
+
+The part runs the serial loop passes of ``partree.algorithms.constrained_dynamics`` unchanged
+(``loop_backward_pass`` with the handle wrenches g = 0, ``loop_forward_pass`` in the
+back-substitution), and adds what the boundary relations need: how the handle wrenches g and
+the incoming acceleration a_in move the quantities the passes carry.  Everything is linear in
+them with the passes' factors fixed (the articulated inertias, D^-1, and the loops' pivoted
+Cholesky factors depend on neither), so :func:`loop_sensitivities` carries them as columns:
+
+* inward, along the handle paths only (g reaches no other body): the bias force pA, the joint
+  term u = -S^T pA, and the pending rows' k of the loops, with each loop eliminated where its
+  paths meet (lambda_Z = K_ZZ^-1 (gamma - k_Z - C_Z a - K_ZP lambda_P));
+* outward along the same paths with columns for a_in too: the accelerations of the path
+  bodies and the multipliers of the loops they eliminate, which give the handle relations
+  a_h = Psi a_in + sum_k Lam_hk g_k + beta; the root relation
+  g_root = M a_in + m0 + sum_k Kt_k g_k is the root's articulated inertia and bias force.
+
+The back-substitution adds g's columns to u and k and runs the serial outward pass.  Cost: the
+serial loop passes over the part, plus the columns (1 + 6 + 6H of them) on the path bodies.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+from numba import njit
+
+from ..algorithms.aba import articulated_project
+from ..algorithms.constrained_dynamics import (LoopTopology, constrained_dynamics, loop_backward_pass,
+                                                loop_forward_pass, lower_solve, upper_solve)
+from ..algorithms.kinematics import world_poses
+from ..algorithms.loop_constraints import loop_terms
+from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
+from ..errors import PartreeInputError
+from ..loops import LoopSet
+from . import kernels as K
+from .part import PartKernel
+
+#: constrained_dynamics' rank tolerance, so that a part picks the rows the serial solve picks
+RANK_TOL = inspect.signature(constrained_dynamics).parameters["rank_tol"].default
+
+
+class _PartShape:
+    """What :class:`~partree.algorithms.constrained_dynamics.LoopTopology` reads of a model, for
+    a part: its local parent array, joint sizes and loops."""
+
+    def __init__(self, parent, nv_j, loops):
+        self.parent = parent
+        self.n = parent.shape[0]
+        self.nv_j = nv_j
+        self.loops = loops
+
+    def depth(self):
+        d = np.zeros(self.n, dtype=np.int64)
+        for i in range(self.n):
+            if self.parent[i] >= 0:
+                d[i] = d[self.parent[i]] + 1
+        return d
+
+
+def part_loops(model, bodies, top):
+    """The loops of ``model`` with an end in the part ``bodies`` (increasing global ids), as a
+    :class:`~partree.loops.LoopSet` on the part's local body numbers (-1: the world), and their
+    global numbers.  A loop with one end in the part and the other in another part is refused;
+    so is a loop to the world in a part that does not hang from the base."""
+    loops = model.loops
+    if not len(loops):
+        return LoopSet.empty(), np.zeros(0, dtype=np.int64)
+    b = np.asarray(bodies, dtype=np.int64)
+
+    def local(x):
+        j = np.searchsorted(b, x)
+        ok = (x >= 0) & (j < b.size)
+        ok[ok] = b[np.minimum(j[ok], b.size - 1)] == x[ok]
+        return np.where(ok, j, -1), ok
+
+    la, ina = local(loops.body_a)
+    lb, inb = local(loops.body_b)
+    mine = np.flatnonzero(ina | inb)
+    for l in mine:
+        for x, inside in ((loops.body_a[l], ina[l]), (loops.body_b[l], inb[l])):
+            if inside:
+                continue
+            if x >= 0:
+                raise PartreeInputError(f"loop {loops.names[l]!r} joins body {int(loops.body_a[l])} and body "
+                                        f"{int(loops.body_b[l])}, which lie in different parts: the engine keeps "
+                                        f"every loop inside one part (a partition from partree.parallel.partition "
+                                        f"does)")
+            if not top:
+                raise PartreeInputError(f"loop {loops.names[l]!r} joins a body to the world, but its part does not "
+                                        f"hang from the base: the engine keeps every loop inside one part")
+    sub = LoopSet([loops.names[l] for l in mine], loops.kind[mine], la[mine], lb[mine], loops.R_a[mine],
+                  loops.p_a[mine], loops.R_b[mine], loops.p_b[mine], loops.axis[mine], loops.axis2[mine],
+                  loops.length[mine])
+    return sub, mine.astype(np.int64)
+
+
+class LoopPartKernel(PartKernel):
+    """A :class:`~partree.parallel.part.PartKernel` whose bodies close loops (see the module
+    docstring): the same three steps and wrenches, the loops solved inside.  ``lam`` after
+    ``solve``: the multipliers of the part's loops (rows of ``loops``, whose global numbers are
+    ``loop_ids``)."""
+
+    _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
+                                          "Ac", "lamc", "lam", "_terms", "_uact", "_kwact")
+
+    def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL):
+        b = np.ascontiguousarray(bodies, dtype=np.int64)
+        top = bool(b.size and model.parent[b[0]] < 0)
+        self.loops, self.loop_ids = part_loops(model, b, top)
+        self.rank_tol = float(rank_tol)
+        super().__init__(model, bodies, handles, part_id=part_id, early_kinematics=early_kinematics)
+        self.topo = LoopTopology(_PartShape(self.parent, np.diff(np.append(self.idx_v, self.nv)), self.loops))
+        self.all_kin = np.full(self.m, -1, dtype=np.int64)
+        # the path bodies' velocity coordinates (where g's columns of u live)
+        ends = np.append(self.idx_v[1:], self.nv)
+        pv = [np.arange(self.idx_v[i], ends[i]) for i in self.pbod]
+        self.path_v = np.concatenate(pv).astype(np.int64) if pv else np.zeros(0, dtype=np.int64)
+        self._allocate_loops()
+
+    def _allocate(self):
+        super()._allocate()
+        if hasattr(self, "topo"):
+            self._allocate_loops()
+
+    def _allocate_loops(self):
+        m, nv, H = self.m, self.nv, self.H
+        t = self.topo
+        nrw = int(t.rptr[-1])
+        self.Rw = np.zeros((m, 3, 3))
+        self.pw = np.zeros((m, 3))
+        self.Cw = np.zeros(6 * nrw)
+        self.Kw = np.zeros(int(t.kptr[-1]))
+        self.kw = np.zeros(nrw)
+        self.kwg = np.zeros((nrw, 6 * H))
+        self.SC = np.zeros(max(int(t.sptr[-1]), 1))
+        self.perm = np.zeros(nrw, dtype=np.int64)
+        self.rank = np.zeros(m + 1, dtype=np.int64)
+        self.ug = np.zeros((max(nv, 1), 6 * H))
+        self.PAg = np.zeros((self.ns, 6, 6 * H))
+        self.Ac = np.zeros((self.ns, 6, 7 + 6 * H))
+        self.lamc = np.zeros((self.loops.nrow, 7 + 6 * H))
+        self.lam = np.zeros(self.loops.nrow)
+        self._terms = None
+        self._uact = np.zeros(max(nv, 1))
+        self._kwact = np.zeros(nrw)
+
+    # ---------------------------------------------------------------- the steps
+    def reduce(self, v_in, tau, f_ext=None):
+        """Step (b), loops eliminated inside the part (see :class:`PartKernel.reduce`)."""
+        self._tau = np.ascontiguousarray(tau, dtype=np.float64)
+        if f_ext is None:
+            F, has_f = self._fext, False
+        else:
+            F = np.ascontiguousarray(f_ext, dtype=np.float64)
+            if F.shape != (self.m, 6):
+                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
+            has_f = True
+        self._F, self._has_f = F, has_f
+        v_in = np.ascontiguousarray(v_in, dtype=np.float64)
+        K._pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q, self.idx_v,
+                 self._q, self._qd, self.mass, self.com, self.I_com, F, has_f, v_in, self.all_kin, self.cJb,
+                 self.vJb, self.slot, False, self.TEb, self.Trb, self.E, self.r, self.S, self.v, self.c, self.pA)
+        rigid_inertias(self.mass, self.com, self.I_com, self.IA)
+        world_poses(self.parent, self.E, self.r, self.Rw, self.pw)     # relative to the root's parent frame
+        try:
+            terms = loop_terms(self.loops, self.Rw, self.pw, self.v)
+        except ValueError as e:
+            raise PartreeInputError(str(e)) from None
+        self._terms = terms
+        t = self.topo
+        self.Cw[:] = 0.0
+        self.Kw[:] = 0.0
+        self.kw[:] = 0.0
+        self.SC[:] = 0.0
+        bad = loop_backward_pass(self.parent, self.idx_v, self._tau, self.E, self.r, self.c, self.IA, self.pA, self.S,
+                                 self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap,
+                                 t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, t.eptr, t.eloop, t.eside, t.epos,
+                                 self.loops.nrows, terms.G, terms.gamma, self.rank_tol ** 2, self.Cw, self.Kw, self.kw,
+                                 self.SC, self.perm, self.rank)
+        if bad >= 0:
+            raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
+                                    f"joint's motion; forward dynamics is undefined")
+        self.kwg[:] = 0.0
+        loop_sensitivities(self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S,
+                           self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl,
+                           t.prow, t.wrows, t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows,
+                           terms.gamma, self.Cw,
+                           self.Kw, self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.kwg, self.Ac,
+                           self.lamc, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
+        if self.top and self.topo.wrows[self.m] > 0:
+            # a part hanging from the base with loops to the world: its root relation is not used
+            # (a_in is the base's), and Kt carries Psi^T, which is all the messages carry of Psi
+            self.Kt[:] = self.Psi.transpose(0, 2, 1)
+        self._reduced = True
+        return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
+
+    def solve(self, a_in, g):
+        """Back-substitution (see :class:`PartKernel.solve`); also sets ``lam``."""
+        if not self._reduced:
+            raise PartreeInputError(f"part {self.part_id}: solve() needs a reduce() first (each reduction serves "
+                                    f"one back-substitution)")
+        g = np.ascontiguousarray(g, dtype=np.float64)
+        if g.size != 6 * self.H:
+            raise PartreeInputError(f"part {self.part_id}: g holds {g.size} values; its {self.H} handles need "
+                                    f"({self.H}, 6) wrenches")
+        self._g = g.reshape(self.H, 6)
+        self._reduced = False
+        t = self.topo
+        u, kw = self._uact, self._kwact
+        u[:] = self.u
+        kw[:] = self.kw
+        if self.H:
+            gv = g.reshape(-1)
+            u[self.path_v] += self.ug[self.path_v] @ gv
+            kw += self.kwg @ gv
+        lam = np.zeros(self.loops.nrow)
+        loop_forward_pass(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
+                          self.S, self.c, self.U, self.Dinv, u, self.a, self.qdd, lam, t.prow, t.wrows, t.wglob,
+                          t.rptr, t.cptr, t.kptr, t.sptr, self._terms.gamma, self.Cw, self.Kw, kw, self.SC, self.perm,
+                          self.rank)
+        self.lam = lam
+        return self.qdd
+
+    def loop_wrenches(self):
+        """The loops' wrenches on the part's bodies, (m, 6) in body coordinates, after ``solve``."""
+        W = np.zeros((self.m, 6))
+        lp, G, lam = self.loops, self._terms.G, self.lam
+        for l in range(len(lp)):
+            mr, r0 = int(lp.nrows[l]), int(lp.row0[l])
+            for side, body in ((0, lp.body_a[l]), (1, lp.body_b[l])):
+                if body >= 0:
+                    W[body] += G[l, side, :mr].T @ lam[r0:r0 + mr]
+        return W
+
+    def loop_forces(self):
+        """Each of the part's loops' cut-joint wrench [n; f] (as ``ConstrainedResult.loop_force``)."""
+        lp, T, lam = self.loops, self._terms.T, self.lam
+        out = np.zeros((len(lp), 6))
+        for l in range(len(lp)):
+            mr, r0 = int(lp.nrows[l]), int(lp.row0[l])
+            out[l] = T[l, :, :mr] @ lam[r0:r0 + mr]
+        return out
+
+    def wrenches(self):
+        """Step (d) (see :class:`PartKernel.wrenches`), the loop forces applied to their bodies."""
+        F0, has0 = self._F, self._has_f
+        W = self.loop_wrenches()
+        self._F = W + F0 if has0 else W
+        self._has_f = True
+        try:
+            return super().wrenches()
+        finally:
+            self._F, self._has_f = F0, has0
+
+
+@njit(cache=True)
+def rigid_inertias(mass, com, I_com, IA):
+    """IA[i] = body i's spatial inertia about its origin."""
+    for i in range(mass.shape[0]):
+        inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
+
+
+@njit(cache=True)
+def _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm):
+    """W1 = L^-1 C_Z (rk x 6) and W2 = L^-1 K_ZP (rk x p) of the loops eliminated at node x, from
+    the factor the serial pass left (rows in pivot order)."""
+    W1 = np.empty((rk, 6))
+    W2 = np.empty((rk, max(p, 1)))
+    col = np.empty(rk)
+    for k in range(6):
+        for j in range(rk):
+            col[j] = Cw[oc + (p + perm[orr + p + j]) * 6 + k]
+        lower_solve(Kw, ok, w, p, rk, col)
+        for j in range(rk):
+            W1[j, k] = col[j]
+    for t in range(p):
+        for j in range(rk):
+            col[j] = Kw[ok + (p + perm[orr + p + j]) * w + t]
+        lower_solve(Kw, ok, w, p, rk, col)
+        for j in range(rk):
+            W2[j, t] = col[j]
+    return W1, W2
+
+
+@njit(cache=True)
+def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
+                           perm, rank):
+    """The columns of the multipliers of the loops eliminated at node x (see
+    ``constrained_dynamics.solve_eliminated``): column 0 the constant part (gamma - k), columns
+    1..6 a_in's (through ax), the others g's (their k in kwg)."""
+    w = wrows[x]
+    p = prow[x]
+    z = w - p
+    if z == 0:
+        return
+    orr = rptr[x]
+    oc = cptr[x]
+    ok = kptr[x]
+    rk = rank[x]
+    for j in range(z):
+        for cc in range(ncol):
+            lamc[wglob[orr + p + j], cc] = 0.0
+    if rk == 0:
+        return
+    h = np.empty(rk)
+    for cc in range(ncol):
+        for j in range(rk):
+            zr = p + perm[orr + p + j]
+            if cc == 0:
+                s = gamma[wglob[orr + zr]] - kw[orr + zr]
+            elif cc >= 7:
+                s = -kwg[orr + zr, cc - 7]
+            else:
+                s = 0.0
+            for k in range(6):
+                s -= Cw[oc + zr * 6 + k] * ax[k, cc]
+            for t in range(p):
+                s -= Kw[ok + zr * w + t] * lamc[wglob[orr + t], cc]
+            h[j] = s
+        lower_solve(Kw, ok, w, p, rk, h)
+        upper_solve(Kw, ok, w, p, rk, h)
+        for j in range(rk):
+            lamc[wglob[orr + p + perm[orr + p + j]], cc] = h[j]
+
+
+@njit(cache=True)
+def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
+                       wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, M, m0, Kt, Psi, Lam, beta):
+    """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
+
+    Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg and Ac), then the
+    world node: PAg (ns, 6, 6H) the handle wrenches' columns of pA, ug (nv, 6H) of u and kwg
+    (rows, 6H, zeroed by the caller) of the rows' k.  Then the root relation M, m0, Kt (in the
+    root's parent frame) and, outward along the paths with 7 + 6H columns (constant, a_in, g),
+    the accelerations Ac and multipliers lamc, which give Psi, Lam, beta at the handles."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    H = handles.shape[0]
+    nc = 6 * H
+    nf = 7 + nc
+    ns = pbod.shape[0]
+    Ia = np.empty((6, 6))
+    pa = np.empty(6)
+    tmp = np.empty(6)
+    T6 = np.empty((6, 6))
+    col6 = np.empty(6)
+    out6 = np.empty(6)
+    dg = np.empty((6, max(nc, 1)))
+    for s in range(ns):
+        for k in range(6):
+            for cc in range(nc):
+                PAg[s, k, cc] = 0.0
+    for hk in range(H):
+        for k in range(6):
+            PAg[slot[handles[hk]], k, 6 * hk + k] += 1.0
+    # ---- inward: g's columns along the paths, then the world node
+    for step in range(ns + 1):
+        x = pbod[ns - 1 - step] if step < ns else n
+        if x == n and rptr[n + 1] == rptr[n]:
+            break
+        w = wrows[x]
+        p = prow[x]
+        oc = cptr[x]
+        ok = kptr[x]
+        orr = rptr[x]
+        z = w - p
+        if z > 0 and rank[x] > 0 and nc > 0:
+            rk = rank[x]
+            W1, W2 = _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm)
+            w3 = np.empty((rk, nc))
+            colr = np.empty(rk)
+            for cc in range(nc):
+                for j in range(rk):
+                    colr[j] = -kwg[orr + p + perm[orr + p + j], cc]
+                lower_solve(Kw, ok, w, p, rk, colr)
+                for j in range(rk):
+                    w3[j, cc] = colr[j]
+            if x < n:
+                si = slot[x]
+                for k in range(6):
+                    for cc in range(nc):
+                        s = 0.0
+                        for j in range(rk):
+                            s += W1[j, k] * w3[j, cc]
+                        PAg[si, k, cc] -= s
+            for t in range(p):
+                for cc in range(nc):
+                    s = 0.0
+                    for j in range(rk):
+                        s += W2[j, t] * w3[j, cc]
+                    kwg[orr + t, cc] += s
+        if x == n:
+            break
+        si = slot[x]
+        iv = idx_v[x]
+        nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
+        for d in range(nv):
+            for cc in range(nc):
+                s = 0.0
+                for k in range(6):
+                    s -= S[iv + d, k] * PAg[si, k, cc]
+                ug[iv + d, cc] = s
+        # pa's columns: PAg + U D^-1 ug
+        for k in range(6):
+            for cc in range(nc):
+                dg[k, cc] = PAg[si, k, cc]
+        for d in range(nv):
+            for cc in range(nc):
+                s = 0.0
+                for e2 in range(nv):
+                    s += Dinv[iv + d, e2] * ug[iv + e2, cc]
+                for k in range(6):
+                    dg[k, cc] += U[iv + d, k] * s
+        up = parent[x]
+        if up >= 0:
+            sp = slot[up]
+            for cc in range(nc):
+                for k in range(6):
+                    col6[k] = dg[k, cc]
+                    out6[k] = 0.0
+                xform_force_T_add(E[x], r[x], col6, out6)
+                for k in range(6):
+                    PAg[sp, k, cc] += out6[k]
+        else:
+            for hk in range(H):
+                for j in range(6):
+                    for k in range(6):
+                        col6[k] = dg[k, 6 * hk + j]
+                        out6[k] = 0.0
+                    xform_force_T_add(E[x], r[x], col6, out6)
+                    for k in range(6):
+                        Kt[hk, k, j] = out6[k]
+        pn = prow[x]
+        if pn == 0 or nc == 0:
+            continue
+        q_ = up if up >= 0 else n
+        orq = rptr[q_]
+        os_ = sptr[x]
+        for j in range(wptr[x], wptr[x] + npl[x]):
+            l = wloop[j]
+            for rr in range(nrows[l]):
+                t = wpos[j] + rr
+                tq = pmap[j] + rr
+                for d in range(nv):
+                    s = 0.0
+                    for e2 in range(nv):
+                        s += SC[os_ + t * nv + e2] * Dinv[iv + e2, d]
+                    tmp[d] = s
+                for cc in range(nc):
+                    s = kwg[orr + t, cc]
+                    for d in range(nv):
+                        s += tmp[d] * ug[iv + d, cc]
+                    kwg[orq + tq, cc] += s
+    # ---- the root relation: g_root = X0^T (Ia X0 a_in + pa) (+ Kt g, above)
+    iv = idx_v[0]
+    nv0 = idx_v[1] - iv if n > 1 else nvt - iv
+    articulated_project(IA[0], pA[0], c[0], U, Dinv, u, iv, nv0, Ia, pa, tmp)
+    for k in range(6):
+        m0[k] = 0.0
+        for j in range(6):
+            M[k, j] = 0.0
+    congruence_add(E[0], r[0], Ia, M, T6)
+    xform_force_T_add(E[0], r[0], pa, m0)
+    if H == 0:
+        return
+    # ---- outward along the paths: columns 0 constant, 1..6 a_in, 7.. g
+    ab = np.zeros((6, nf))
+    for k in range(6):
+        ab[k, 1 + k] = 1.0
+    _solve_eliminated_cols(n, ab, lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg, perm,
+                           rank)
+    hq = np.empty((6, nf))
+    for s_ in range(ns):
+        x = pbod[s_]
+        si = slot[x]
+        up = parent[x]
+        iv = idx_v[x]
+        nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
+        for cc in range(nf):
+            for k in range(6):
+                col6[k] = ab[k, cc] if up < 0 else Ac[slot[up], k, cc]
+            xform_motion(E[x], r[x], col6, out6)
+            for k in range(6):
+                Ac[si, k, cc] = out6[k] + (c[x, k] if cc == 0 else 0.0)
+        p = prow[x]
+        orr = rptr[x]
+        os_ = sptr[x]
+        for cc in range(nf):
+            for d in range(nv):
+                if cc == 0:
+                    s = u[iv + d]
+                elif cc >= 7:
+                    s = ug[iv + d, cc - 7]
+                else:
+                    s = 0.0
+                for k in range(6):
+                    s -= U[iv + d, k] * Ac[si, k, cc]
+                for t in range(p):
+                    s += SC[os_ + t * nv + d] * lamc[wglob[orr + t], cc]
+                hq[d, cc] = s
+            for d in range(nv):
+                s = 0.0
+                for e2 in range(nv):
+                    s += Dinv[iv + d, e2] * hq[e2, cc]
+                for k in range(6):
+                    Ac[si, k, cc] += S[iv + d, k] * s
+        _solve_eliminated_cols(x, Ac[si], lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
+                               perm, rank)
+    for hk in range(H):
+        sh = slot[handles[hk]]
+        for k in range(6):
+            beta[hk, k] = Ac[sh, k, 0]
+            for j in range(6):
+                Psi[hk, k, j] = Ac[sh, k, 1 + j]
+            for h2 in range(H):
+                for j in range(6):
+                    Lam[hk, h2, k, j] = Ac[sh, k, 7 + 6 * h2 + j]
