@@ -38,7 +38,8 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
                                     f"of model {model.name!r}")
     if isinstance(parts, Partition) and parts.n != model.n:
         raise PartreeInputError(f"the partition is for {parts.n} bodies, model {model.name!r} has {model.n}")
-    check_loops(model, parts if isinstance(parts, Partition) else None)
+    if isinstance(parts, Partition):
+        check_loops(model, parts)
     if q is not None:
         checks.state(model, q)
     if qd is not None:

@@ -429,7 +429,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 xform_force_T_add(E[x], r[x], col6, out6)
                 for k in range(6):
                     PAg[sp, k, cc] += out6[k]
-        else:
+        elif x == 0:
             for hk in range(H):
                 for j in range(6):
                     for k in range(6):

@@ -95,7 +95,9 @@ class PartKernel:
         inside = (par >= 0) & (loc < m)
         inside[inside] = b[np.minimum(loc[inside], m - 1)] == par[inside]
         self.parent = np.where(inside, loc, -1).astype(np.int64)
-        if m == 0 or np.count_nonzero(self.parent < 0) != 1 or self.parent[0] != -1:
+        # one connected piece, its root first; a part hanging from the base may hold several trees
+        # of the model (joined by closed loops: partree.parallel.partition.join_looped_trees)
+        if m == 0 or self.parent[0] != -1 or np.any(((self.parent < 0) & (par >= 0))[1:]):
             raise PartreeInputError(f"part {part_id}: bodies are not one connected piece with its root first")
         self.top = bool(model.parent[b[0]] < 0)
         for name in ("jtype", "axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com"):

@@ -212,7 +212,8 @@ class Partition:
             assert b[0] == self.roots[k]
             assert np.all(self.part_of[b] == k)
             lp = self.local_parent(k, parent)
-            assert lp[0] == -1 and np.all(lp[1:] >= 0), f"part {k} is not connected"
+            # a part is connected; a top part may hold several trees joined by closed loops
+            assert lp[0] == -1 and np.all((lp[1:] >= 0) | (parent[b[1:]] < 0)), f"part {k} is not connected"
             h = self.handle[k]
             assert h == parent[self.roots[k]]
             assert (self.part_parent[k] == -1) == (h < 0)
@@ -271,8 +272,8 @@ def loop_cuttable(model):
     A loop is solved where its two paths meet (the lowest common ancestor of its end bodies, or
     the world for a loop to the world or between two trees): no body strictly below that meeting
     point on either path may start a part, so that the loop lies in one part and is eliminated
-    there (``partree.parallel.loop_part``).  A loop between two different trees cannot lie in one
-    part (every part is connected) and is refused by :func:`check_loops`."""
+    there (``partree.parallel.loop_part``).  Trees joined by a loop go into one part hanging from
+    the base (:func:`join_looped_trees`)."""
     loops = getattr(model, "loops", None)
     if loops is None or not len(loops):
         return None
@@ -300,29 +301,84 @@ def _mark_loop_paths(parent, depth, body_a, body_b, ok):
                 db -= 1
 
 
-def check_loops(model, pt=None):
+def _tree_groups(model):
+    """For a model with loops: the root of the group of trees each tree root belongs to, trees
+    being grouped when a loop joins them (the smallest root of the group), or None when no loop
+    joins two trees."""
+    loops = getattr(model, "loops", None)
+    if loops is None or not len(loops):
+        return None
+    parent = np.asarray(model.parent)
+    n = parent.shape[0]
+    top = np.arange(n)
+    for i in range(n):                 # regular numbering: a parent comes before its children
+        if parent[i] >= 0:
+            top[i] = top[parent[i]]
+    group = {int(r): int(r) for r in np.flatnonzero(parent < 0)}
+
+    def find(x):
+        while group[x] != x:
+            group[x] = group[group[x]]
+            x = group[x]
+        return x
+
+    joined = False
+    for a, b in zip(loops.body_a, loops.body_b):
+        if a >= 0 and b >= 0 and top[a] != top[b]:
+            ra, rb = find(int(top[a])), find(int(top[b]))
+            if ra != rb:
+                group[max(ra, rb)] = min(ra, rb)
+                joined = True
+    if not joined:
+        return None
+    return {r: find(r) for r in group}
+
+
+def join_looped_trees(model, pt):
+    """``pt`` with the parts of the model's trees that loops join merged into one part hanging
+    from the base (the first tree's), so that each such loop lies in one part; ``pt`` itself
+    where no loop joins two trees.  Part numbers keep their order (a parent part before its
+    children), the merged part taking its first tree's number."""
+    groups = _tree_groups(model)
+    if groups is None:
+        return pt
+    target = np.arange(pt.nparts)
+    for r, g in groups.items():
+        if g != r:
+            target[pt.part_of[r]] = pt.part_of[g]
+    keep = target == np.arange(pt.nparts)
+    new_id = np.cumsum(keep) - 1
+    remap = new_id[target]
+    part_of = remap[pt.part_of].astype(np.int64)
+    k = int(keep.sum())
+    sizes = np.bincount(part_of, minlength=k).astype(np.int64)
+    ptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    idx = np.argsort(part_of, kind="stable").astype(np.int64)
+    roots = pt.roots[keep]
+    handle = pt.handle[keep]
+    part_parent = np.where(handle >= 0, part_of[np.maximum(handle, 0)], -1).astype(np.int64)
+    new = Partition(n=pt.n, nparts=k, part_of=part_of, ptr=ptr, idx=idx, roots=roots, part_parent=part_parent,
+                    handle=handle, weights=np.bincount(remap, weights=pt.weights, minlength=k),
+                    sizes=sizes, target=pt.target)
+    if pt.costs is not None:
+        new.costs = np.bincount(remap, weights=pt.costs, minlength=k)
+    if pt.owner is not None:
+        new.owner = pt.owner[keep]
+        new.nranks = pt.nranks
+    new._w = pt._w
+    return new
+
+
+def check_loops(model, pt):
     """Refuse a partition of ``model`` that splits a closed loop across parts (the engine solves
-    each loop inside one part), naming the loop; with ``pt`` None only the loops that no partition
-    keeps whole (between two trees)."""
+    each loop inside one part), naming the loop."""
     loops = getattr(model, "loops", None)
     if loops is None or not len(loops):
         return
-    parent = np.asarray(model.parent)
     for l in range(len(loops)):
         ends = [int(x) for x in (loops.body_a[l], loops.body_b[l]) if x >= 0]
-        parts = {int(pt.part_of[x]) for x in ends} if pt is not None else set()
-        trees = set()
-        for x in ends:
-            while parent[x] >= 0:
-                x = int(parent[x])
-            trees.add(x)
-        if len(trees) > 1:
-            raise PartreeInputError(f"loop {loops.names[l]!r} joins two trees of the model (roots "
-                                    f"{sorted(trees)}): the parallel engine solves each loop inside one part, and "
-                                    f"every part is connected; use the serial solve (partree.constrained_dynamics, "
-                                    f"backend='serial')")
-        if pt is None:
-            continue
+        parts = {int(pt.part_of[x]) for x in ends}
         if len(parts) > 1 or (len(ends) == 1 and pt.part_parent[parts.pop()] >= 0):
             raise PartreeInputError(f"loop {loops.names[l]!r} (bodies {int(loops.body_a[l])} and "
                                     f"{int(loops.body_b[l])}) would span parts: the parallel engine solves each "
@@ -781,17 +837,32 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
     """A Partition from a number of parts or a Partition (checked).  ``parts`` None: one part, or
     with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
     nranks parts, more where equal parts cannot even the ranks out)."""
-    check_loops(model)
     if isinstance(parts, Partition):
         if parts.n != model.n:
             raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")
         check_loops(model, parts)
         return parts
+    groups = _tree_groups(model)
+    # trees joined by loops end in one part: ask for as many more parts as merging removes
+    extra = 0 if groups is None else len(groups) - len(set(groups.values()))
     if parts is None and nranks is not None and int(nranks) > 1:
-        pt = partition_for_ranks(model, int(nranks), path_weight=path_weight)
+        R = int(nranks) + extra
+        if extra:      # no more parts than the loops allow (some ranks may then hold none)
+            R = min(R, int(np.count_nonzero(_cuttable(model, None))))
+        pt = join_looped_trees(model, partition_for_ranks(model, R, path_weight=path_weight))
         check_loops(model, pt)
         return pt
-    pt = partition(model, (1 if nranks is None else int(nranks)) if parts is None else int(parts),
-                   path_weight=path_weight)
+    P = (1 if nranks is None else int(nranks)) if parts is None else int(parts)
+    if extra:
+        ngroups = len(groups) - extra
+        if P < ngroups:
+            raise PartreeInputError(f"model {model.name!r} is a forest of {len(groups)} trees, {ngroups} once the "
+                                    f"trees that loops join share a part; every part is connected, so nparts must be "
+                                    f">= {ngroups} (got {P})")
+        most = int(np.count_nonzero(_cuttable(model, None))) - extra
+        if P > most:
+            raise PartreeInputError(f"cannot make {P} parts of model {model.name!r}: its closed loops leave at most "
+                                    f"{most} (no loop is split across parts, and trees joined by a loop share one)")
+    pt = join_looped_trees(model, partition(model, min(P + extra, model.n), path_weight=path_weight))
     check_loops(model, pt)
     return pt

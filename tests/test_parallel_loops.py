@@ -1,0 +1,161 @@
+"""The parallel engine on models with closed loops: every backend against the serial
+``partree.constrained_dynamics``.
+
+A part holding loops solves them inside (``partree.parallel.loop_part``); the partitioner keeps
+every loop inside one part and puts trees that a loop joins into one part.  Serial engine,
+real ``mpiexec -n 2`` / ``-n 3`` and a real Dask ``LocalCluster``."""
+import pickle
+
+import numpy as np
+import pytest
+
+import partree
+from partree import Loop
+from partree.errors import PartreeInputError
+from partree.parallel import forward_dynamics
+from partree.parallel.loop_part import LoopPartKernel
+from partree.parallel.partition import partition, partition_from_roots
+from partree.parallel.serial import SerialEngine
+
+from loop_models import forest, four_bar, local_loop_models, state
+
+
+def rel(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def _check(res, ref, tol=1e-10):
+    assert rel(res.qdd, ref.qdd) < tol
+    assert rel(res.joint_wrench, ref.joint_wrench) < tol
+    assert rel(res.constraint_force, ref.constraint_force) < tol
+    assert rel(res.drive_force, ref.drive_force) < tol
+
+
+@pytest.mark.parametrize("k", range(3))
+def test_serial_engine_equals_constrained_dynamics(k):
+    m = local_loop_models()[k]
+    q, qd, tau, F = state(m, k)
+    ref = partree.constrained_dynamics(m, q, qd, tau, f_ext=F)
+    for P in (1, 2, 5, 11):
+        eng = SerialEngine(m, P)
+        eng.partition.check(m.parent)
+        assert any(isinstance(p, LoopPartKernel) for p in eng.parts)
+        # parts with loops below other parts and above them: both kinds of boundary relation
+        _check(eng.constraint_forces(q, qd, tau, F), ref)
+        x = eng.forward_dynamics(q, qd, tau)
+        assert rel(x, partree.constrained_dynamics(m, q, qd, tau).qdd) < 1e-10
+
+
+def test_loop_parts_hold_handles_and_hang_below_others():
+    """A loop part with child parts (its handle relations carry the loops) and a loop part that
+    hangs from another part (its root relation does)."""
+    m = local_loop_models()[1]                       # a chain: parts follow one another
+    eng = SerialEngine(m, 9)
+    kinds = [(isinstance(p, LoopPartKernel), p.H > 0, not p.top) for p in eng.parts]
+    assert (True, True, True) in kinds
+    q, qd, tau, F = state(m, 7)
+    _check(eng.constraint_forces(q, qd, tau, F), partree.constrained_dynamics(m, q, qd, tau, f_ext=F))
+    # reciprocity: what the messages carry of Psi is Kt^T
+    for p in eng.parts:
+        if p.H:
+            assert np.abs(p.Kt - p.Psi.transpose(0, 2, 1)).max() <= 1e-12 * max(1.0, np.abs(p.Psi).max())
+
+
+def test_partitions_keep_every_loop_inside_one_part():
+    for m in local_loop_models() + [forest()]:
+        for P in (2, 4, 8):
+            pt = partition(m, P + 1)
+            eng = SerialEngine(m, P)
+            for p in (eng.partition,):
+                for a, b in zip(m.loops.body_a, m.loops.body_b):
+                    ends = [x for x in (a, b) if x >= 0]
+                    assert len({int(p.part_of[x]) for x in ends}) == 1
+                    if len(ends) == 1:
+                        assert p.part_parent[p.part_of[ends[0]]] == -1
+            assert pt.nparts >= 1
+
+
+def test_trees_joined_by_a_loop_share_a_part():
+    m = forest()
+    q, qd, tau, F = state(m, 3)
+    ref = partree.constrained_dynamics(m, q, qd, tau, f_ext=F)
+    for P in (2, 3, 6):
+        eng = SerialEngine(m, P)
+        eng.partition.check(m.parent)
+        assert eng.partition.nparts == P
+        top = eng.partition.part_of[0]
+        assert eng.partition.part_of[30] == top        # the first two trees' roots
+        _check(eng.constraint_forces(q, qd, tau, F), ref)
+    with pytest.raises(PartreeInputError, match="nparts must be >= 2"):
+        SerialEngine(m, 1)
+    fb = four_bar()
+    q = np.array([np.pi / 4, -np.pi / 4, np.pi / 4])
+    qd, tau = np.array([0.3, -0.3, 0.3]), np.array([0.5, 0.0, 0.0])
+    x = forward_dynamics(fb, q, qd, tau, backend="serial", parts=1)
+    assert rel(x, partree.constrained_dynamics(fb, q, qd, tau).qdd) < 1e-13
+    with pytest.raises(PartreeInputError, match="leave at most 1"):
+        SerialEngine(fb, 2)
+
+
+def test_a_partition_that_splits_a_loop_is_refused():
+    m = partree.models.chain(20).with_loops([Loop("l", "spherical", 5, 12, (0.5, 0, 0), (0.2, 0, 0))])
+    for roots in ([8], [12], [6]):
+        pt = partition_from_roots(m, roots)
+        with pytest.raises(PartreeInputError, match="would span parts"):
+            SerialEngine(m, pt)
+        with pytest.raises(PartreeInputError, match="would span parts"):
+            forward_dynamics(m, m.neutral(), np.zeros(m.nv), np.zeros(m.nv), parts=pt)
+    SerialEngine(m, partition_from_roots(m, [5, 13]))          # root at the meeting body: whole
+    w = partree.models.chain(20).with_loops([Loop("w", "spherical", 15, None, (0.5, 0, 0), (3.0, 4.0, 0))])
+    with pytest.raises(PartreeInputError, match="would span parts"):
+        SerialEngine(w, partition_from_roots(w, [10]))
+    # the partitioner itself never cuts inside the loop: bodies 6..12 never start a part
+    for P in range(2, 12):
+        roots = set(SerialEngine(m, P).partition.roots.tolist())
+        assert not roots & set(range(6, 13))
+
+
+def test_a_loop_part_travels_without_its_workspace():
+    m = local_loop_models()[0]
+    eng = SerialEngine(m, 4)
+    q, qd, tau, F = state(m, 2)
+    x = eng.forward_dynamics(q, qd, tau, F)
+    eng.parts = [pickle.loads(pickle.dumps(p)) for p in eng.parts]
+    assert np.array_equal(eng.forward_dynamics(q, qd, tau, F), x)
+    lp = [p for p in eng.parts if isinstance(p, LoopPartKernel)][0]
+    assert len(pickle.dumps(lp)) < lp.nbytes
+
+
+# ------------------------------------------------------------------------------------- MPI
+def test_mpi_equals_constrained_dynamics():
+    pytest.importorskip("mpi4py")
+    from test_mpi import MPIEXEC, _ok_line
+    if MPIEXEC is None:
+        pytest.skip("no mpiexec")
+    for n in (2, 3):
+        (err,) = _ok_line(n, "loops_check.py")
+        assert float(err) < 1e-10
+
+
+# ------------------------------------------------------------------------------------- Dask
+def test_dask_equals_constrained_dynamics():
+    distributed = pytest.importorskip("distributed")
+    from partree.parallel.dask_backend import DaskEngine
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = distributed.Client(cluster)
+    try:
+        for m, P in [(local_loop_models()[0], 4), (forest(), 3), (four_bar(), 1)]:
+            q, qd, tau, F = state(m, 5)
+            ref = partree.constrained_dynamics(m, q, qd, tau, f_ext=F)
+            eng = DaskEngine(m, client=client, parts=P)
+            _check(eng.constraint_forces(q, qd, tau, F), ref)
+            assert rel(eng.forward_dynamics(q, qd, tau, F), ref.qdd) < 1e-10
+            eng.close()
+        m = local_loop_models()[2]
+        q, qd, tau, F = state(m, 6)
+        x = forward_dynamics(m, q, qd, tau, backend="dask", parts=3, client=client, f_ext=F)
+        assert rel(x, partree.constrained_dynamics(m, q, qd, tau, f_ext=F).qdd) < 1e-10
+    finally:
+        client.close()
+        cluster.close()
