@@ -29,6 +29,8 @@ def _check(res, ref, tol=1e-10):
     assert rel(res.joint_wrench, ref.joint_wrench) < tol
     assert rel(res.constraint_force, ref.constraint_force) < tol
     assert rel(res.drive_force, ref.drive_force) < tol
+    assert rel(res.loop_multipliers, ref.multipliers) < tol
+    assert rel(res.loop_force, ref.loop_force) < tol
 
 
 @pytest.mark.parametrize("k", range(3))

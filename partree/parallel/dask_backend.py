@@ -51,11 +51,12 @@ def _reduce(pk, v_in, tau, f_ext):
 
 
 def _solve(pk, a_in, g, wrenches=False):
-    """qdd of the part, or with ``wrenches`` (qdd, F, FS, FT) (see ``PartKernel.wrenches``)."""
+    """qdd of the part, or with ``wrenches`` (qdd, F, FS, FT, loop pieces) (see
+    ``PartKernel.wrenches`` and ``PartKernel.loop_pieces``)."""
     qdd = pk.solve(a_in, g).copy()
     if not wrenches:
         return qdd
-    return (qdd,) + tuple(x.copy() for x in pk.wrenches())
+    return (qdd,) + tuple(x.copy() for x in pk.wrenches()) + (pk.loop_pieces(),)
 
 
 # graph tasks: the root's steps run on a worker, between the parts' steps
@@ -406,11 +407,14 @@ class DaskEngine:
 
     def _assemble_wrenches(self, q, out):
         """A ``CFAResult`` from every part's (qdd, F, FS, FT)."""
-        from .part import assemble_constraint_forces
+        from .part import assemble_constraint_forces, attach_loop_forces
 
         qdd = self._assemble([x[0] for x in out])
-        return assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:] for x in out],
-                                          method="parallel-dask")
+        res = assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:4] for x in out],
+                                         method="parallel-dask")
+        if len(self.model.loops):
+            attach_loop_forces(res, len(self.model.loops), [x[4] for x in out])
+        return res
 
     def _state_rounds(self, state, gather, wrenches):
         if state.engine is not self:

@@ -248,6 +248,10 @@ class LoopPartKernel(PartKernel):
             out[l] = T[l, :, :mr] @ lam[r0:r0 + mr]
         return out
 
+    def loop_pieces(self):
+        """(global loop numbers, rows, multipliers, cut-joint wrenches) after ``solve``."""
+        return self.loop_ids, self.loops.nrows, self.lam.copy(), self.loop_forces()
+
     def wrenches(self):
         """Step (d) (see :class:`PartKernel.wrenches`), the loop forces applied to their bodies."""
         F0, has0 = self._F, self._has_f

@@ -36,7 +36,7 @@ from ..model import Model
 from ..errors import PartreeInputError
 from . import messages as msg
 from . import root as R
-from .part import build_part, early_kinematics_wanted, gravity_a0, index_ranges
+from .part import attach_loop_forces, build_part, early_kinematics_wanted, gravity_a0, index_ranges
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -130,13 +130,15 @@ class MPIEngine:
                 if self.rank == 0:
                     meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
                             "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
-                            "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size)}
+                            "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size),
+                            "nloops": len(model.loops)}
                     meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
                 meta = comm.bcast(meta, root=0)
             else:
                 meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
                         "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
-                        "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size)}
+                        "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size),
+                        "nloops": len(model.loops)}
                 meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
             P = int(meta["nparts"])
             self.owner = np.asarray(meta["owner"], dtype=np.int64)
@@ -154,6 +156,7 @@ class MPIEngine:
             else:
                 self.parts = [build_part(model, pt, int(k), early_kinematics=early) for k in self.local_ids]
             self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
+            self.nloops = int(meta["nloops"])
             self.a0 = gravity_a0(meta["gravity"])
             nh = meta["nh"]
             tree = None
@@ -248,14 +251,21 @@ class MPIEngine:
         ``forward_dynamics``).  Each part computes its joint wrenches right after its
         back-substitution: no further message between the ranks.  Returns on rank 0, when
         gathered, a ``CFAResult`` equal to ``partree.cfa``'s (None elsewhere); every rank keeps
-        its parts' (F, F_S, F_T) in ``local_wrenches`` (in the order of ``parts``)."""
+        its parts' (F, F_S, F_T) in ``local_wrenches`` (in the order of ``parts``).  For a model
+        with closed loops the wrenches include the loop forces and the result also holds
+        ``loop_multipliers`` and ``loop_force`` (as ``partree.constrained_dynamics``)."""
         gather = self._gather_flag(gather)
         with AbortOnError(self.comm):
             qdd = self._fd(q, qd, tau, f_ext, gather)
             self.local_wrenches = [tuple(x.copy() for x in pk.wrenches()) for pk in self.parts]
             if not gather:
                 return None
-            return self._gather_wrenches(np.asarray(q, dtype=np.float64), qdd)
+            res = self._gather_wrenches(np.asarray(q, dtype=np.float64), qdd)
+            if self.nloops:         # the loops' multipliers and wrenches: O(loops), pickled
+                pieces = self.comm.gather([pk.loop_pieces() for pk in self.parts], root=0)
+                if self.rank == 0:
+                    attach_loop_forces(res, self.nloops, [x for rank in pieces for x in rank])
+            return res
 
     def _gather_flag(self, gather):
         gather = self.gather if gather is None else bool(gather)

@@ -77,6 +77,10 @@ def index_ranges(start, count):
     return (np.arange(tot, dtype=np.int64) + off).astype(np.int64)
 
 
+#: the loop pieces of a part without loops (``PartKernel.loop_pieces``)
+NO_LOOPS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 6)))
+
+
 class PartKernel:
     """One part: its slice of the model, its boundary layout, and its workspace.
 
@@ -288,6 +292,12 @@ class PartKernel:
                         ws["F"], ws["FS"], ws["FT"])
         return ws["F"], ws["FS"], ws["FT"]
 
+    def loop_pieces(self):
+        """The part's closed loops after ``solve``: (global loop numbers, their rows, the
+        multipliers, the cut-joint wrenches (Lp, 6)); empty for a part without loops (see
+        :class:`partree.parallel.loop_part.LoopPartKernel`)."""
+        return NO_LOOPS
+
     @property
     def constraint_rows(self):
         """W_j^T of the part's joints stacked (as ``CFAResult.constraint_rows``), at the
@@ -374,6 +384,28 @@ def assemble_constraint_forces(model, q, qdd, layout, pieces, method="parallel")
         FS[lay.six] = FSk
         FT[lay.vix] = FTk
     return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=np.float64), idx_s, ns_j, [])
+
+
+def attach_loop_forces(res, nloops, pieces):
+    """Set ``res.loop_multipliers`` (R,) and ``res.loop_force`` (L, 6) of a result of the engine
+    from the parts' :meth:`PartKernel.loop_pieces` (every loop lies in one part), as
+    ``partree.constrained_dynamics`` reports them: the multipliers in the order of the model's
+    loop rows, each loop's cut-joint wrench [n; f] in its frame A."""
+    nrows = np.zeros(nloops, dtype=np.int64)
+    for ids, nr, _, _ in pieces:
+        nrows[ids] = nr
+    row0 = np.concatenate(([0], np.cumsum(nrows)[:-1])).astype(np.int64)
+    lam = np.zeros(int(nrows.sum()))
+    force = np.zeros((nloops, 6))
+    for ids, nr, lp, fp in pieces:
+        o = 0
+        for l, r in zip(ids, nr):
+            lam[row0[l]:row0[l] + r] = lp[o:o + r]
+            o += r
+        force[ids] = fp
+    res.loop_multipliers = lam
+    res.loop_force = force
+    return res
 
 
 def constraint_index(model, bodies):

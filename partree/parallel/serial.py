@@ -9,7 +9,8 @@ import numpy as np
 
 from .. import checks
 from . import root as R
-from .part import PartLayout, assemble_constraint_forces, build_part, early_kinematics_wanted, gravity_a0
+from .part import (PartLayout, assemble_constraint_forces, attach_loop_forces, build_part, early_kinematics_wanted,
+                   gravity_a0)
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -61,12 +62,18 @@ class SerialEngine:
     def constraint_forces(self, q, qd, tau, f_ext=None):
         """The constraint force algorithm through the decomposition: a ``CFAResult`` (qdd, every
         joint's wrench, its constraint force F_S and drive force F_T) equal to ``partree.cfa``'s.
-        One forward-dynamics evaluation, then each part's wrenches (``PartKernel.wrenches``)."""
+        One forward-dynamics evaluation, then each part's wrenches (``PartKernel.wrenches``).  For
+        a model with closed loops the wrenches include the loop forces (as
+        ``partree.constrained_dynamics`` gives them), and the result also holds
+        ``loop_multipliers`` and ``loop_force``."""
         qdd = self.forward_dynamics(q, qd, tau, f_ext)      # checks the arguments
         if self._layout is None:
             self._layout = [PartLayout(self.model, pk) for pk in self.parts]
         pieces = [pk.wrenches() for pk in self.parts]
-        return assemble_constraint_forces(self.model, q, qdd, self._layout, pieces, method="parallel-serial")
+        res = assemble_constraint_forces(self.model, q, qdd, self._layout, pieces, method="parallel-serial")
+        if len(self.model.loops):
+            attach_loop_forces(res, len(self.model.loops), [pk.loop_pieces() for pk in self.parts])
+        return res
 
 
 def constraint_forces_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None):

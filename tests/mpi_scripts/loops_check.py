@@ -35,7 +35,8 @@ for mi, (m, counts) in enumerate(cases):
         res = MPIEngine(m, comm=comm, parts=P).constraint_forces(q, qd, tau, F)
         if comm.rank == 0:
             errs = [rel(qdd, ref.qdd), rel(res.qdd, ref.qdd), rel(res.joint_wrench, ref.joint_wrench),
-                    rel(res.constraint_force, ref.constraint_force)]
+                    rel(res.constraint_force, ref.constraint_force), rel(res.loop_multipliers, ref.multipliers),
+                    rel(res.loop_force, ref.loop_force)]
             if not max(errs) < 1e-10:
                 print(f"MISMATCH model {mi} ({m.name}) P={P}: {errs}", flush=True)
                 comm.Abort(3)
