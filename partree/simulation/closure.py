@@ -5,13 +5,22 @@ the integrator's error moves the state off the constraint manifold, and after ev
 :class:`LoopClosure` puts it back (``SimulationOptions.correct``): 'full' projects q (Gauss-Newton)
 and qd, 'velocity' qd only, 'none' nothing.  The violation max abs(Phi) is recorded at every save
 point.
+
+The corrections are the smallest in the kinetic-energy metric (``metric='mass'`` of
+:func:`partree.correct_state`; the Euclidean one for models with more than 256 degrees of
+freedom, ``loop_correction.MASS_LIMIT``).  This is what carries a run through singular
+configurations (a four-bar whose bars align): there the integrator's error in the directions
+losing rank is divided by a vanishing singular value, and it enters the accelerations as
+M^-1 J^T dlambda, which a mass-metric correction removes whole while a Euclidean one keeps part
+of it as motion along the manifold, an error that each passage adds to.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..algorithms.loop_constraints import loop_constraints
-from ..algorithms.loop_correction import correct_state, phi_and_jacobian, project_velocity
+from ..algorithms.loop_correction import (correct_state, mass_metric, phi_and_jacobian, project_velocity,
+                                          simulation_metric)
 from ..errors import PartreeInputError
 
 #: the largest violation of an initial state that a run corrects rather than refuses
@@ -29,10 +38,14 @@ class LoopClosure:
         'full', 'velocity' or 'none'.
     tol : float
         The violation max abs(Phi) the position projection reaches.
+    metric : str, optional
+        The corrections' metric, 'mass' or 'euclidean' (default: ``simulation_metric(model)``,
+        the mass metric up to 256 degrees of freedom).
     """
 
-    def __init__(self, model, correct="full", tol=1e-12):
+    def __init__(self, model, correct="full", tol=1e-12, metric=None):
         self.model, self.correct, self.tol = model, correct, tol
+        self.metric = simulation_metric(model) if metric is None else metric
 
     def violation(self, q):
         """max abs(Phi(q))."""
@@ -53,12 +66,13 @@ class LoopClosure:
                 f"consistent state")
         if self.correct == "none":
             return q, v
-        return correct_state(self.model, q, v, tol=self.tol)
+        return correct_state(self.model, q, v, tol=self.tol, metric=self.metric)
 
     def __call__(self, q, v):
         """The state after a step, corrected as ``correct`` says."""
         if self.correct == "full":
-            return correct_state(self.model, q, v, tol=self.tol, polish=2)
+            return correct_state(self.model, q, v, tol=self.tol, polish=2, metric=self.metric)
         if self.correct == "velocity":
-            return q, project_velocity(phi_and_jacobian(self.model, q)[1], v)
+            return q, project_velocity(phi_and_jacobian(self.model, q)[1], v,
+                                    W=mass_metric(self.model, q, self.metric))
         return q, v

@@ -35,7 +35,7 @@ from .. import joints as J
 from ..algorithms.aba import aba
 from ..algorithms.constrained_dynamics import constrained_dynamics
 from ..algorithms.loop_constraints import constraint_terms
-from ..algorithms.loop_correction import DENSE_LIMIT, singular_band_acceleration
+from ..algorithms.loop_correction import DENSE_LIMIT, mass_metric, simulation_metric, singular_band_acceleration
 from ..algorithms.crba import bias_forces, crba
 from ..algorithms.rnea import rnea
 from ..errors import PartreeInputError
@@ -278,7 +278,8 @@ class Dynamics:
             qdd = constrained_dynamics(self.model, q, v, tau, fe).qdd
             if self.singular_band and self.model.loops.nrow * self.model.nv <= DENSE_LIMIT:
                 _, J, gamma = constraint_terms(self.model, q, v, dense=True)
-                qdd = singular_band_acceleration(J, gamma, qdd, self.singular_band)
+                W = mass_metric(self.model, q, simulation_metric(self.model))   # the closure's metric
+                qdd = singular_band_acceleration(J, gamma, qdd, self.singular_band, W=W)
             return qdd
         if self._fd is not None:
             F, has = checks.external_forces(self.model, fe)
