@@ -1,8 +1,9 @@
 """partree.constrained_dynamics against independent references.
 
 * Pinocchio's ``constraintDynamics`` (CONTACT_3D constraints for spherical loops, CONTACT_6D for
-  weld loops, written by ``loop_constraints_to_pinocchio``) on random trees closed by random
-  loops: accelerations and multipliers;
+  weld loops, written by ``loop_constraints_to_pinocchio``) on random trees (partree's numbering,
+  not depth first: ``to_pinocchio`` permutes the joints) closed by random loops: accelerations
+  and multipliers;
 * the dense KKT system [[M, -J^T], [J, 0]] [qdd; lambda] = [tau - h; gamma] with CRBA's M, RNEA's
   bias h and partree.loop_constraints' J and gamma, for every loop kind, and its minimum-norm
   least-squares solution where rows are redundant (a planar four-bar declared in 3-D, the scissor
@@ -16,8 +17,8 @@
   (rank drops, nothing breaks), a chain of 200 bodies with 50 local loops;
 * the inputs refused.
 
-Three checks are expected failures (strict), each naming the defect it shows: the Pinocchio model
-of a tree not numbered depth first, loops whose rows all vanish, and slid prismatic loops.
+Two checks are expected failures (strict), each naming the defect it shows: loops whose rows all
+vanish, and slid prismatic loops.
 
 States close the loops: each random loop is built with its two frames coinciding at a random
 configuration q0 (frame B's placement computed from frame A's pose), and correct_state projects a
@@ -53,28 +54,6 @@ def rotation(rng):
 def unit(rng):
     a = rng.normal(size=3)
     return a / np.linalg.norm(a)
-
-
-def depth_first(model):
-    """The same tree numbered depth first (every subtree a contiguous range of bodies), the order
-    Pinocchio's algorithms assume of a model's joints."""
-    n = model.n
-    kids = [[] for _ in range(n)]
-    roots = []
-    for i, p in enumerate(model.parent):
-        (roots if p < 0 else kids[p]).append(i)
-    order, stack = [], roots[::-1]
-    while stack:
-        i = stack.pop()
-        order.append(i)
-        stack.extend(kids[i][::-1])
-    perm = np.array(order)
-    inv = np.empty(n, dtype=np.int64)
-    inv[perm] = np.arange(n)
-    parent = np.where(model.parent[perm] >= 0, inv[np.maximum(model.parent[perm], 0)], -1)
-    return partree.Model(parent, model.jtype[perm], model.axis[perm], model.E_tree[perm], model.r_tree[perm],
-                         model.mass[perm], model.com[perm], model.I_com[perm], axis2=model.axis2[perm],
-                         gravity=model.gravity, name=model.name + " (depth first)")
 
 
 def frame_pose(kin, body, R, p):
@@ -195,11 +174,11 @@ PIN_CASES = {
 }
 
 
-def pinocchio_case(seed, n, floating, joints, nloops, order=depth_first):
+def pinocchio_case(seed, n, floating, joints, nloops):
     """A random tree closed by spherical and weld loops (alternating; for odd seeds the first is a
     spherical loop to the world) at a closed state with random tau."""
     rng = np.random.default_rng(seed)
-    m = order(random_tree(n, seed=seed, joint_types=joints, floating_base=floating))
+    m = random_tree(n, seed=seed, joint_types=joints, floating_base=floating)
     q0 = m.random_configuration(rng)
     kinds = [("weld", "spherical")[(k + seed) % 2] for k in range(nloops)]
     ml = add_random_loops(m, q0, kinds, rng, to_world=bool(seed % 2))
@@ -254,19 +233,18 @@ def test_against_pinocchio_constraint_dynamics(case):
     assert np.abs(lam_pin).max() > 1e-2 * np.abs(tau).max()
 
 
-NOT_DEPTH_FIRST = ("to_pinocchio adds the joints in partree's body order; Pinocchio's CRBA and constraintDynamics "
-                   "assume each joint's subtree to be a contiguous range of joints (depth-first order), which a "
-                   "branched partree numbering need not be")
-
-
-@pytest.mark.xfail(strict=True, reason=NOT_DEPTH_FIRST)
 def test_against_pinocchio_on_a_tree_not_numbered_depth_first():
+    """Pinocchio's algorithms need every joint's subtree to be a contiguous range of joint ids:
+    to_pinocchio adds the joints depth first, a permutation of this tree's numbering."""
     pytest.importorskip("pinocchio")
-    ml, q, qd, tau = pinocchio_case(1, 8, False, ("revolute", "spherical"), 1, order=lambda m: m)
-    assert not np.array_equal(depth_first(ml).parent, ml.parent)
+    from partree.io import depth_first_order
+
+    ml, q, qd, tau = pinocchio_case(1, 8, False, ("revolute", "spherical"), 1)
+    assert not np.array_equal(depth_first_order(ml), np.arange(ml.n))
     r = partree.constrained_dynamics(ml, q, qd, tau)
-    qdd_pin, _, _ = pinocchio_constraint_dynamics(ml, q, qd, tau)
+    qdd_pin, lam_pin, types = pinocchio_constraint_dynamics(ml, q, qd, tau)
     assert rel(r.qdd, qdd_pin) < 1e-9
+    assert rel(as_pinocchio_multipliers(r, types), lam_pin) < 1e-9
 
 
 # ---------------------------------------------------------------- every loop kind, dense KKT

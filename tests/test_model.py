@@ -168,14 +168,15 @@ def test_spatial_kernels_against_6x6(rng):
 def test_integrate_matches_pinocchio(rng):
     pin = pytest.importorskip("pinocchio")
     from partree.configuration import integrate
-    from partree.io.pinocchio import to_pinocchio
+    from partree.io.pinocchio import PinocchioMap, to_pinocchio
     from partree.models import random_tree
     m = random_tree(20, seed=4, floating_base=True, joint_types=("revolute", "spherical", "universal"))
     p, _ = to_pinocchio(m)
+    mp = PinocchioMap(m, p)      # Pinocchio's joints are partree's in depth-first order
     q = m.random_configuration(rng)
     v = m.random_velocity(rng, 2.0)
-    # same joint order (no fixed joints), so q and v map one to one
-    assert np.allclose(integrate(m, q, v), pin.integrate(p, q, v), atol=1e-12)
+    assert np.allclose(integrate(m, q, v), mp.q_from_pinocchio(pin.integrate(p, mp.q_to_pinocchio(q),
+                                                                             mp.v_to_pinocchio(v))), atol=1e-12)
 
 
 # ---------------------------------------------------------------------- inertia policy

@@ -1,6 +1,7 @@
 """The Pinocchio bridge: from_pinocchio against Pinocchio's own ABA, RNEA and CRBA for every joint
-type it maps, round trips partree -> Pinocchio -> partree, Pinocchio's URDF and MJCF parsers
-against load_urdf and load_mjcf, and the joint types it refuses."""
+type it maps, round trips partree -> Pinocchio -> partree (trees not numbered depth first
+included, whose joints to_pinocchio permutes), Pinocchio's URDF and MJCF parsers against
+load_urdf and load_mjcf, and the joint types it refuses."""
 import sys
 import warnings
 from pathlib import Path
@@ -15,7 +16,7 @@ from partree.models import random_tree
 from partree.spatial import axis_angle
 
 pin = pytest.importorskip("pinocchio")
-from partree.io import (PinocchioMap, from_pinocchio, partree_configuration,  # noqa: E402
+from partree.io import (PinocchioMap, depth_first_order, from_pinocchio, partree_configuration,  # noqa: E402
                         pinocchio_configuration, to_pinocchio)
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -49,11 +50,9 @@ def quiet(f, *args, **kw):
 
 
 def pin_mass_matrix(pm, d, q):
-    """Pinocchio's mass matrix column by column from its RNEA (the pin 4.1 wheel's crba disagrees
-    with its own RNEA on branched trees and with universal joints; see test_reference_pinocchio)."""
-    z = np.zeros(pm.nv)
-    g = pin.rnea(pm, d, q, z, z)
-    return np.array([pin.rnea(pm, d, q, z, e) - g for e in np.eye(pm.nv)]).T
+    """Pinocchio's mass matrix (``crba`` fills the upper triangle)."""
+    M = np.triu(pin.crba(pm, d, q))
+    return M + np.triu(M, 1).T
 
 
 def compare_with_pinocchio(model, pm, rng, trials=3):
@@ -84,23 +83,35 @@ def compare_with_pinocchio(model, pm, rng, trials=3):
     return worst
 
 
-def compare_models(a, b, rng, trials=3):
-    """Worst relative error between two partree models of the same mechanism with the same q and v
-    layout: RNEA and CRBA, and for ABA the backward error of b's q̈ in a's equations of motion and
-    the forward error divided by max(1, cond(M) / 1e3) (the forward error of a solve grows with
-    cond(M): 4e-14 at cond(M) = 3e4 for the random tree with all joint types)."""
+def compare_models(a, b, rng, trials=3, pm=None):
+    """Worst relative error between two partree models of the same mechanism: RNEA and CRBA, and
+    for ABA the backward error of b's q̈ in a's equations of motion and the forward error divided
+    by max(1, cond(M) / 1e3) (the forward error of a solve grows with cond(M): 4e-14 at
+    cond(M) = 3e4 for the random tree with all joint types).  Without ``pm`` the two have the same
+    q and v layout; with it, states go from a's layout to b's through the Pinocchio model ``pm``
+    of the mechanism (PinocchioMap of each), and b's results come back."""
     assert (a.nq, a.nv) == (b.nq, b.nv)
+    if pm is None:
+        q_ab = v_ab = v_ba = lambda x: x  # noqa: E731
+    else:
+        ma, mb = PinocchioMap(a, pm), PinocchioMap(b, pm)
+        q_ab = lambda q: mb.q_from_pinocchio(ma.q_to_pinocchio(q))  # noqa: E731
+        v_ab = lambda v: mb.v_from_pinocchio(ma.v_to_pinocchio(v))  # noqa: E731
+        v_ba = lambda v: ma.v_from_pinocchio(mb.v_to_pinocchio(v))  # noqa: E731
+    P = np.array([v_ba(e) for e in np.eye(b.nv)]).T         # v_a = P v_b
     nrm = lambda x: np.abs(x).max()  # noqa: E731
     worst = 0.0
     for _ in range(trials):
         q, qd = a.random_configuration(rng), a.random_velocity(rng, 2.0)
         tau, qdd = rng.normal(size=a.nv) * 3, rng.normal(size=a.nv)
+        qb, qdb = q_ab(q), v_ab(qd)
         M, c = partree.crba(a, q), partree.rnea(a, q, qd, np.zeros(a.nv))
-        qdd_b = partree.aba(b, q, qd, tau)
+        qdd_b = v_ba(partree.aba(b, qb, qdb, v_ab(tau)))
         backward = nrm(M @ qdd_b + c - tau) / (np.abs(M).sum(axis=1).max() * nrm(qdd_b) + nrm(c) + nrm(tau))
         forward = rel(qdd_b, partree.aba(a, q, qd, tau)) / max(1.0, np.linalg.cond(M) / 1e3)
-        worst = max(worst, backward, forward, rel(partree.rnea(b, q, qd, qdd), partree.rnea(a, q, qd, qdd)),
-                    rel(partree.crba(b, q), M))
+        worst = max(worst, backward, forward,
+                    rel(v_ba(partree.rnea(b, qb, qdb, v_ab(qdd))), partree.rnea(a, q, qd, qdd)),
+                    rel(P @ partree.crba(b, qb) @ P.T, M))
     return worst
 
 
@@ -115,20 +126,81 @@ ROUND_TRIP = {
     "threearm": lambda: partree.resolve_model("threearm"),
     "autotree": lambda: partree.resolve_model("autotree:nb=20,bf=2"),
     "cardan": lambda: partree.resolve_model("cardan:n=6"),
+    "random every joint type": lambda: random_tree(30, seed=6, floating_base=True, joint_types=(
+        "revolute", "prismatic", "universal", "spherical", "fixed", "free")),
 }
+
+
+def is_depth_first(parents):
+    """Whether every joint's subtree is the contiguous range of ids from it (``parents[0]`` is
+    the universe's)."""
+    n = len(parents)
+    sub = [{j} for j in range(n)]
+    for j in range(n - 1, 0, -1):
+        assert parents[j] < j
+        sub[parents[j]] |= sub[j]
+    return all(sub[j] == set(range(j, j + len(sub[j]))) for j in range(n))
 
 
 @pytest.mark.parametrize("name", list(ROUND_TRIP))
 def test_round_trip_through_pinocchio(name, rng):
     m = ROUND_TRIP[name]()
     pm, jid = to_pinocchio(m)
+    assert is_depth_first(list(pm.parents))
+    moving = [i for i in depth_first_order(m) if m.jtype[i] != J.FIXED]
+    assert list(pm.names)[1:] == [m.joint_names[i] for i in moving]
+    for i in range(m.n):         # a body's Pinocchio joint: its own, or that of its moving ancestor
+        k = i
+        while k >= 0 and m.jtype[k] == J.FIXED:
+            k = int(m.parent[k])
+        assert jid[i] == (0 if k < 0 else pm.getJointId(m.joint_names[k]))
     back = from_pinocchio(pm)
-    moving = [m.joint_names[i] for i in range(m.n) if m.jtype[i] != J.FIXED]
-    assert list(back.joint_names) == moving          # fixed joints are merged into their parents
+    assert list(back.joint_names) == list(pm.names)[1:]       # fixed joints are merged into their parents
     assert back.nq == m.nq and back.nv == m.nv
     np.testing.assert_array_equal(back.gravity, m.gravity)
-    assert compare_models(m, back, rng, trials=4) < 1e-14
+    assert compare_models(m, back, rng, trials=4, pm=pm) < 1e-14
     assert compare_with_pinocchio(back, pm, rng) < 1e-12
+    assert compare_with_pinocchio(m, pm, rng) < 1e-12
+
+
+def test_pinocchio_joints_depth_first_on_a_tree_numbered_otherwise():
+    """A tree partree numbers parent before child but not depth first (parent = [-1, 0, 1, 0, 1, 4]):
+    Pinocchio's joints come depth first (j0 j1 j2 j4 j5 j3), and its CRBA, RNEA and ABA, through
+    PinocchioMap, are partree's.  In partree's order Pinocchio's CRBA was wrong by 0.1."""
+    m = random_tree(6, seed=7, joint_types=("revolute",))
+    assert list(m.parent) == [-1, 0, 1, 0, 1, 4]
+    np.testing.assert_array_equal(depth_first_order(m), [0, 1, 2, 4, 5, 3])
+    assert not is_depth_first([0] + list(m.parent + 1))
+    pm, jid = to_pinocchio(m)
+    assert list(pm.names) == ["universe", "j0", "j1", "j2", "j4", "j5", "j3"]
+    assert is_depth_first(list(pm.parents))
+    assert list(pm.parents) == [0, 0, 1, 2, 2, 4, 1]
+    np.testing.assert_array_equal(jid, [1, 2, 3, 6, 4, 5])
+    mp = PinocchioMap(m, pm)
+    np.testing.assert_array_equal(mp.v_to_pinocchio(np.arange(6.0)), [0, 1, 2, 4, 5, 3])
+    np.testing.assert_array_equal(mp.v_from_pinocchio(mp.v_to_pinocchio(np.arange(6.0))), np.arange(6.0))
+    q = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    assert np.array_equal(mp.q_from_pinocchio(mp.q_to_pinocchio(q)), q)
+    d = pm.createData()
+    P = np.array([mp.v_to_pinocchio(e) for e in np.eye(m.nv)]).T     # v_pin = P v
+    assert rel(P @ partree.crba(m, q) @ P.T, pin_mass_matrix(pm, d, mp.q_to_pinocchio(q))) < 1e-14
+    assert compare_with_pinocchio(m, pm, np.random.default_rng(0)) < 1e-12
+    # and the model read back is numbered depth first, the same mechanism
+    back = from_pinocchio(pm)
+    assert list(back.joint_names) == ["j0", "j1", "j2", "j4", "j5", "j3"]
+    np.testing.assert_array_equal(depth_first_order(back), np.arange(6))
+    assert compare_models(m, back, np.random.default_rng(1), pm=pm) < 1e-14
+    pm2, jid2 = to_pinocchio(back)                                  # identity order
+    assert list(pm2.names) == list(pm.names) and list(jid2) == [1, 2, 3, 4, 5, 6]
+
+
+def test_depth_first_order_of_models_numbered_depth_first():
+    for m in (partree.load_urdf(DATA / "branching.urdf"), partree.resolve_model("threearm"),
+              partree.resolve_model("autotree:nb=20,bf=1")):
+        np.testing.assert_array_equal(depth_first_order(m), np.arange(m.n))
+    m = partree.resolve_model("autotree:nb=20,bf=2")
+    order = depth_first_order(m)
+    assert sorted(order) == list(range(m.n)) and not np.array_equal(order, np.arange(m.n))
 
 
 # ------------------------------------------------------------------------------------------ joint types

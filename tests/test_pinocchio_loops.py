@@ -131,19 +131,23 @@ def test_constraints_become_loops_on_the_joint_frames(kind):
     assert_same_constraints(back, cs)
 
 
-def looped_model():
-    """spherical and weld loops, ends on the world, no fixed bodies."""
+def looped_model(depth_first=True):
+    """spherical and weld loops, ends on the world, no fixed bodies; the bodies base, u, s, r, p
+    numbered depth first, or base, u, r, s, p (parent before child, not depth first)."""
     rng = np.random.default_rng(5)
 
     def pose():
         return axis_angle(rng.normal(size=3), rng.uniform(-3, 3)), rng.normal(size=3)
 
+    bodies = {"base": (None, "free", None, dict(mass=2.0, inertia=(0.2, 0.3, 0.4)))}
+    bodies["u"] = ("base", "universal", pose(), dict(axis=((1, 0, 0), (0, 1, 0)), mass=1.0, inertia=0.1))
+    bodies["s"] = ("u", "spherical", pose(), dict(mass=1.0, inertia=0.1))
+    bodies["r"] = ("base", "revolute", pose(), dict(axis=_unit(rng), mass=1.0, inertia=0.1))
+    bodies["p"] = ("r", "prismatic", pose(), dict(axis=_unit(rng), mass=1.0, inertia=0.1))
     b = ModelBuilder("looped")
-    b.add_body("base", None, "free", mass=2.0, inertia=(0.2, 0.3, 0.4))
-    b.add_body("u", "base", "universal", pose(), axis=((1, 0, 0), (0, 1, 0)), mass=1.0, inertia=0.1)
-    b.add_body("s", "u", "spherical", pose(), mass=1.0, inertia=0.1)
-    b.add_body("r", "base", "revolute", pose(), axis=_unit(rng), mass=1.0, inertia=0.1)
-    b.add_body("p", "r", "prismatic", pose(), axis=_unit(rng), mass=1.0, inertia=0.1)
+    for name in ("base", "u", "s", "r", "p") if depth_first else ("base", "u", "r", "s", "p"):
+        parent, joint, placement, kw = bodies[name]
+        b.add_body(name, parent, joint, placement, **kw)
     b.add_loop("ball", "spherical", "s", "p", pose(), pose())
     b.add_loop("weld", "weld", "p", None, pose(), pose())
     b.add_loop("ground", "spherical", None, "u", pose(), pose())
@@ -165,6 +169,36 @@ def test_partree_loops_round_trip_through_pinocchio():
         assert np.array_equal(getattr(back.loops, key), getattr(m.loops, key)), key
     for key in ("R_a", "p_a", "R_b", "p_b"):
         assert np.abs(getattr(back.loops, key) - getattr(m.loops, key)).max() < 1e-14, key
+
+
+def test_loops_round_trip_on_a_tree_not_numbered_depth_first():
+    """to_pinocchio adds the joints depth first (base u s r p), the loops' ends follow their bodies,
+    and the model read back has the same loops on the same (renumbered) bodies."""
+    rng = np.random.default_rng(12)
+    m = looped_model(depth_first=False)
+    assert list(m.body_names) == ["base", "u", "r", "s", "p"] and list(m.parent) == [-1, 0, 0, 1, 2]
+    pm, jid = to_pinocchio(m)
+    assert list(pm.names) == ["universe", "base", "u", "s", "r", "p"] and list(jid) == [1, 2, 4, 3, 5]
+    cs = loop_constraints_to_pinocchio(m, pm)
+    assert [(c.joint1_id, c.joint2_id) for c in cs] == [(3, 5), (5, 0), (0, 2), (4, 3)]
+    assert_frames_match_pinocchio(m, pm, cs, rng)
+    back = from_pinocchio(pm, constraints=cs)
+    assert list(back.body_names) == ["base", "u", "s", "r", "p"] and back.loops.names == m.loops.names
+    to_back = np.array([back.body_names.index(nm) for nm in m.body_names] + [-1])     # [-1]: the world
+    for key in ("body_a", "body_b"):
+        np.testing.assert_array_equal(getattr(back.loops, key), to_back[getattr(m.loops, key)])
+    for key in ("R_a", "p_a", "R_b", "p_b"):
+        assert np.abs(getattr(back.loops, key) - getattr(m.loops, key)).max() < 1e-14, key
+    assert_frames_match_pinocchio(back, pm, cs, rng)
+    # the loops' frames of both models coincide, states mapped through Pinocchio's
+    a, b = PinocchioMap(m, pm), PinocchioMap(back, pm)
+    for _ in range(3):
+        q = m.random_configuration(rng)
+        k1 = partree.forward_kinematics(m, q)
+        k2 = partree.forward_kinematics(back, b.q_from_pinocchio(a.q_to_pinocchio(q)))
+        for k in range(len(cs)):
+            for (Ra, pa), (Rb, pb) in zip(partree_frames(m, k1, k), partree_frames(back, k2, k)):
+                assert np.abs(Ra - Rb).max() < 1e-13 and np.abs(pa - pb).max() < 1e-13
 
 
 def test_loop_ends_on_fixed_bodies_go_to_their_moving_joint():

@@ -1,4 +1,6 @@
-"""ABA, RNEA, CRBA and joint wrenches against Pinocchio, joint by joint by name."""
+"""ABA, RNEA, CRBA and joint wrenches against Pinocchio, joint by joint by name, on chains and on
+branched trees of every joint type (the random trees are not numbered depth first: to_pinocchio
+adds their joints in depth-first order, a permutation of partree's)."""
 import numpy as np
 import pytest
 
@@ -7,7 +9,7 @@ from partree import joints as J
 from partree.models import auto_tree, random_tree
 
 pin = pytest.importorskip("pinocchio")
-from partree.io.pinocchio import pin_wrench, to_pinocchio  # noqa: E402
+from partree.io.pinocchio import depth_first_order, pin_wrench, to_pinocchio  # noqa: E402
 
 from conftest import rel_err  # noqa: E402
 
@@ -48,6 +50,8 @@ class PinPair:
         return fp
 
 
+#: every joint type, a free joint inside the tree too
+EVERY_JOINT = ("revolute", "prismatic", "universal", "spherical", "fixed", "free")
 MODELS = {
     "chain": lambda: auto_tree(12, 1, skew=0.3, taper=0.95),
     "binary": lambda: auto_tree(31, 2, skew=0.7, taper=0.9),
@@ -56,7 +60,18 @@ MODELS = {
     "random-floating": lambda: random_tree(40, seed=2, floating_base=True,
                                            joint_types=("revolute", "prismatic", "universal", "spherical")),
     "random-fixed-joints": lambda: random_tree(40, seed=3, floating_base=True),
+    "random-every-joint": lambda: random_tree(40, seed=8, joint_types=EVERY_JOINT),
+    "random-every-joint-floating": lambda: random_tree(30, seed=9, floating_base=True, joint_types=EVERY_JOINT),
 }
+
+
+def test_random_trees_are_not_numbered_depth_first():
+    """The branched cases permute the joints on their way to Pinocchio."""
+    for name, make in MODELS.items():
+        if name.startswith("random"):
+            m = make()
+            assert m.num_children().max() > 1
+            assert not np.array_equal(depth_first_order(m), np.arange(m.n)), name
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -84,18 +99,9 @@ def test_against_pinocchio(name, rng):
             j = pp.p.getJointId(m.joint_names[i])
             assert rel_err(W[i], pin_wrench(pp.d.f[j])) < 1e-10, m.joint_names[i]
         M = partree.crba(m, q)
-        # The pin 4.1 wheel's crba disagrees with its own RNEA on branched trees and with universal
-        # joints, so the reference mass matrix is built column by column from Pinocchio's RNEA;
-        # pin.crba itself is compared on chains
-        z = np.zeros(pp.p.nv)
-        g = pin.rnea(pp.p, pp.d, qp, z, z)
-        M_ref = np.array([pin.rnea(pp.p, pp.d, qp, z, np.eye(pp.p.nv)[k]) - g for k in range(pp.p.nv)]).T
-        M_ref = M_ref[np.ix_(pp.vmap, pp.vmap)]
-        assert rel_err(M, M_ref) < 1e-10
-        if not has_fixed and not (m.jtype == J.UNIVERSAL).any() and m.num_children().max() <= 1:
-            M_pin = pin.crba(pp.p, pp.d, qp)
-            M_pin = np.where(M_pin != 0, M_pin, M_pin.T)   # Pinocchio fills one triangle
-            assert rel_err(M, M_pin[np.ix_(pp.vmap, pp.vmap)]) < 1e-10
+        M_pin = np.triu(pin.crba(pp.p, pp.d, qp))    # Pinocchio fills the upper triangle
+        M_pin = M_pin + np.triu(M_pin, 1).T
+        assert rel_err(M, M_pin[np.ix_(pp.vmap, pp.vmap)]) < 1e-12
         T, V = partree.energy(m, q, qd)
         pin.computeKineticEnergy(pp.p, pp.d, qp, pp.v(qd))
         assert abs(T - pp.d.kinetic_energy) < 1e-10 * max(1.0, abs(T))

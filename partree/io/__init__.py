@@ -2,8 +2,8 @@
 and the bridge to Pinocchio models."""
 from .native import FORMAT_VERSION, load_model, save_model
 from .mjcf import load_mjcf, mujoco_to_partree, partree_to_mujoco
-from .pinocchio import (PinocchioMap, from_pinocchio, loop_constraints_to_pinocchio, partree_configuration,
-                        pinocchio_configuration, to_pinocchio)
+from .pinocchio import (PinocchioMap, depth_first_order, from_pinocchio, loop_constraints_to_pinocchio,
+                        partree_configuration, pinocchio_configuration, to_pinocchio)
 from .urdf import load_urdf
 
 MODEL_SUFFIXES = (".npz", ".h5", ".hdf5", ".json")
@@ -25,5 +25,5 @@ def load(path, **kwargs):
 
 __all__ = ["load_urdf", "load_mjcf", "mujoco_to_partree", "partree_to_mujoco", "save_model", "load_model", "load",
            "from_pinocchio", "to_pinocchio", "loop_constraints_to_pinocchio", "PinocchioMap", "pinocchio_configuration",
-           "partree_configuration",
+           "partree_configuration", "depth_first_order",
            "FORMAT_VERSION", "MODEL_SUFFIXES", "URDF_SUFFIXES", "MJCF_SUFFIXES"]

@@ -5,6 +5,10 @@ the conversion of q and v between the two.
 builds partree's twin of any Pinocchio model: one from ``buildModelFromUrdf``,
 ``buildModelFromMJCF``, ``buildModelFromXML`` or built by hand.  Both keep the joint names, so
 :class:`PinocchioMap` can match the joints of the two models by name and convert q and v.
+``to_pinocchio`` adds the joints depth first (:func:`depth_first_order`), as Pinocchio's
+algorithms need; partree numbers bodies parent before child but not necessarily depth first, so
+the two joint orders (and q and v) can differ by a permutation, which :class:`PinocchioMap`
+applies.
 
 Frames agree: a partree body frame is its Pinocchio joint's frame, ``X_tree`` is Pinocchio's
 ``jointPlacements`` (E_tree = R^T), and Pinocchio's ``data.f[j]`` is partree's joint wrench with
@@ -63,15 +67,55 @@ def _axis_model(pin, axis, kind):
     return pin.JointModelRevoluteUnaligned(a) if kind == "R" else pin.JointModelPrismaticUnaligned(a)
 
 
+def depth_first_order(model):
+    """The model's bodies in depth-first order, children in increasing body order (the roots too).
+
+    Every subtree is a contiguous run of this order, which Pinocchio's algorithms (``crba``,
+    ``constraintDynamics``, ...) assume of a model's joint ids.  It is ``arange(model.n)`` for a
+    model numbered depth first (``load_urdf``, ``load_mjcf``, :func:`from_pinocchio` of a model
+    that Pinocchio's parsers built); partree's own numbering only puts parents before children
+    (``random_tree`` and ``auto_tree`` with branches are not depth first).
+
+    Parameters
+    ----------
+    model : Model
+        Any partree model.
+
+    Returns
+    -------
+    numpy.ndarray of int
+        ``order[k]`` is the body whose joint :func:`to_pinocchio` adds k-th (fixed joints
+        included, which add no Pinocchio joint).
+    """
+    ptr, idx = model.children()
+    order = np.empty(model.n, dtype=np.int64)
+    stack = list(model.roots()[::-1])
+    k = 0
+    while stack:                       # iterative: deep chains are fine
+        i = int(stack.pop())
+        order[k] = i
+        k += 1
+        stack.extend(idx[ptr[i]:ptr[i + 1]][::-1].tolist())
+    return order
+
+
 def to_pinocchio(model):
     """Build the Pinocchio model of a partree Model.
 
     Every moving joint becomes one Pinocchio joint of the same name and type (revolute and
     prismatic joints along x, y or z as ``JointModelRX`` ... ``PZ``, other axes as the unaligned
     types; universal, spherical and free as ``JointModelUniversal``, ``JointModelSpherical``
-    and ``JointModelFreeFlyer``), so q and v have the same layout in both.  A fixed joint has no
-    Pinocchio joint: its body's inertia is appended to the nearest moving ancestor joint, as
+    and ``JointModelFreeFlyer``), so every joint has the same q and v in both.  A fixed joint has
+    no Pinocchio joint: its body's inertia is appended to the nearest moving ancestor joint, as
     Pinocchio's own URDF parser does.
+
+    The joints are added in depth-first order (:func:`depth_first_order`, children in increasing
+    body order), as Pinocchio's algorithms need: every joint's subtree is a contiguous range of
+    joint ids.  For a model numbered depth first (``load_urdf``, ``load_mjcf``,
+    :func:`from_pinocchio` of a model that Pinocchio's parsers built) the joint order, q and v are
+    then partree's; for another numbering (``random_tree``, a branched ``auto_tree``) the joints
+    are partree's permuted: :class:`PinocchioMap` converts q, v, qdd and tau, and
+    ``pin_joint_id`` gives each body's Pinocchio joint.
 
     Parameters
     ----------
@@ -100,7 +144,7 @@ def to_pinocchio(model):
     pm.gravity = pin.Motion(np.asarray(model.gravity, dtype=float), np.zeros(3))
     jid = np.zeros(model.n, dtype=np.int64)
     place = [None] * model.n          # body frame in its Pinocchio joint's frame
-    for i in range(model.n):
+    for i in depth_first_order(model).tolist():
         p = int(model.parent[i])
         parent_joint = 0 if p < 0 else int(jid[p])
         parent_place = pin.SE3.Identity() if p < 0 else place[p]
@@ -422,7 +466,9 @@ class PinocchioMap:
     their numbers are copied; a continuous revolute joint's Pinocchio q (cos θ, sin θ) becomes θ
     and back.  Fixed partree joints have no coordinates.  It works for a model and the result of
     :func:`to_pinocchio` or :func:`from_pinocchio`, and for ``load_urdf`` and Pinocchio's
-    ``buildModelFromUrdf`` of the same file.
+    ``buildModelFromUrdf`` of the same file, whatever the order of the joints in each (the
+    depth-first order of :func:`to_pinocchio` permutes a model's joints where its numbering is
+    not depth first).
 
     Parameters
     ----------
@@ -522,4 +568,4 @@ def partree_configuration(model, pin_model, q_pin):
 
 
 __all__ = ["to_pinocchio", "from_pinocchio", "PinocchioMap", "pinocchio_configuration",
-           "partree_configuration", "pin_wrench", "loop_constraints_to_pinocchio"]
+           "partree_configuration", "pin_wrench", "loop_constraints_to_pinocchio", "depth_first_order"]

@@ -115,6 +115,16 @@ def state(model, seed=0):
     return model.random_configuration(rng), model.random_velocity(rng), rng.normal(size=model.nv)
 
 
+def pin_state(model, pm, q, qd, tau):
+    """(q, qd, tau) in Pinocchio's layout and the PinocchioMap: to_pinocchio adds the joints depth
+    first, a permutation of partree's numbering where it is not depth first (the identity for a
+    URDF)."""
+    from partree.io.pinocchio import PinocchioMap
+
+    mp = PinocchioMap(model, pm)
+    return mp.q_to_pinocchio(q), mp.v_to_pinocchio(qd), mp.v_to_pinocchio(tau), mp
+
+
 def per_call(model, rounds, reps):
     """Per-call times of the four algorithms, partree's two calls and Pinocchio's, and the largest
     differences to Pinocchio's results."""
@@ -124,23 +134,24 @@ def per_call(model, rounds, reps):
     pm, jid = to_pinocchio(model)
     pd = pm.createData()
     q, qd, tau = state(model)
+    qp, qdp, taup, mp = pin_state(model, pm, q, qd, tau)
     d = model.create_data()
     out_v = np.empty(model.nv)
     out_M = np.empty((model.nv, model.nv))
     res = partree.cfa(model, q, qd, tau)
 
     def pin_cfa():
-        a = pin.aba(pm, pd, q, qd, tau)
-        pin.rnea(pm, pd, q, qd, a)
+        a = pin.aba(pm, pd, qp, qdp, taup)
+        pin.rnea(pm, pd, qp, qdp, a)
 
     cases = {
-        "aba": {"pin": lambda: pin.aba(pm, pd, q, qd, tau),
+        "aba": {"pin": lambda: pin.aba(pm, pd, qp, qdp, taup),
                 "partree": lambda: partree.aba(model, q, qd, tau),
                 "partree loop": lambda: partree.aba(model, q, qd, tau, data=d, out=out_v, check=False)},
-        "rnea": {"pin": lambda: pin.rnea(pm, pd, q, qd, tau),
+        "rnea": {"pin": lambda: pin.rnea(pm, pd, qp, qdp, taup),
                  "partree": lambda: partree.rnea(model, q, qd, tau),
                  "partree loop": lambda: partree.rnea(model, q, qd, tau, data=d, out=out_v, check=False)},
-        "crba": {"pin": lambda: pin.crba(pm, pd, q),
+        "crba": {"pin": lambda: pin.crba(pm, pd, qp),
                  "partree": lambda: partree.crba(model, q),
                  "partree loop": lambda: partree.crba(model, q, data=d, out=out_M, check=False)},
         "cfa": {"pin": pin_cfa,
@@ -148,15 +159,17 @@ def per_call(model, rounds, reps):
                 "partree loop": lambda: partree.cfa(model, q, qd, tau, data=d, out=res, check=False)},
     }
     times = {alg: interleaved(v, rounds, reps) for alg, v in cases.items()}
-    # accuracy against Pinocchio
+    # accuracy against Pinocchio (its results in partree's order)
     err = {}
-    qdd = pin.aba(pm, pd, q, qd, tau).copy()
+    qdd = mp.v_from_pinocchio(pin.aba(pm, pd, qp, qdp, taup))
     err["aba"] = float(np.abs(partree.aba(model, q, qd, tau) - qdd).max() / max(1.0, np.abs(qdd).max()))
-    t = pin.rnea(pm, pd, q, qd, tau).copy()
+    t = mp.v_from_pinocchio(pin.rnea(pm, pd, qp, qdp, taup))
     err["rnea"] = float(np.abs(partree.rnea(model, q, qd, tau) - t).max() / max(1.0, np.abs(t).max()))
-    M = pin.crba(pm, pd, q).copy()
-    err["crba"] = float(np.abs(np.triu(partree.crba(model, q)) - np.triu(M)).max() / max(1.0, np.abs(M).max()))
-    pin.rnea(pm, pd, q, qd, qdd)
+    M = np.triu(pin.crba(pm, pd, qp))                 # Pinocchio fills the upper triangle
+    k = mp.v_from_pinocchio(np.arange(pm.nv)).astype(np.int64)      # partree's v[i] is Pinocchio's v[k[i]]
+    M = (M + np.triu(M, 1).T)[np.ix_(k, k)]
+    err["crba"] = float(np.abs(partree.crba(model, q) - M).max() / max(1.0, np.abs(M).max()))
+    pin.rnea(pm, pd, qp, qdp, mp.v_to_pinocchio(qdd))
     r = partree.cfa(model, q, qd, tau)
     moving = np.flatnonzero(model.jtype != partree.joints.FIXED)
     fp = np.array([np.concatenate((pd.f[int(jid[i])].angular, pd.f[int(jid[i])].linear)) for i in moving])
@@ -186,6 +199,7 @@ def breakdown(model, rounds, reps):
     pm, _ = to_pinocchio(model)
     pd = pm.createData()
     q, qd, tau = state(model)
+    qp, qdp, taup, _ = pin_state(model, pm, q, qd, tau)
     partree.aba(model, q, qd, tau)
     d = model.data
     pk = model._packed
@@ -195,7 +209,7 @@ def breakdown(model, rounds, reps):
              d.U, d.Dinv, d.u, d.qdd)
     inner = 50          # kernel calls per timed call of the compiled loop (its own crossing: 1/50th)
     variants = {
-        "pin.aba": lambda: pin.aba(pm, pd, q, qd, tau),
+        "pin.aba": lambda: pin.aba(pm, pd, qp, qdp, taup),
         "partree.aba (plain call)": lambda: partree.aba(model, q, qd, tau),
         "partree.aba (data, out, check=False)": lambda: partree.aba(model, q, qd, tau, data=d, out=out, check=False),
         "compiled call from Python (aba_call)": lambda: aba_call(pk.buf, d._buf, q, qd, tau, NO_FORCES, out, True),
@@ -219,7 +233,7 @@ def batch_case(model, states, rounds, threads):
     """Per-state seconds of one batch of ``states`` states, with 1 thread and with ``threads``, and
     Pinocchio's single-state call over the same states."""
     import pinocchio as pin
-    from partree.io.pinocchio import to_pinocchio
+    from partree.io.pinocchio import PinocchioMap, to_pinocchio
 
     pm, _ = to_pinocchio(model)
     pd = pm.createData()
@@ -227,16 +241,19 @@ def batch_case(model, states, rounds, threads):
     Q = np.array([model.random_configuration(rng) for _ in range(states)])
     QD = rng.normal(size=(states, model.nv))
     TAU = rng.normal(size=(states, model.nv))
+    mp = PinocchioMap(model, pm)
+    QP = np.array([mp.q_to_pinocchio(q) for q in Q])         # the states in Pinocchio's layout
+    QDP, TAUP = (np.array([mp.v_to_pinocchio(x) for x in X]) for X in (QD, TAU))
     OV = np.empty((states, model.nv))
     OM = np.empty((states, model.nv, model.nv))
     calls = {"aba": (lambda th: partree.aba(model, Q, QD, TAU, out=OV, threads=th),
-                     lambda s: pin.aba(pm, pd, Q[s], QD[s], TAU[s])),
+                     lambda s: pin.aba(pm, pd, QP[s], QDP[s], TAUP[s])),
              "rnea": (lambda th: partree.rnea(model, Q, QD, TAU, out=OV, threads=th),
-                      lambda s: pin.rnea(pm, pd, Q[s], QD[s], TAU[s])),
+                      lambda s: pin.rnea(pm, pd, QP[s], QDP[s], TAUP[s])),
              "crba": (lambda th: partree.crba(model, Q, out=OM, threads=th),
-                      lambda s: pin.crba(pm, pd, Q[s])),
+                      lambda s: pin.crba(pm, pd, QP[s])),
              "cfa": (lambda th: partree.cfa(model, Q, QD, TAU, threads=th),
-                     lambda s: pin.rnea(pm, pd, Q[s], QD[s], pin.aba(pm, pd, Q[s], QD[s], TAU[s])))}
+                     lambda s: pin.rnea(pm, pd, QP[s], QDP[s], pin.aba(pm, pd, QP[s], QDP[s], TAUP[s])))}
     out = {}
     for alg, (ours, theirs) in calls.items():
         # bit for bit: the batch against the loop of single calls (a sample of states)
