@@ -143,13 +143,14 @@ def _project_positions(model, q, tol, max_iter, rank_tol, free=None, what="corre
             dv[:] = step
         else:
             dv[free] = step
-        # a Gauss-Newton step, shortened while it does not reduce the violation
+        # a Gauss-Newton step, shortened while it does not reduce the violation (a polishing step
+        # is not: at the rounding floor none would)
         s = 1.0
         for _ in range(30):
             qn = integrate(model, q, s * dv)
             phin, Jn = phi_and_jacobian(model, qn)
             en = float(np.abs(phin).max(initial=0.0))
-            if en < err or s < 1e-6:
+            if en < err or s < 1e-6 or err <= tol:
                 break
             s *= 0.5
         if en >= err and err <= tol:
