@@ -57,10 +57,39 @@ def test_loop_parts_hold_handles_and_hang_below_others():
     assert (True, True, True) in kinds
     q, qd, tau, F = state(m, 7)
     _check(eng.constraint_forces(q, qd, tau, F), partree.constrained_dynamics(m, q, qd, tau, f_ext=F))
-    # reciprocity: what the messages carry of Psi is Kt^T
-    for p in eng.parts:
-        if p.H:
-            assert np.abs(p.Kt - p.Psi.transpose(0, 2, 1)).max() <= 1e-12 * max(1.0, np.abs(p.Psi).max())
+
+
+def test_a_loop_parts_boundary_relations_predict_its_solve():
+    """For any a_in and handle wrenches g, the back-substitution gives the handle accelerations
+    a_h = Psi a_in + Lam g + beta (Psi from reciprocity) and the root joint's wrench
+    g_root = M a_in + m0 + Kt g (moved to the root's parent frame)."""
+    from partree.algorithms.primitives import xform_force_T_add
+
+    m = local_loop_models()[1]
+    eng = SerialEngine(m, 9)
+    q, qd, tau, F = state(m, 8)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for pk in eng.parts:
+        if not isinstance(pk, LoopPartKernel):
+            continue
+        pk.velocity(q[pk.qix], qd[pk.vix])
+        v_in = np.zeros(6) if pk.top else rng.normal(size=6)
+        M, m0, Kt, Psi, Lam, beta = (x.copy() for x in pk.reduce(v_in, tau[pk.vix], F[pk.bix]))
+        a_in = pk.a0 if pk.top else rng.normal(size=6)
+        g = rng.normal(size=(pk.H, 6))
+        pk.solve(a_in, g)
+        for k, h in enumerate(pk.handles):
+            pred = Psi[k] @ a_in + np.einsum("jab,jb->a", Lam[k], g) + beta[k]
+            assert np.abs(pk.a[h] - pred).max() <= 1e-9 * max(1.0, np.abs(pred).max())
+        if not pk.top:
+            Fr = pk.wrenches()[0][0]
+            groot = np.zeros(6)
+            xform_force_T_add(pk.E[0], pk.r[0], Fr, groot)
+            pred = M @ a_in + m0 + np.einsum("kab,kb->a", Kt, g)
+            assert np.abs(groot - pred).max() <= 1e-9 * max(1.0, np.abs(pred).max())
+        checked += pk.H > 0 and not pk.top
+    assert checked
 
 
 def test_partitions_keep_every_loop_inside_one_part():

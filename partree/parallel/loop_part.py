@@ -16,13 +16,15 @@ Cholesky factors depend on neither), so :func:`loop_sensitivities` carries them 
 * inward, along the handle paths only (g reaches no other body): the bias force pA, the joint
   term u = -S^T pA, and the pending rows' k of the loops, with each loop eliminated where its
   paths meet (lambda_Z = K_ZZ^-1 (gamma - k_Z - C_Z a - K_ZP lambda_P));
-* outward along the same paths with columns for a_in too: the accelerations of the path
-  bodies and the multipliers of the loops they eliminate, which give the handle relations
-  a_h = Psi a_in + sum_k Lam_hk g_k + beta; the root relation
-  g_root = M a_in + m0 + sum_k Kt_k g_k is the root's articulated inertia and bias force.
+* outward along the same paths: the accelerations of the path bodies and the multipliers of
+  the loops they eliminate, which give the handle relations a_h = Psi a_in + sum_k Lam_hk g_k +
+  beta; the root relation g_root = M a_in + m0 + sum_k Kt_k g_k is the root's articulated
+  inertia and bias force, and Psi = Kt^T (the part's response is symmetric).  A part hanging
+  from the base has a_in = a0 always: it is folded into beta.
 
 The back-substitution adds g's columns to u and k and runs the serial outward pass.  Cost: the
-serial loop passes over the part, plus the columns (1 + 6 + 6H of them) on the path bodies.
+serial loop passes over the part, plus the columns (6H inward, 1 + 6H outward) on the path
+bodies.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
-from .part import PartKernel
+from .part import PartKernel, gravity_a0
 
 #: constrained_dynamics' rank tolerance, so that a part picks the rows the serial solve picks
 RANK_TOL = inspect.signature(constrained_dynamics).parameters["rank_tol"].default
@@ -115,6 +117,7 @@ class LoopPartKernel(PartKernel):
         top = bool(b.size and model.parent[b[0]] < 0)
         self.loops, self.loop_ids = part_loops(model, b, top)
         self.rank_tol = float(rank_tol)
+        self.a0 = gravity_a0(model.gravity)
         super().__init__(model, bodies, handles, part_id=part_id, early_kinematics=early_kinematics)
         self.topo = LoopTopology(_PartShape(self.parent, np.diff(np.append(self.idx_v, self.nv)), self.loops))
         self.all_kin = np.full(self.m, -1, dtype=np.int64)
@@ -144,8 +147,8 @@ class LoopPartKernel(PartKernel):
         self.rank = np.zeros(m + 1, dtype=np.int64)
         self.ug = np.zeros((max(nv, 1), 6 * H))
         self.PAg = np.zeros((self.ns, 6, 6 * H))
-        self.Ac = np.zeros((self.ns, 6, 7 + 6 * H))
-        self.lamc = np.zeros((self.loops.nrow, 7 + 6 * H))
+        self.Ac = np.zeros((self.ns, 6, 1 + 6 * H))
+        self.lamc = np.zeros((self.loops.nrow, 1 + 6 * H))
         self.lam = np.zeros(self.loops.nrow)
         self._terms = None
         self._uact = np.zeros(max(nv, 1))
@@ -193,11 +196,11 @@ class LoopPartKernel(PartKernel):
                            t.prow, t.wrows, t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows,
                            terms.gamma, self.Cw,
                            self.Kw, self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.kwg, self.Ac,
-                           self.lamc, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
-        if self.top and self.topo.wrows[self.m] > 0:
-            # a part hanging from the base with loops to the world: its root relation is not used
-            # (a_in is the base's), and Kt carries Psi^T, which is all the messages carry of Psi
-            self.Kt[:] = self.Psi.transpose(0, 2, 1)
+                           self.lamc, self.top, self.a0, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
+        if self.top:
+            # a part hanging from the base: its a_in is the base's a0, folded into beta (Psi = 0);
+            # its root relation is not used, and Kt carries Psi^T, as the messages do
+            self.Kt[:] = 0.0
         self._reduced = True
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
 
@@ -297,8 +300,8 @@ def _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm):
 def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
                            perm, rank):
     """The columns of the multipliers of the loops eliminated at node x (see
-    ``constrained_dynamics.solve_eliminated``): column 0 the constant part (gamma - k), columns
-    1..6 a_in's (through ax), the others g's (their k in kwg)."""
+    ``constrained_dynamics.solve_eliminated``): column 0 the constant part (gamma - k), the
+    others g's (their k in kwg)."""
     w = wrows[x]
     p = prow[x]
     z = w - p
@@ -319,10 +322,8 @@ def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kp
             zr = p + perm[orr + p + j]
             if cc == 0:
                 s = gamma[wglob[orr + zr]] - kw[orr + zr]
-            elif cc >= 7:
-                s = -kwg[orr + zr, cc - 7]
             else:
-                s = 0.0
+                s = -kwg[orr + zr, cc - 1]
             for k in range(6):
                 s -= Cw[oc + zr * 6 + k] * ax[k, cc]
             for t in range(p):
@@ -337,19 +338,21 @@ def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kp
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, M, m0, Kt, Psi, Lam, beta):
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, top, a0, M, m0, Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg and Ac), then the
     world node: PAg (ns, 6, 6H) the handle wrenches' columns of pA, ug (nv, 6H) of u and kwg
     (rows, 6H, zeroed by the caller) of the rows' k.  Then the root relation M, m0, Kt (in the
-    root's parent frame) and, outward along the paths with 7 + 6H columns (constant, a_in, g),
-    the accelerations Ac and multipliers lamc, which give Psi, Lam, beta at the handles."""
+    root's parent frame) and, outward along the paths with 1 + 6H columns (constant, g), the
+    accelerations Ac and multipliers lamc, which give Lam and beta at the handles; Psi is Kt^T
+    (the part's response is symmetric: reciprocity).  A part hanging from the base (``top``)
+    has a_in = a0 (the base's acceleration, gravity in it) folded into beta, Psi = 0."""
     n = parent.shape[0]
     nvt = S.shape[0]
     H = handles.shape[0]
     nc = 6 * H
-    nf = 7 + nc
+    nf = 1 + nc
     ns = pbod.shape[0]
     Ia = np.empty((6, 6))
     pa = np.empty(6)
@@ -475,10 +478,12 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     xform_force_T_add(E[0], r[0], pa, m0)
     if H == 0:
         return
-    # ---- outward along the paths: columns 0 constant, 1..6 a_in, 7.. g
+    # ---- outward along the paths: column 0 constant (with a_in = a0 for a part hanging from the
+    # base, else 0), columns 1.. g
     ab = np.zeros((6, nf))
-    for k in range(6):
-        ab[k, 1 + k] = 1.0
+    if top:
+        for k in range(6):
+            ab[k, 0] = a0[k]
     _solve_eliminated_cols(n, ab, lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg, perm,
                            rank)
     hq = np.empty((6, nf))
@@ -501,10 +506,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             for d in range(nv):
                 if cc == 0:
                     s = u[iv + d]
-                elif cc >= 7:
-                    s = ug[iv + d, cc - 7]
                 else:
-                    s = 0.0
+                    s = ug[iv + d, cc - 1]
                 for k in range(6):
                     s -= U[iv + d, k] * Ac[si, k, cc]
                 for t in range(p):
@@ -523,7 +526,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         for k in range(6):
             beta[hk, k] = Ac[sh, k, 0]
             for j in range(6):
-                Psi[hk, k, j] = Ac[sh, k, 1 + j]
+                # reciprocity: the handle accelerations' response to a_in is the root force's to g
+                Psi[hk, k, j] = 0.0 if top else Kt[hk, j, k]
             for h2 in range(H):
                 for j in range(6):
-                    Lam[hk, h2, k, j] = Ac[sh, k, 7 + 6 * h2 + j]
+                    Lam[hk, h2, k, j] = Ac[sh, k, 1 + 6 * h2 + j]

@@ -301,6 +301,16 @@ def _mark_loop_paths(parent, depth, body_a, body_b, ok):
                 db -= 1
 
 
+@njit(cache=True)
+def tree_roots(parent):
+    """The root of every body's tree (regular numbering: a parent before its children)."""
+    top = np.arange(parent.shape[0])
+    for i in range(parent.shape[0]):
+        if parent[i] >= 0:
+            top[i] = top[parent[i]]
+    return top
+
+
 def _tree_groups(model):
     """For a model with loops: the root of the group of trees each tree root belongs to, trees
     being grouped when a loop joins them (the smallest root of the group), or None when no loop
@@ -308,12 +318,8 @@ def _tree_groups(model):
     loops = getattr(model, "loops", None)
     if loops is None or not len(loops):
         return None
-    parent = np.asarray(model.parent)
-    n = parent.shape[0]
-    top = np.arange(n)
-    for i in range(n):                 # regular numbering: a parent comes before its children
-        if parent[i] >= 0:
-            top[i] = top[parent[i]]
+    parent = np.ascontiguousarray(model.parent, dtype=np.int64)
+    top = tree_roots(parent)
     group = {int(r): int(r) for r in np.flatnonzero(parent < 0)}
 
     def find(x):
@@ -833,10 +839,19 @@ def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=N
 PATH_WEIGHT = 0.12
 
 
+#: the path weight of a model with closed loops: a path body of a part holding loops carries the
+#: handle wrenches' columns through the loop passes (``partree.parallel.loop_part``), about 2.5x a
+#: plain body's work on the chain and the binary tree with local loops
+LOOP_PATH_WEIGHT = 1.5
+
+
 def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
     """A Partition from a number of parts or a Partition (checked).  ``parts`` None: one part, or
     with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
-    nranks parts, more where equal parts cannot even the ranks out)."""
+    nranks parts, more where equal parts cannot even the ranks out).  The default ``path_weight``
+    is ``LOOP_PATH_WEIGHT`` for a model with closed loops."""
+    if path_weight == PATH_WEIGHT and len(getattr(model, "loops", ())):
+        path_weight = LOOP_PATH_WEIGHT
     if isinstance(parts, Partition):
         if parts.n != model.n:
             raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")
