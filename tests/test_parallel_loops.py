@@ -190,3 +190,17 @@ def test_dask_equals_constrained_dynamics():
     finally:
         client.close()
         cluster.close()
+
+
+def test_dynamics_function_on_the_engine():
+    """``Dynamics`` with an engine backend evaluates a model with loops through the engine (one
+    MPI process here), equal to the serial constrained solve."""
+    pytest.importorskip("mpi4py")
+    from partree.simulation.dynamics import Dynamics
+
+    m = local_loop_models()[2]
+    q, qd, tau, _ = state(m, 4)
+    ref = Dynamics(m, torques=tau)(0.0, q, qd)
+    assert rel(ref, partree.constrained_dynamics(m, q, qd, tau).qdd) < 1e-12
+    x = Dynamics(m, torques=tau, backend="mpi", parts=3)(0.0, q, qd)
+    assert rel(x, ref) < 1e-10

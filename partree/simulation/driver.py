@@ -135,8 +135,9 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
         raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
                                 "backends (they build their own local ones)")
     if opts.backend != "serial" and len(getattr(model, "loops", ())):
-        raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: a model with loops runs on the "
-                                f"serial backend (the parallel engine solves trees)")
+        raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: its simulation runs on the "
+                                f"serial backend (the loop corrections act on the whole state; "
+                                f"partree.forward_dynamics and partree.constraint_forces solve loops on every backend)")
     backend = make_backend(opts.backend, comm=comm, client=client)
     return run_loop(backend, model, opts, inputs, dynamics=dynamics, space=space, step_hook=_step_hook,
                     probe=_probe)

@@ -136,9 +136,6 @@ class Dynamics:
         #: models with loops: the band of the tangent-space acceleration correction near singular
         #: configurations (``SimulationOptions.singular_band``; 0: none)
         self.singular_band = 0.0
-        if self._loops and self.backend != "serial":
-            raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: its dynamics runs on the "
-                                    f"serial backend (the parallel engine solves trees)")
         if self._loops and prescribed is not None:
             raise PartreeInputError(f"model {model.name!r} has loops: prescribed motion (hybrid dynamics) is for trees")
         if self.backend != "serial":
@@ -275,7 +272,12 @@ class Dynamics:
             return qdd
         self.last_tau = tau
         if self._loops:
-            qdd = constrained_dynamics(self.model, q, v, tau, fe).qdd
+            if self._fd is not None:        # the engine solves each loop inside its part
+                F, has = checks.external_forces(self.model, fe)
+                qdd = self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts,
+                               f_ext=F if has else None)
+            else:
+                qdd = constrained_dynamics(self.model, q, v, tau, fe).qdd
             if self.singular_band and self.model.loops.nrow * self.model.nv <= DENSE_LIMIT:
                 _, J, gamma = constraint_terms(self.model, q, v, dense=True)
                 W = mass_metric(self.model, q, simulation_metric(self.model))   # the closure's metric
