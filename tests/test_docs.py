@@ -46,6 +46,7 @@ GUIDES = {
     "parallel-engine": "What crosses the network",
     "conventions": "Joint types and their q / v layouts",
     "results-format": "The model blob",
+    "loops-examples": "Why the corrections use the kinetic-energy metric",
 }
 
 
