@@ -10,20 +10,10 @@ from partree import Loop
 from partree.algorithms.loop_correction import ConstraintBases, project_velocity, tangent_acceleration
 from partree.errors import PartreeInputError
 
+from loop_models import four_bar  # seed 003's planar four-bar, shared with the engine tests
+
 L = 1.0
 G = 9.81
-
-
-def four_bar():
-    """Seed 003's planar four-bar: three 1 m, 1 kg rods (crank, coupler, rocker) on revolute
-    joints about z, the ground link 1 m long, gravity along -y; the coupler's tip is pinned to
-    the rocker's by a revolute loop (declared in 3-D: 5 rows, 2 independent)."""
-    Icom = np.diag([1e-9, L * L / 12, L * L / 12])
-    return partree.Model(parent=[-1, 0, -1], jtype="revolute", axis=[[0, 0, 1]] * 3,
-                         E_tree=np.tile(np.eye(3), (3, 1, 1)), r_tree=[[0, 0, 0], [L, 0, 0], [L, 0, 0]],
-                         mass=[1, 1, 1], com=[[L / 2, 0, 0]] * 3, I_com=[Icom] * 3, gravity=(0, -G, 0),
-                         joint_names=["crank", "coupler", "rocker"], body_names=["b1", "b2", "b3"],
-                         name="four-bar", loops=[Loop("cut", "revolute", "b2", "b3", (L, 0, 0), (L, 0, 0))])
 
 
 Q0 = np.array([np.pi / 4, -np.pi / 4, np.pi / 4])    # theta1 = theta3 = pi/4, theta2 = 0

@@ -157,15 +157,7 @@ class LoopPartKernel(PartKernel):
     # ---------------------------------------------------------------- the steps
     def reduce(self, v_in, tau, f_ext=None):
         """Step (b), loops eliminated inside the part (see :class:`PartKernel.reduce`)."""
-        self._tau = np.ascontiguousarray(tau, dtype=np.float64)
-        if f_ext is None:
-            F, has_f = self._fext, False
-        else:
-            F = np.ascontiguousarray(f_ext, dtype=np.float64)
-            if F.shape != (self.m, 6):
-                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
-            has_f = True
-        self._F, self._has_f = F, has_f
+        F, has_f = self._take_inputs(tau, f_ext)
         v_in = np.ascontiguousarray(v_in, dtype=np.float64)
         K._pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q, self.idx_v,
                  self._q, self._qd, self.mass, self.com, self.I_com, F, has_f, v_in, self.all_kin, self.cJb,

@@ -216,10 +216,9 @@ class PartKernel:
                               self.TE, self.Tr, self.vrel)
         return self.TE, self.Tr, self.vrel
 
-    def reduce(self, v_in, tau, f_ext=None):
-        """Step (b). v_in: the incoming velocity; tau: this part's own joint forces; f_ext: this
-        part's external body wrenches (m, 6) in body coordinates, or None.
-        Returns (M, m0, Kt, Psi, Lam, beta)."""
+    def _take_inputs(self, tau, f_ext):
+        """Keep a reduction's joint forces and external wrenches (checked) for the later steps;
+        returns (F, has_f) as the kernels take them."""
         self._tau = np.ascontiguousarray(tau, dtype=np.float64)
         if f_ext is None:
             F, has_f = self._fext, False
@@ -229,6 +228,13 @@ class PartKernel:
                 raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
             has_f = True
         self._F, self._has_f = F, has_f
+        return F, has_f
+
+    def reduce(self, v_in, tau, f_ext=None):
+        """Step (b). v_in: the incoming velocity; tau: this part's own joint forces; f_ext: this
+        part's external body wrenches (m, 6) in body coordinates, or None.
+        Returns (M, m0, Kt, Psi, Lam, beta)."""
+        F, has_f = self._take_inputs(tau, f_ext)
         # a part hanging from the base left its path transforms out of the velocity step (its v_in
         # is zero): pass 1 forms them, for the walk
         form_T = self.top and self.H > 0
