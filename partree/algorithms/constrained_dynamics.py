@@ -22,6 +22,17 @@ The outward pass gives a_x and qdd as in ABA, then lambda of the loops eliminate
 
 Cost: ABA's, plus per body the square of the rows pending there, plus the factorisations: O(N)
 for loops that close within small subtrees (a mast of units), whatever their number.
+
+The call path is ABA's (``partree.algorithms.packed``): :func:`constrained_dynamics` hands one
+compiled call (:func:`constrained_call`) the model's buffer, the workspace's, the loops' buffers
+(:class:`LoopBuffers`: the loops and their :class:`LoopTopology` in one int64 buffer, the loop
+passes' workspaces in one float64 buffer, built once per model and set of loops), the loops'
+placements and the state; it checks the inputs, runs every pass (:func:`constrained_kernel_in`)
+and writes qdd, the multipliers and the rest of the result into one new buffer, whose views the
+:class:`ConstrainedResult` makes when they are first read.  Models too large to pack take the
+same kernel with their arrays one by one (:func:`constrained_unpacked`).  In the inward and the
+outward pass a body with no loop rows takes ABA's step and nothing else, so that local loops cost
+the bodies on their paths only.
 """
 from __future__ import annotations
 
@@ -30,9 +41,12 @@ from numba import njit
 
 from .. import checks
 from ..errors import PartreeInputError
-from .aba import articulated_project, aba_forward_pass1
+from .aba import PASS1_SCRATCH, aba_forward_pass1_in, articulated_project
 from .linalg import spd_inverse
-from .loop_constraints import end_rows, loop_terms, world_poses, bias_accelerations, jacobian
+from .kinematics import world_poses
+from .loop_constraints import TERMS_SCRATCH, loop_terms_at
+from .packed import (ERR_DATA, ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, raw_view, restrict,
+                     workspace_views)
 from .primitives import congruence_add, xform_force_T_add, xform_motion
 
 
@@ -44,10 +58,14 @@ class LoopTopology:
     For node x (0..n): its loops are ``wloop[wptr[x]:wptr[x+1]]``, the first ``npl[x]`` pending
     (their rows first, ``prow[x]`` rows) and the others eliminated at x; ``wpos`` is each loop's
     first row within x's rows (``wrows[x]`` in all); ``pmap`` the pending loop's first row within
-    the parent's rows; ``wglob[rptr[x] + j]`` the global row of x's row j.  The workspace offsets
-    are ``cptr`` (C, 6 per row), ``kptr`` (K, rows squared), ``rptr`` (rows) and ``sptr`` (C S,
-    pending rows times the joint's degrees of freedom).  Loop ends on x are
-    ``eloop[eptr[x]:eptr[x+1]]`` with their side (0 = A, 1 = B) and first row ``epos``."""
+    the parent's rows, and ``prmap[rptr[x] + t]`` the parent's row of x's pending row t (-1 for
+    the rows eliminated at x); ``wglob[rptr[x] + j]`` the global row of x's row j.  The
+    workspace offsets are ``cptr`` (C, 6 per row), ``kptr`` (K, rows squared), ``rptr`` (rows)
+    and ``sptr`` (C S, pending rows times the joint's degrees of freedom).  Loop ends on x are
+    ``eloop[eptr[x]:eptr[x+1]]`` with their side (0 = A, 1 = B) and first row ``epos``.
+    ``enodes``: the nodes that eliminate loops; ``zmax``, ``zwork`` and ``scratch``: the most
+    rows one node eliminates, the backward pass's work values (:func:`backward_work`) and the
+    scratch a whole call takes (:func:`constrained_kernel_in`)."""
 
     def __init__(self, model):
         loops = model.loops
@@ -118,6 +136,7 @@ class LoopTopology:
                 s = int(self.rptr[x] + self.wpos[j])
                 wglob[s:s + nrows[l]] = loops.row0[l] + np.arange(nrows[l])
         self.wglob = wglob
+        self.prmap = pending_row_map(self.wptr, self.wloop, self.wpos, self.npl, self.pmap, nrows, self.rptr)
         eptr = np.zeros(n + 2, dtype=np.int64)
         eloop, eside, epos = [], [], []
         for x in range(n + 1):
@@ -130,6 +149,14 @@ class LoopTopology:
         self.eloop = np.array(eloop, dtype=np.int64)
         self.eside = np.array(eside, dtype=np.int64)
         self.epos = np.array(epos, dtype=np.int64)
+        # the nodes that eliminate loops, and the largest work of one elimination (the scratch)
+        z = wrows - prow
+        self.enodes = np.flatnonzero(z > 0).astype(np.int64)
+        ze, pe = z[self.enodes], prow[self.enodes]
+        self.zmax = int(ze.max(initial=0))
+        self.zwork = int(backward_work(wrows, prow))
+        self.scratch = 6 + max(PASS1_SCRATCH, TERMS_SCRATCH, BACKWARD_FIXED + self.zwork,
+                               FORWARD_FIXED + max(self.zmax, 1))
 
     def arrays(self):
         return (self.wptr, self.wloop, self.wpos, self.npl, self.prow, self.wrows, self.pmap, self.wglob,
@@ -221,6 +248,32 @@ def upper_solve(K, o, w, z0, rank, x):
 
 
 # ---------------------------------------------------------------------------------- the passes
+#: the backward pass's fixed scratch (four 6x6 blocks and two 6-vectors) before the work
+#: arrays of the eliminations and of the rows handed on
+BACKWARD_FIXED = 156
+#: the forward pass's fixed scratch (two 6-vectors) before solve_eliminated's
+FORWARD_FIXED = 12
+
+
+@njit(cache=True)
+def elimination_work(z, p):
+    """Scratch values one elimination of z rows with p pending ones takes (:func:`eliminate`)."""
+    return z * (7 + p) + max(36, 6 * p, p * p) + 7 + p
+
+
+@njit(cache=True)
+def backward_work(wrows, prow):
+    """Scratch values the backward pass takes beyond BACKWARD_FIXED: the most of an elimination
+    (:func:`elimination_work`) and of the rows a body hands on (13 per row) over the nodes."""
+    zw = 0
+    for x in range(wrows.shape[0]):
+        z = wrows[x] - prow[x]
+        if z > 0:
+            zw = max(zw, elimination_work(z, prow[x]))
+        zw = max(zw, 13 * prow[x])
+    return zw
+
+
 @njit(cache=True)
 def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr,
@@ -231,120 +284,269 @@ def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
     G (L, 2, 6, 6): the loop ends' rows (``LoopTerms.G``); gamma (R,): the rows' accelerations
     (frame part: the bodies' accelerations a enter through G); tol: pivots below tol times the
     largest are dependent rows.  Cw, Kw, kw, SC: the flat workspaces (zeroed by the caller);
-    perm (rows of all nodes), rank (n + 1): the factorisations' pivots and ranks."""
+    perm (rows of all nodes), rank (n + 1): the factorisations' pivots and ranks.  The work
+    arrays are allocated here (:func:`loop_backward_pass_in` takes them from a scratch array)."""
+    prmap = pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr)
+    return loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl, prow,
+                                 wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, nrows, G,
+                                 gamma, tol, Cw, Kw, kw, SC, perm, rank,
+                                 np.empty(BACKWARD_FIXED + backward_work(wrows, prow)))
+
+
+@njit(cache=True)
+def pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr):
+    """prmap (rows of all nodes): the parent's row of each pending row of each node
+    (``pmap[j] + rr`` for row rr of pending loop j), -1 for the rows eliminated at the node."""
+    prmap = np.full(rptr[rptr.shape[0] - 1], -1, dtype=np.int64)
+    for x in range(npl.shape[0]):
+        for j in range(wptr[x], wptr[x] + npl[x]):
+            for rr in range(nrows[wloop[j]]):
+                prmap[rptr[x] + wpos[j] + rr] = pmap[j] + rr
+    return prmap
+
+
+@njit(cache=True)
+def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, sc):
+    """Eliminate the loops whose paths meet at node x (its rows p .. w - 1): factor K_ZZ by
+    :func:`pivoted_cholesky`, then with W = L^-1 [C_Z, K_ZP, gamma_Z - k_Z] (the kept rows)
+    update IA += W1^T W1 and pA -= W1^T w3 (a body), and the pending rows: C_P -= W2^T W1,
+    K_PP -= W2^T W2, k_P += W2^T w3.  ``sc`` holds :func:`elimination_work` values.  Every
+    value is summed in the order of its formula; the loops run over independent values inside,
+    so that the sums overlap instead of waiting for each other."""
+    z = w - p
+    rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol)
+    rank[x] = rk
+    if rk == 0:
+        return
+    nc = 7 + p
+    X = raw_view(sc, 0, (rk, nc))           # columns: W1 (6), W2 (p), w3 (1)
+    o = rk * nc
+    acc = raw_view(sc, o, (max(36, 6 * p, p * p),))
+    s = raw_view(sc, o + acc.shape[0], (nc,))
+    for j in range(rk):
+        zr = p + perm[orr + p + j]
+        for k in range(6):
+            X[j, k] = Cw[oc + zr * 6 + k]
+        for t in range(p):
+            X[j, 6 + t] = Kw[ok + zr * w + t]
+        X[j, 6 + p] = gamma[wglob[orr + zr]] - kw[orr + zr]
+    # X <- L^-1 X, all columns at once (each as lower_solve would)
+    for i in range(rk):
+        for col in range(nc):
+            s[col] = X[i, col]
+        for j in range(i):
+            lij = Kw[ok + (p + i) * w + p + j]
+            for col in range(nc):
+                s[col] -= lij * X[j, col]
+        d = Kw[ok + (p + i) * w + p + i]
+        for col in range(nc):
+            X[i, col] = s[col] / d
+    if x < n:
+        for k in range(6):
+            acc[k] = 0.0
+        for j in range(rk):
+            y = X[j, 6 + p]
+            for k in range(6):
+                acc[k] += X[j, k] * y
+        for k in range(6):
+            pA[x, k] -= acc[k]
+        for k in range(36):
+            acc[k] = 0.0
+        for j in range(rk):
+            for k in range(6):
+                y = X[j, k]
+                for l2 in range(6):
+                    acc[k * 6 + l2] += y * X[j, l2]
+        for k in range(6):
+            for l2 in range(6):
+                IA[x, k, l2] += acc[k * 6 + l2]
+    if p == 0:
+        return
+    for k in range(6 * p):
+        acc[k] = 0.0
+    for j in range(rk):
+        for t in range(p):
+            y = X[j, 6 + t]
+            for k in range(6):
+                acc[t * 6 + k] += y * X[j, k]
+    for t in range(p):
+        for k in range(6):
+            Cw[oc + t * 6 + k] -= acc[t * 6 + k]
+    for k in range(p * p):
+        acc[k] = 0.0
+    for j in range(rk):
+        for t in range(p):
+            y = X[j, 6 + t]
+            for t2 in range(p):
+                acc[t * p + t2] += y * X[j, 6 + t2]
+    for t in range(p):
+        for t2 in range(p):
+            Kw[ok + t * w + t2] -= acc[t * p + t2]
+    for t in range(p):
+        acc[t] = 0.0
+    for j in range(rk):
+        y = X[j, 6 + p]
+        for t in range(p):
+            acc[t] += X[j, 6 + t] * y
+    for t in range(p):
+        kw[orr + t] += acc[t]
+
+
+@njit(cache=True)
+def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
+                          wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
+                          eptr, eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, sc):
+    """:func:`loop_backward_pass` with its work arrays taken from ``sc`` (BACKWARD_FIXED values,
+    then :func:`backward_work`: ``LoopTopology.zwork``), and the pending rows' parent rows
+    ``prmap`` (``LoopTopology.prmap``) in place of ``pmap`` (wptr, wloop, wpos and npl are not
+    read).
+
+    1-DOF joints take ABA's step written out (``aba_backward_pass_in``), in the arithmetic of
+    the general path (``articulated_project``); a body with no loop rows (none pending, none
+    ending or eliminated there: most bodies when the loops are local) does nothing else.  The
+    work of a body with rows stays in this loop: a call per body with the kernels' thirty-odd
+    array arguments costs more than it saves."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    T6 = np.empty((6, 6))
-    Ia = np.empty((6, 6))
-    D = np.empty((6, 6))
-    Dn = np.empty((6, 6))
-    tmp = np.empty(6)
-    pa = np.empty(6)
-    row = np.empty(6)
+    T6 = raw_view(sc, 0, (6, 6))
+    Ia = raw_view(sc, 36, (6, 6))
+    D = raw_view(sc, 72, (6, 6))
+    Dn = raw_view(sc, 108, (6, 6))
+    tmp = raw_view(sc, 144, (6,))
+    pa = raw_view(sc, 150, (6,))
+    work = raw_view(sc, BACKWARD_FIXED, (sc.shape[0] - BACKWARD_FIXED,))
     for step in range(n + 1):
         x = n - 1 - step if step < n else n      # bodies leaf to root, the world last
+        if x < n and wrows[x] == 0:
+            iv = idx_v[x]
+            if (idx_v[x + 1] - iv if x + 1 < n else nvt - iv) == 1:
+                Dd = 0.0
+                uu = tau[iv]
+                for k in range(6):
+                    sk = 0.0
+                    for l2 in range(6):
+                        sk += IA[x, k, l2] * S[iv, l2]
+                    U[iv, k] = sk
+                    Dd += S[iv, k] * sk
+                    uu -= S[iv, k] * pA[x, k]
+                if not Dd > 0.0:
+                    return x
+                Di = 1.0 / Dd
+                Dinv[iv, 0] = Di
+                u[iv] = uu
+                up = parent[x]
+                if up < 0:
+                    continue
+                # Ia = IA - U D^-1 U^T, pa = pA + Ia c + U D^-1 u, in articulated_project's order
+                for k in range(6):
+                    tmp[k] = Di * U[iv, k]
+                for k in range(6):
+                    for l2 in range(6):
+                        Ia[k, l2] = IA[x, k, l2] - U[iv, k] * tmp[l2]
+                wu = Di * uu
+                for k in range(6):
+                    s = pA[x, k]
+                    for l2 in range(6):
+                        s += Ia[k, l2] * c[x, l2]
+                    pa[k] = s + U[iv, k] * wu
+                congruence_add(E[x], r[x], Ia, IA[up], T6)
+                xform_force_T_add(E[x], r[x], pa, pA[up])
+                continue
         w = wrows[x]
-        p = prow[x]
-        oc = cptr[x]
-        ok = kptr[x]
-        orr = rptr[x]
-        # the rows of the loop ends on x
-        for e in range(eptr[x], eptr[x + 1]):
-            l = eloop[e]
-            for rr in range(nrows[l]):
-                for k in range(6):
-                    Cw[oc + (epos[e] + rr) * 6 + k] += G[l, eside[e], rr, k]
-        # eliminate the loops whose paths meet at x
-        z = w - p
-        if z > 0:
-            rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol)
-            rank[x] = rk
-            if rk > 0:
-                W1 = np.empty((rk, 6))
-                W2 = np.empty((rk, max(p, 1)))
-                w3 = np.empty(rk)
-                col = np.empty(rk)
-                for k in range(6):
-                    for j in range(rk):
-                        col[j] = Cw[oc + (p + perm[orr + p + j]) * 6 + k]
-                    lower_solve(Kw, ok, w, p, rk, col)
-                    for j in range(rk):
-                        W1[j, k] = col[j]
-                for t in range(p):
-                    for j in range(rk):
-                        col[j] = Kw[ok + (p + perm[orr + p + j]) * w + t]
-                    lower_solve(Kw, ok, w, p, rk, col)
-                    for j in range(rk):
-                        W2[j, t] = col[j]
-                for j in range(rk):
-                    zr = p + perm[orr + p + j]
-                    w3[j] = gamma[wglob[orr + zr]] - kw[orr + zr]
-                lower_solve(Kw, ok, w, p, rk, w3)
-                if x < n:
+        p = 0
+        oc = 0
+        ok = 0
+        orr = 0
+        os_ = 0
+        if w > 0:
+            p = prow[x]
+            oc = cptr[x]
+            ok = kptr[x]
+            orr = rptr[x]
+            os_ = sptr[x]
+            # the rows of the loop ends on x
+            for e in range(eptr[x], eptr[x + 1]):
+                l = eloop[e]
+                for rr in range(nrows[l]):
                     for k in range(6):
-                        s = 0.0
-                        for j in range(rk):
-                            s += W1[j, k] * w3[j]
-                        pA[x, k] -= s
-                        for l2 in range(6):
-                            s = 0.0
-                            for j in range(rk):
-                                s += W1[j, k] * W1[j, l2]
-                            IA[x, k, l2] += s
-                for t in range(p):
-                    for k in range(6):
-                        s = 0.0
-                        for j in range(rk):
-                            s += W2[j, t] * W1[j, k]
-                        Cw[oc + t * 6 + k] -= s
-                    for t2 in range(p):
-                        s = 0.0
-                        for j in range(rk):
-                            s += W2[j, t] * W2[j, t2]
-                        Kw[ok + t * w + t2] -= s
-                    s = 0.0
-                    for j in range(rk):
-                        s += W2[j, t] * w3[j]
-                    kw[orr + t] += s
+                        Cw[oc + (epos[e] + rr) * 6 + k] += G[l, eside[e], rr, k]
+            # eliminate the loops whose paths meet at x
+            if w > p:
+                eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work)
         if x == n:
             continue
         # ABA's projection of joint x, with the pending rows
         iv = idx_v[x]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
-        for d in range(nv):
+        up = parent[x]
+        if nv == 1:
+            Dd = 0.0
+            uu = tau[iv]
             for k in range(6):
-                s = 0.0
+                sk = 0.0
                 for l2 in range(6):
-                    s += IA[x, k, l2] * S[iv + d, l2]
-                U[iv + d, k] = s
-            s = tau[iv + d]
-            for k in range(6):
-                s -= S[iv + d, k] * pA[x, k]
-            u[iv + d] = s
-        for d in range(nv):
-            for e2 in range(nv):
+                    sk += IA[x, k, l2] * S[iv, l2]
+                U[iv, k] = sk
+                Dd += S[iv, k] * sk
+                uu -= S[iv, k] * pA[x, k]
+            if not Dd > 0.0:
+                return x
+            Di = 1.0 / Dd
+            Dinv[iv, 0] = Di
+            u[iv] = uu
+            for t in range(p):          # SC = C_P S
                 s = 0.0
                 for k in range(6):
-                    s += S[iv + d, k] * U[iv + e2, k]
-                D[d, e2] = s
-        if nv > 0:
-            if not spd_inverse(D, nv, Dn):
-                return x
+                    s += Cw[oc + t * 6 + k] * S[iv, k]
+                SC[os_ + t] = s
+            if up >= 0:
+                # Ia = IA - U D^-1 U^T, pa = pA + Ia c + U D^-1 u, in articulated_project's order
+                for k in range(6):
+                    tmp[k] = Di * U[iv, k]
+                for k in range(6):
+                    for l2 in range(6):
+                        Ia[k, l2] = IA[x, k, l2] - U[iv, k] * tmp[l2]
+                wu = Di * uu
+                for k in range(6):
+                    s = pA[x, k]
+                    for l2 in range(6):
+                        s += Ia[k, l2] * c[x, l2]
+                    pa[k] = s + U[iv, k] * wu
+                congruence_add(E[x], r[x], Ia, IA[up], T6)
+                xform_force_T_add(E[x], r[x], pa, pA[up])
+        else:
+            for d in range(nv):
+                for k in range(6):
+                    s = 0.0
+                    for l2 in range(6):
+                        s += IA[x, k, l2] * S[iv + d, l2]
+                    U[iv + d, k] = s
+                s = tau[iv + d]
+                for k in range(6):
+                    s -= S[iv + d, k] * pA[x, k]
+                u[iv + d] = s
             for d in range(nv):
                 for e2 in range(nv):
-                    Dinv[iv + d, e2] = Dn[d, e2]
-        os_ = sptr[x]
-        for t in range(p):          # SC = C_P S
-            for d in range(nv):
-                s = 0.0
-                for k in range(6):
-                    s += Cw[oc + t * 6 + k] * S[iv + d, k]
-                SC[os_ + t * nv + d] = s
-        up = parent[x]
-        if up >= 0:
-            articulated_project(IA[x], pA[x], c[x], U, Dinv, u, iv, nv, Ia, pa, tmp)
-            congruence_add(E[x], r[x], Ia, IA[up], T6)
-            xform_force_T_add(E[x], r[x], pa, pA[up])
+                    s = 0.0
+                    for k in range(6):
+                        s += S[iv + d, k] * U[iv + e2, k]
+                    D[d, e2] = s
+            if nv > 0:
+                if not spd_inverse(D, nv, Dn):
+                    return x
+                for d in range(nv):
+                    for e2 in range(nv):
+                        Dinv[iv + d, e2] = Dn[d, e2]
+            for t in range(p):          # SC = C_P S
+                for d in range(nv):
+                    s = 0.0
+                    for k in range(6):
+                        s += Cw[oc + t * 6 + k] * S[iv + d, k]
+                    SC[os_ + t * nv + d] = s
+            if up >= 0:
+                articulated_project(IA[x], pA[x], c[x], U, Dinv, u, iv, nv, Ia, pa, tmp)
+                congruence_add(E[x], r[x], Ia, IA[up], T6)
+                xform_force_T_add(E[x], r[x], pa, pA[up])
         if p == 0:
             continue
         q_ = up if up >= 0 else n
@@ -353,41 +555,80 @@ def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
         okq = kptr[q_]
         orq = rptr[q_]
         # the pending rows' relation handed to the parent: C' = C - SC D^-1 U^T (then X),
-        # K' = K + SC D^-1 SC^T, k' = k + C' c + SC D^-1 u
-        for j in range(wptr[x], wptr[x] + npl[x]):
-            l = wloop[j]
-            for rr in range(nrows[l]):
-                t = wpos[j] + rr
-                tq = pmap[j] + rr
+        # K' = K + SC D^-1 SC^T, k' = k + C' c + SC D^-1 u, each value summed in the order of
+        # its formula
+        Ex = E[x]
+        rx = r[x]
+        if nv == 1:
+            Di = Dinv[iv, 0]
+            U0, U1, U2, U3, U4, U5 = U[iv, 0], U[iv, 1], U[iv, 2], U[iv, 3], U[iv, 4], U[iv, 5]
+            c0, c1, c2, c3, c4, c5 = c[x, 0], c[x, 1], c[x, 2], c[x, 3], c[x, 4], c[x, 5]
+            uu = u[iv]
+            for t in range(p):
+                tq = prmap[orr + t]
+                y = 0.0 + SC[os_ + t] * Di
+                o6 = oc + t * 6
+                f0 = Cw[o6] - y * U0
+                f1 = Cw[o6 + 1] - y * U1
+                f2 = Cw[o6 + 2] - y * U2
+                f3 = Cw[o6 + 3] - y * U3
+                f4 = Cw[o6 + 4] - y * U4
+                f5 = Cw[o6 + 5] - y * U5
+                kw[orq + tq] += kw[orr + t] + f0 * c0 + f1 * c1 + f2 * c2 + f3 * c3 + f4 * c4 + f5 * c5 + y * uu
+                # C'_parent += X^T C' (xform_force_T_add)
+                n0 = Ex[0, 0] * f0 + Ex[1, 0] * f1 + Ex[2, 0] * f2
+                n1 = Ex[0, 1] * f0 + Ex[1, 1] * f1 + Ex[2, 1] * f2
+                n2 = Ex[0, 2] * f0 + Ex[1, 2] * f1 + Ex[2, 2] * f2
+                g0 = Ex[0, 0] * f3 + Ex[1, 0] * f4 + Ex[2, 0] * f5
+                g1 = Ex[0, 1] * f3 + Ex[1, 1] * f4 + Ex[2, 1] * f5
+                g2 = Ex[0, 2] * f3 + Ex[1, 2] * f4 + Ex[2, 2] * f5
+                oq = ocq + tq * 6
+                Cw[oq] += n0 + rx[1] * g2 - rx[2] * g1
+                Cw[oq + 1] += n1 + rx[2] * g0 - rx[0] * g2
+                Cw[oq + 2] += n2 + rx[0] * g1 - rx[1] * g0
+                Cw[oq + 3] += g0
+                Cw[oq + 4] += g1
+                Cw[oq + 5] += g2
+                kt = ok + t * w
+                ktq = okq + tq * wq
+                for t2 in range(p):
+                    Kw[ktq + prmap[orr + t2]] += Kw[kt + t2] + y * SC[os_ + t2]
+            continue
+        Y = raw_view(work, 0, (p, 6))               # SC D^-1
+        Cp = raw_view(work, 6 * p, (p, 6))          # C'
+        acc = raw_view(work, 12 * p, (p,))
+        for t in range(p):
+            for d in range(nv):
+                Y[t, d] = 0.0
+            for e2 in range(nv):
+                f = SC[os_ + t * nv + e2]
                 for d in range(nv):
-                    s = 0.0
-                    for e2 in range(nv):
-                        s += SC[os_ + t * nv + e2] * Dinv[iv + e2, d]
-                    tmp[d] = s       # (SC D^-1)[t, :]
+                    Y[t, d] += f * Dinv[iv + e2, d]
+            for k in range(6):
+                Cp[t, k] = Cw[oc + t * 6 + k]
+            for d in range(nv):
+                y = Y[t, d]
                 for k in range(6):
-                    s = Cw[oc + t * 6 + k]
-                    for d in range(nv):
-                        s -= tmp[d] * U[iv + d, k]
-                    row[k] = s
-                s = kw[orr + t]
-                for k in range(6):
-                    s += row[k] * c[x, k]
-                for d in range(nv):
-                    s += tmp[d] * u[iv + d]
-                kw[orq + tq] += s
-                for k in range(6):
-                    pa[k] = 0.0
-                xform_force_T_add(E[x], r[x], row, pa)
-                for k in range(6):
-                    Cw[ocq + tq * 6 + k] += pa[k]
-                for j2 in range(wptr[x], wptr[x] + npl[x]):
-                    l2 = wloop[j2]
-                    for rr2 in range(nrows[l2]):
-                        t2 = wpos[j2] + rr2
-                        s = Kw[ok + t * w + t2]
-                        for d in range(nv):
-                            s += tmp[d] * SC[os_ + t2 * nv + d]
-                        Kw[okq + tq * wq + pmap[j2] + rr2] += s
+                    Cp[t, k] -= y * U[iv + d, k]
+        for t in range(p):
+            tq = prmap[orr + t]
+            s = kw[orr + t]
+            for k in range(6):
+                s += Cp[t, k] * c[x, k]
+            for d in range(nv):
+                s += Y[t, d] * u[iv + d]
+            kw[orq + tq] += s
+            xform_force_T_add(Ex, rx, Cp[t], Cw[ocq + tq * 6:ocq + tq * 6 + 6])
+            kt = ok + t * w
+            for t2 in range(p):
+                acc[t2] = Kw[kt + t2]
+            for d in range(nv):
+                y = Y[t, d]
+                for t2 in range(p):
+                    acc[t2] += y * SC[os_ + t2 * nv + d]
+            ktq = okq + tq * wq
+            for t2 in range(p):
+                Kw[ktq + prmap[orr + t2]] += acc[t2]
     return -1
 
 
@@ -396,6 +637,13 @@ def solve_eliminated(x, a, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw,
     """The multipliers of the loops eliminated at node x, from its acceleration a and the
     pending multipliers (already in lam): lambda_I = K_II^-1 (gamma - k - C a - K_IP lambda_P);
     dependent rows get 0."""
+    solve_eliminated_in(x, a, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank,
+                        np.empty(max(wrows[x] - prow[x], 1)))
+
+
+@njit(cache=True)
+def solve_eliminated_in(x, a, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, h):
+    """:func:`solve_eliminated` with its work vector ``h`` (at least the rows eliminated at x)."""
     w = wrows[x]
     p = prow[x]
     z = w - p
@@ -409,7 +657,6 @@ def solve_eliminated(x, a, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw,
         lam[wglob[orr + p + j]] = 0.0
     if rk == 0:
         return
-    h = np.empty(rk)
     for j in range(rk):
         zr = p + perm[orr + p + j]
         s = gamma[wglob[orr + zr]] - kw[orr + zr]
@@ -429,11 +676,26 @@ def loop_forward_pass(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam
                       prow, wrows, wglob, rptr, cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank):
     """Outward pass: the world's multipliers from ``a_base``, then for each body its acceleration
     and qdd = D^-1 (u - U^T a' + (C S)^T lambda_P), then the multipliers eliminated at it."""
+    zmax = 1
+    for x in range(parent.shape[0] + 1):
+        zmax = max(zmax, wrows[x] - prow[x])
+    loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam, prow, wrows, wglob, rptr,
+                         cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, np.empty(FORWARD_FIXED + zmax))
+
+
+@njit(cache=True)
+def loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam,
+                         prow, wrows, wglob, rptr, cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, sc):
+    """:func:`loop_forward_pass` with its work arrays taken from ``sc`` (FORWARD_FIXED values,
+    then the most rows one node eliminates: ``LoopTopology.zmax``).  A body with no loop rows
+    and a 1-DOF joint takes ABA's step (``aba_forward_pass2_in``)."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    tmp = np.empty(6)
-    h = np.empty(6)
-    solve_eliminated(n, a_base, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank)
+    tmp = raw_view(sc, 0, (6,))
+    h = raw_view(sc, 6, (6,))
+    hz = raw_view(sc, FORWARD_FIXED, (sc.shape[0] - FORWARD_FIXED,))
+    if wrows[n] > 0:
+        solve_eliminated_in(n, a_base, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
     for x in range(n):
         iv = idx_v[x]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
@@ -444,7 +706,17 @@ def loop_forward_pass(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam
             xform_motion(E[x], r[x], a[up], tmp)
         for k in range(6):
             a[x, k] = tmp[k] + c[x, k]
-        p = prow[x]
+        if nv == 1 and wrows[x] == 0:
+            s = u[iv]
+            for k in range(6):
+                s -= U[iv, k] * a[x, k]
+            y = Dinv[iv, 0] * s
+            qdd[iv] = y
+            for k in range(6):
+                a[x, k] += S[iv, k] * y
+            continue
+        w = wrows[x]
+        p = prow[x] if w > 0 else 0
         orr = rptr[x]
         os_ = sptr[x]
         for d in range(nv):
@@ -462,10 +734,358 @@ def loop_forward_pass(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam
         for d in range(nv):
             for k in range(6):
                 a[x, k] += S[iv + d, k] * qdd[iv + d]
-        solve_eliminated(x, a[x], lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank)
+        if w > p:
+            solve_eliminated_in(x, a[x], lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
+
+
+# ---------------------------------------------------------------------------------- one call
+#: return code of a call whose distance loop l has coinciding points: ERR_DISTANCE_AT - l
+ERR_DISTANCE_AT = -16
+
+
+@njit(cache=True)
+def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                          q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
+                          kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
+                          wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
+                          eptr, eloop, eside, epos, enodes, perm, rank,
+                          Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol,
+                          qdd, lam, phi, vel, indep, lforce, G, info):
+    """One evaluation: ABA's pass 1, the bodies' world poses (Rw, pw), the loop terms (``loop_terms_at``: G, gamma, phi, vel, T), the inward and
+    outward loop passes, then the rows the pivoting kept (``indep``, 1.0 or 0.0), the loops'
+    forces T lambda (``lforce``) and the total rank (``info[0]``).  The loop passes' workspaces
+    (Cw, Kw, kw) are zeroed here; the scratch ``sc`` holds LoopTopology.scratch values.
+    Returns ``packed.OK``, the body whose joint-space inertia is singular, or
+    ERR_DISTANCE_AT - l for a distance loop l whose two points coincide."""
+    work = raw_view(sc, 6, (sc.shape[0] - 6,))
+    aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         fext, has_fext, E, r, v, c, IA, pA, S, work)
+    world_poses(parent, E, r, Rw, pw)
+    for l in range(kind.shape[0]):         # the ends' poses (the world's: identity)
+        for side in range(2):
+            x = body_a[l] if side == 0 else body_b[l]
+            for i in range(3):
+                for j in range(3):
+                    Re[l, side, i, j] = Rw[x, i, j] if x >= 0 else (1.0 if i == j else 0.0)
+                pe[l, side, i] = pw[x, i] if x >= 0 else 0.0
+    bad = loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0, Re, pe, v,
+                        G, gamma, phi, vel, T, work)
+    if bad >= 0:
+        return ERR_DISTANCE_AT - bad
+    for k in range(Cw.shape[0]):
+        Cw[k] = 0.0
+    for k in range(Kw.shape[0]):
+        Kw[k] = 0.0
+    for k in range(kw.shape[0]):
+        kw[k] = 0.0
+    bad = loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl, prow,
+                                wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, nrows, G,
+                                gamma, tol, Cw, Kw, kw, SC, perm, rank, work)
+    if bad >= 0:
+        return bad
+    a0 = raw_view(sc, 0, (6,))
+    a0[0] = 0.0
+    a0[1] = 0.0
+    a0[2] = 0.0
+    a0[3] = -gravity[0]
+    a0[4] = -gravity[1]
+    a0[5] = -gravity[2]
+    for k in range(lam.shape[0]):
+        lam[k] = 0.0
+    loop_forward_pass_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, lam, prow, wrows, wglob, rptr, cptr,
+                         kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, work)
+    for k in range(indep.shape[0]):
+        indep[k] = 0.0
+    total = 0
+    for e in range(enodes.shape[0]):
+        x = enodes[e]
+        o = rptr[x] + prow[x]
+        total += rank[x]
+        for j in range(rank[x]):
+            indep[wglob[o + perm[o + j]]] = 1.0
+    info[0] = total
+    for l in range(nrows.shape[0]):
+        m = nrows[l]
+        r0 = row0[l]
+        for k in range(6):
+            s = 0.0
+            for j in range(m):
+                s += T[l, k, j] * lam[r0 + j]
+            lforce[l, k] = s
+    return OK
+
+
+#: first word of a loop buffer ('ptrloop' and the layout's version)
+LOOP_MAGIC = 0x7074726C6F6F7001
+LOOP_HEADER = 16
+
+
+@njit(cache=True)
+def loop_views(ib):
+    """The loops' and the topology's arrays as raw views of the loop buffer ``ib``
+    (:class:`LoopBuffers`): kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow,
+    wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank."""
+    n = ib[1]
+    L = ib[2]
+    nw = ib[4]
+    nwl = ib[7]
+    ne = ib[8]
+    nen = ib[9]
+    o = LOOP_HEADER
+    kind = raw_view(ib, o, (L,))
+    body_a = raw_view(ib, o + L, (L,))
+    body_b = raw_view(ib, o + 2 * L, (L,))
+    nrows = raw_view(ib, o + 3 * L, (L,))
+    row0 = raw_view(ib, o + 4 * L, (L,))
+    o += 5 * L
+    wptr = raw_view(ib, o, (n + 2,))
+    rptr = raw_view(ib, o + n + 2, (n + 2,))
+    cptr = raw_view(ib, o + 2 * (n + 2), (n + 2,))
+    kptr = raw_view(ib, o + 3 * (n + 2), (n + 2,))
+    sptr = raw_view(ib, o + 4 * (n + 2), (n + 2,))
+    eptr = raw_view(ib, o + 5 * (n + 2), (n + 2,))
+    o += 6 * (n + 2)
+    npl = raw_view(ib, o, (n + 1,))
+    prow = raw_view(ib, o + n + 1, (n + 1,))
+    wrows = raw_view(ib, o + 2 * (n + 1), (n + 1,))
+    rank = raw_view(ib, o + 3 * (n + 1), (n + 1,))
+    o += 4 * (n + 1)
+    wloop = raw_view(ib, o, (nwl,))
+    wpos = raw_view(ib, o + nwl, (nwl,))
+    o += 2 * nwl
+    wglob = raw_view(ib, o, (nw,))
+    prmap = raw_view(ib, o + nw, (nw,))
+    perm = raw_view(ib, o + 2 * nw, (nw,))
+    o += 3 * nw
+    eloop = raw_view(ib, o, (ne,))
+    eside = raw_view(ib, o + ne, (ne,))
+    epos = raw_view(ib, o + 2 * ne, (ne,))
+    enodes = raw_view(ib, o + 3 * ne, (nen,))
+    return (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr,
+            kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank)
+
+
+@njit(cache=True)
+def loop_work_views(ib, fb):
+    """The loop passes' float workspaces as raw views of ``fb``: Rw, pw (the bodies' world
+    poses), Re, pe (the loop ends' poses), gamma, T, Cw, Kw, kw, SC and the scratch."""
+    n = ib[1]
+    L = ib[2]
+    R = ib[3]
+    nw = ib[4]
+    nk = ib[5]
+    ns = ib[6]
+    Rw = raw_view(fb, 0, (n, 3, 3))
+    pw = raw_view(fb, 9 * n, (n, 3))
+    o = 12 * n
+    Re = raw_view(fb, o, (L, 2, 3, 3))
+    o += 18 * L
+    pe = raw_view(fb, o, (L, 2, 3))
+    o += 6 * L
+    gamma = raw_view(fb, o, (R,))
+    o += R
+    T = raw_view(fb, o, (L, 6, 6))
+    o += 36 * L
+    Cw = raw_view(fb, o, (6 * nw,))
+    o += 6 * nw
+    Kw = raw_view(fb, o, (nk,))
+    o += nk
+    kw = raw_view(fb, o, (nw,))
+    o += nw
+    SC = raw_view(fb, o, (max(ns, 1),))
+    o += max(ns, 1)
+    sc = raw_view(fb, o, (fb.shape[0] - o,))
+    return Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc
+
+
+def result_size(nv, R, L):
+    """Length of a result buffer: qdd (nv), lambda, phi, J qd and the kept rows (R each), the
+    loops' forces (6 L), the ends' rows G (72 L) and the rank (1)."""
+    return nv + 4 * R + 78 * L + 1
+
+
+@njit(cache=True)
+def result_views(ob, nv, R, L):
+    """qdd, lam, phi, vel, indep, lforce (L, 6), G (L, 2, 6, 6) and info (1,) as raw views of ``ob``."""
+    qdd = raw_view(ob, 0, (nv,))
+    o = nv
+    lam = raw_view(ob, o, (R,))
+    phi = raw_view(ob, o + R, (R,))
+    vel = raw_view(ob, o + 2 * R, (R,))
+    indep = raw_view(ob, o + 3 * R, (R,))
+    o += 4 * R
+    lforce = raw_view(ob, o, (L, 6))
+    o += 6 * L
+    G = raw_view(ob, o, (L, 2, 6, 6))
+    o += 72 * L
+    info = raw_view(ob, o, (1,))
+    return qdd, lam, phi, vel, indep, lforce, G, info
+
+
+@njit(cache=True)
+def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, q, qd, tau, fext, ob, tol, check):
+    """One constrained evaluation on a packed model and workspace (``partree.algorithms.packed``)
+    and the loop buffers ``ib``, ``fb`` (:class:`LoopBuffers`), the loops' placements, axes and
+    lengths as the model's LoopSet holds them: the compiled checks, then
+    :func:`constrained_kernel_in` into the result buffer ``ob`` (:func:`result_size`).  Returns
+    ``packed.OK``, an error code, the body whose joint-space inertia is singular, or
+    ERR_DISTANCE_AT - l."""
+    e = check_state(mb, wb, q, qd, tau, fext, check)
+    if e != OK:
+        return e
+    n = mb[1]
+    nv = mb[3]
+    L = ib[2]
+    R = ib[3]
+    if ib[0] != LOOP_MAGIC or ib[1] != n or fb.shape[0] != ib[10] or R_a.shape[0] != L or p_a.shape[0] != L \
+            or R_b.shape[0] != L or p_b.shape[0] != L or laxis.shape[0] != L or laxis2.shape[0] != L \
+            or length.shape[0] != L:
+        return ERR_DATA
+    if ob.shape[0] != nv + 4 * R + 78 * L + 1:
+        return ERR_SHAPE
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
+    E, r, v, c, IA, pA, a, S, U, Dinv, u, _, _, _ = workspace_views(wb, n, nv)
+    (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
+     sptr, eptr, eloop, eside, epos, enodes, perm, rank) = loop_views(ib)
+    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc = loop_work_views(ib, fb)
+    qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
+    return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                                 q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u,
+                                 kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
+                                 wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
+                                 eptr, eloop, eside, epos, enodes, perm, rank,
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce, G, info)
+
+
+@njit(cache=True)
+def constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                         q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
+                         ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, ob, tol):
+    """:func:`constrained_kernel_in` for a model that is not packed (more than
+    ``packed.PACK_MAX_BODIES`` bodies): the model's and the workspace's arrays one by one,
+    checked inputs."""
+    nv = S.shape[0]
+    L = ib[2]
+    R = ib[3]
+    (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
+     sptr, eptr, eloop, eside, epos, enodes, perm, rank) = loop_views(ib)
+    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc = loop_work_views(ib, fb)
+    qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
+    return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                                 q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
+                                 kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
+                                 wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
+                                 eptr, eloop, eside, epos, enodes, perm, rank,
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce, G, info)
+
+
+@njit(cache=True)
+def loop_wrench_kernel(body_a, body_b, nrows, row0, G, lam, W):
+    """W[x] += G_e^T lambda for each loop end e on body x (the world's ends are left out)."""
+    for l in range(body_a.shape[0]):
+        m = nrows[l]
+        r0 = row0[l]
+        for side in range(2):
+            x = body_a[l] if side == 0 else body_b[l]
+            if x < 0:
+                continue
+            for k in range(6):
+                s = 0.0
+                for j in range(m):
+                    s += G[l, side, j, k] * lam[r0 + j]
+                W[x, k] += s
+
+
+class LoopBuffers:
+    """A model's loops and :class:`LoopTopology` packed for the compiled call: ``ib``, one int64
+    buffer (a header, the loops' kinds, bodies and rows, the topology's arrays
+    and the factorisations' pivots and ranks, :func:`loop_views`), and ``fb``, the float
+    workspace (the world poses, the ends' poses, gamma, T, the loop passes' C, K, k, C S and the scratch,
+    :func:`loop_work_views`).  Built once per model and set of loops (:func:`loop_buffers`); the
+    topology's arrays become views of ``ib`` (one copy of them)."""
+
+    __slots__ = ("loops", "topo", "ib", "fb", "nv", "R", "L", "size")
+
+    def __init__(self, model, topo):
+        loops = model.loops
+        n, L, R = model.n, len(loops), loops.nrow
+        t = topo
+        nw, nk, ns = int(t.rptr[-1]), int(t.kptr[-1]), int(t.sptr[-1])
+        nwl, ne, nen = t.wloop.size, t.eloop.size, t.enodes.size
+        fsize = 12 * n + 24 * L + R + 36 * L + 6 * nw + nk + nw + max(ns, 1) + t.scratch
+        ib = np.zeros(LOOP_HEADER + 5 * L + 6 * (n + 2) + 4 * (n + 1) + 2 * nwl + 3 * nw + 3 * ne + nen,
+                      dtype=np.int64)
+        ib[:11] = (LOOP_MAGIC, n, L, R, nw, nk, ns, nwl, ne, nen, fsize)
+        o = LOOP_HEADER
+        views = {}
+        for name, a in (("kind", loops.kind), ("body_a", loops.body_a), ("body_b", loops.body_b),
+                        ("nrows", loops.nrows), ("row0", loops.row0),
+                        ("wptr", t.wptr), ("rptr", t.rptr), ("cptr", t.cptr), ("kptr", t.kptr), ("sptr", t.sptr),
+                        ("eptr", t.eptr), ("npl", t.npl), ("prow", t.prow), ("wrows", t.wrows),
+                        ("rank", np.zeros(n + 1)), ("wloop", t.wloop), ("wpos", t.wpos),
+                        ("wglob", t.wglob), ("prmap", t.prmap), ("perm", np.zeros(nw)), ("eloop", t.eloop), ("eside", t.eside),
+                        ("epos", t.epos), ("enodes", t.enodes)):
+            k = a.shape[0]
+            ib[o:o + k] = a
+            views[name] = ib[o:o + k]
+            o += k
+        assert o == ib.shape[0]
+        for name in ("wptr", "rptr", "cptr", "kptr", "sptr", "eptr", "npl", "prow", "wrows", "wloop", "wpos",
+                     "wglob", "prmap", "eloop", "eside", "epos", "enodes"):
+            setattr(t, name, views[name])
+        self.loops = loops
+        self.topo = t
+        self.ib = ib
+        self.fb = np.zeros(fsize)
+        self.nv = model.nv
+        self.R = R
+        self.L = L
+        self.size = result_size(model.nv, R, L)
+
+
+_CALL_KEY = "loop_call"
+
+
+def loop_buffers(model):
+    """The :class:`LoopBuffers` of ``model`` (built on first use, again when its loops change)."""
+    lb = model._topo.get(_CALL_KEY)
+    if lb is None or lb.loops is not model.loops:
+        lb = LoopBuffers(model, loop_topology(model))
+        model._topo[_CALL_KEY] = lb
+    return lb
 
 
 # ---------------------------------------------------------------------------------- the API
+class _ResultView:
+    """An attribute of :class:`ConstrainedResult`: its view of the result buffer, made on first
+    access and kept in the instance (a non-data descriptor: the instance's value wins after)."""
+
+    def __init__(self, part):
+        self.part = part
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        nv, R, L = obj._sizes
+        b = obj._buf
+        part = self.part
+        if part == 0:
+            v = b[:nv]
+        elif part < 5:
+            v = b[nv + (part - 1) * R:nv + part * R]
+            if part == 4:
+                v = v != 0.0
+        elif part == 5:
+            v = b[nv + 4 * R:nv + 4 * R + 6 * L].reshape(L, 6)
+        else:
+            v = b[nv + 4 * R + 6 * L:nv + 4 * R + 78 * L].reshape(L, 2, 6, 6)
+        obj.__dict__[self.name] = v
+        return v
+
+
 class ConstrainedResult:
     """Result of :func:`constrained_dynamics`.
 
@@ -485,28 +1105,40 @@ class ConstrainedResult:
     violation : ndarray (R,)
         Phi at q (position-level violation); ``velocity_violation``: J qd.
     loop_wrench : ndarray (n, 6)
-        The loops' wrenches on every body, in body coordinates (zero for bodies without ends).
+        The loops' wrenches on every body, in body coordinates (zero for bodies without ends;
+        computed on first access).
     joint_wrench, constraint_force, drive_force
         The tree joints' wrenches as :func:`partree.cfa` gives them, with the loop forces
         applied (computed on first access).
+
+    The arrays are views of one buffer that the compiled call fills, each made when first read.
     """
 
-    def __init__(self, model, q, qd, tau, f_ext, qdd, lam, terms, rank, independent, loop_wrench):
-        self._model, self._q, self._qd, self._tau, self._f_ext = model, q, qd, tau, f_ext
-        self.qdd = qdd
-        self.multipliers = lam
-        self.rank = int(rank)
-        self.independent = independent
-        self.violation = terms.phi
-        self.velocity_violation = terms.velocity
-        self.loop_wrench = loop_wrench
-        loops = model.loops
-        lf = np.zeros((len(loops), 6))
-        for l in range(len(loops)):
-            m, r0 = int(loops.nrows[l]), int(loops.row0[l])
-            lf[l] = terms.T[l, :, :m] @ lam[r0:r0 + m]
-        self.loop_force = lf
+    qdd = _ResultView(0)
+    multipliers = _ResultView(1)
+    violation = _ResultView(2)
+    velocity_violation = _ResultView(3)
+    independent = _ResultView(4)
+    loop_force = _ResultView(5)
+    _G = _ResultView(6)
+
+    def __init__(self, model, buf, sizes, q, qd, tau, f_ext):
+        self._model = model
+        self._buf = buf
+        self._sizes = sizes
+        self._q, self._qd, self._tau, self._f_ext = q, qd, tau, f_ext
         self._cfa = None
+        self._W = None
+
+    @property
+    def rank(self):
+        return int(self._buf[-1])
+
+    @property
+    def loop_wrench(self):
+        if self._W is None:
+            self._W = loop_wrenches(self._model, self._G, self.multipliers)
+        return self._W
 
     def loop_force_of(self, name):
         """The cut-joint wrench [n; f] of the loop ``name``."""
@@ -539,73 +1171,38 @@ class ConstrainedResult:
         """The tree joints' drive forces F_T (as ``cfa``)."""
         return self._tree().drive_force
 
+    def __getstate__(self):
+        # the views are made again from the buffer (pickled alone they would be copies of it)
+        views = ("qdd", "multipliers", "violation", "velocity_violation", "independent", "loop_force", "_G")
+        return {k: v for k, v in self.__dict__.items() if k not in views}
+
     def __repr__(self):
         return (f"<ConstrainedResult: nv={self.qdd.size}, {self.multipliers.size} rows, rank {self.rank}, "
                 f"|phi|max={np.abs(self.violation).max(initial=0.0):.3g}>")
-
-
-def _solve(model, q, qd, tau, F, has_f, gravity, rank_tol, gamma_override=None):
-    """The passes at (q, qd, tau): (qdd, lam, terms, rank per node, pivots, topology, and pass 1's
-    E, r, v, c, S with the world poses Rw, pw)."""
-    n, nv = model.n, model.nv
-    E, r = np.empty((n, 3, 3)), np.empty((n, 3))
-    v, c, pA = np.empty((n, 6)), np.empty((n, 6)), np.empty((n, 6))
-    IA, S = np.empty((n, 6, 6)), np.zeros((max(nv, 1), 6))
-    aba_forward_pass1(*checks.model_args(model), q, qd, F, has_f, E, r, v, c, IA, pA, S)
-    Rw, pw = np.empty((n, 3, 3)), np.empty((n, 3))
-    world_poses(model.parent, E, r, Rw, pw)
-    try:
-        terms = loop_terms(model.loops, Rw, pw, v)
-    except ValueError as e:
-        raise PartreeInputError(str(e)) from None
-    topo = loop_topology(model)
-    gamma = terms.gamma if gamma_override is None else gamma_override
-    U, Dinv, u = np.empty((max(nv, 1), 6)), np.empty((max(nv, 1), 6)), np.empty(max(nv, 1))
-    nrw = int(topo.rptr[-1])
-    Cw, Kw, kw = np.zeros(6 * nrw), np.zeros(int(topo.kptr[-1])), np.zeros(nrw)
-    SC = np.zeros(max(int(topo.sptr[-1]), 1))
-    perm = np.zeros(nrw, dtype=np.int64)
-    rank = np.zeros(n + 1, dtype=np.int64)
-    tol = float(rank_tol) ** 2
-    bad = loop_backward_pass(model.parent, model.idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
-                             topo.wptr, topo.wloop, topo.wpos, topo.npl, topo.prow, topo.wrows, topo.pmap,
-                             topo.wglob, topo.rptr, topo.cptr, topo.kptr, topo.sptr, topo.eptr, topo.eloop,
-                             topo.eside, topo.epos, model.loops.nrows, terms.G, gamma, tol, Cw, Kw, kw, SC,
-                             perm, rank)
-    if bad >= 0:
-        raise PartreeInputError(f"joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
-                                f"along the joint's motion; forward dynamics is undefined")
-    a_base = np.zeros(6)
-    a_base[3:] = -np.asarray(gravity, dtype=float)
-    a = np.empty((n, 6))
-    qdd = np.empty(nv)
-    lam = np.zeros(model.loops.nrow)
-    loop_forward_pass(model.parent, model.idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam, topo.prow,
-                      topo.wrows, topo.wglob, topo.rptr, topo.cptr, topo.kptr, topo.sptr, gamma, Cw, Kw, kw, SC,
-                      perm, rank)
-    return qdd, lam, terms, rank, perm, topo, E, r, v, c, S, Rw, pw
-
-
-def _independent(model, topo, perm, rank):
-    ind = np.zeros(model.loops.nrow, dtype=bool)
-    for x in range(model.n + 1):
-        p, w = int(topo.prow[x]), int(topo.wrows[x])
-        o = int(topo.rptr[x])
-        for j in range(int(rank[x])):
-            ind[topo.wglob[o + p + perm[o + p + j]]] = True
-    return ind
 
 
 def loop_wrenches(model, G, lam):
     """The loops' wrenches on the bodies, (n, 6) in body coordinates: G_e^T lambda at each end."""
     loops = model.loops
     W = np.zeros((model.n, 6))
-    for l in range(len(loops)):
-        m, r0 = int(loops.nrows[l]), int(loops.row0[l])
-        for side, body in ((0, loops.body_a[l]), (1, loops.body_b[l])):
-            if body >= 0:
-                W[body] += G[l, side, :m].T @ lam[r0:r0 + m]
+    if len(loops):
+        loop_wrench_kernel(loops.body_a, loops.body_b, loops.nrows, loops.row0, np.ascontiguousarray(G),
+                           np.ascontiguousarray(lam), W)
     return W
+
+
+#: the one signature of :func:`constrained_call` (``packed.restrict``)
+CALL_SIGNATURE = ("int64(int64[::1], float64[::1], int64[::1], float64[::1], float64[:, :, ::1], float64[:, ::1], "
+                  "float64[:, :, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], "
+                  "float64[::1], float64[::1], float64[:, ::1], float64[::1], float64, boolean)")
+_CALL_READY = False
+
+
+def _ready():
+    global _CALL_READY
+    if not _CALL_READY:
+        restrict(constrained_call, CALL_SIGNATURE)
+        _CALL_READY = True
 
 
 def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
@@ -631,20 +1228,69 @@ def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
     -------
     ConstrainedResult
         ``qdd``, ``multipliers``, ``loop_force`` (``loop_force_of(name)``), ``rank``,
-        ``independent``, ``violation`` (Phi) and, computed on first access, the tree joints'
-        ``joint_wrench`` / ``constraint_force`` with the loop forces applied.
+        ``independent``, ``violation`` (Phi) and, computed on first access, the loops' wrenches
+        on the bodies and the tree joints' ``joint_wrench`` / ``constraint_force`` with the loop
+        forces applied.
 
     The state should satisfy the loops (``violation`` near 0; :func:`partree.correct_state` and
     :func:`partree.assemble` make it so): the accelerations are exact for the rows as stated at
     any state, but the motion they describe is the loop's only where it is closed.
+
+    Inputs that are C-contiguous float64 arrays of the right sizes go straight to one compiled
+    call (as for :func:`partree.aba`), which checks them; anything else is checked and converted
+    first.
     """
+    pk = model._packed
+    if pk is not None and _CALL_READY and rank_tol.__class__ is float and 0.0 < rank_tol < 1.0:
+        lb = model._topo.get(_CALL_KEY)
+        loops = model.loops
+        if lb is not None and lb.loops is loops:
+            try:
+                ob = np.empty(lb.size)
+                if constrained_call(pk.buf, model._data._buf, lb.ib, lb.fb, loops.R_a, loops.p_a, loops.R_b,
+                                    loops.p_b, loops.axis, loops.axis2, loops.length, q, qd, tau,
+                                    NO_FORCES if f_ext is None else f_ext, ob, rank_tol * rank_tol, True) == OK:
+                    return ConstrainedResult(model, ob, (lb.nv, lb.R, lb.L), q, qd, tau, f_ext)
+            except (TypeError, AttributeError):
+                pass        # not the compiled call's types: checked and converted below
+    return _checked(model, q, qd, tau, f_ext, rank_tol)
+
+
+def _checked(model, q, qd, tau, f_ext, rank_tol):
+    """``constrained_dynamics`` with every input checked and converted (the messages of
+    ``partree.checks``), and the buffers built where they are missing."""
     q, qd = checks.state(model, q, qd)
     tau = checks.vector(model, tau, model.nv, "tau", "nv")
     F, has_f = checks.external_forces(model, f_ext)
-    if not (np.isfinite(rank_tol) and 0.0 < rank_tol < 1.0):
+    try:
+        ok_tol = bool(np.isfinite(rank_tol) and 0.0 < rank_tol < 1.0)
+    except TypeError:
+        ok_tol = False
+    if not ok_tol:
         raise PartreeInputError(f"rank_tol must lie in (0, 1); got {rank_tol!r}")
-    qdd, lam, terms, rank, perm, topo, E, r, v, c, S, Rw, pw = _solve(model, q, qd, tau, F, has_f, model.gravity,
-                                                                   rank_tol)
-    ind = _independent(model, topo, perm, rank)
-    W = loop_wrenches(model, terms.G, lam)
-    return ConstrainedResult(model, q, qd, tau, F if has_f else None, qdd, lam, terms, int(rank.sum()), ind, W)
+    tol = float(rank_tol) ** 2
+    loops = model.loops
+    lb = loop_buffers(model)
+    d = checks.data_for(model, None)
+    geometry = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in
+                     (loops.R_a, loops.p_a, loops.R_b, loops.p_b, loops.axis, loops.axis2, loops.length))
+    ob = np.empty(lb.size)
+    pk = model_buffer(model)
+    if pk is None:
+        code = constrained_unpacked(*checks.model_args(model), model.gravity, q, qd, tau, F, has_f, d.E, d.r, d.v,
+                                    d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, lb.ib, lb.fb, *geometry, ob, tol)
+    else:
+        _ready()
+        code = constrained_call(pk.buf, d._buf, lb.ib, lb.fb, *geometry, checks.writable(q), checks.writable(qd),
+                                checks.writable(tau), checks.writable(F) if has_f else NO_FORCES, ob, tol, False)
+    if code >= 0:
+        raise PartreeInputError(f"joint {model.joint_names[code]!r} (body {code}): its subtree has a singular inertia "
+                                f"along the joint's motion; forward dynamics is undefined")
+    if code <= ERR_DISTANCE_AT:
+        l = ERR_DISTANCE_AT - code
+        raise PartreeInputError(f"distance loop {loops.names[l]!r}: its two points coincide, so the rod has no "
+                                f"direction")
+    if code != OK:
+        raise PartreeInputError(f"constrained_dynamics: the compiled call refused checked inputs (code {code}; an "
+                                f"internal error)")
+    return ConstrainedResult(model, ob, (lb.nv, lb.R, lb.L), q, qd, tau, F if has_f else None)

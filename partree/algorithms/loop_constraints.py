@@ -27,6 +27,7 @@ from .. import checks
 from ..loops import DISTANCE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, WELD
 from .aba import aba_forward_pass1
 from .kinematics import world_poses
+from .packed import raw_view
 from .primitives import xform_motion
 
 
@@ -67,38 +68,64 @@ def _cross(a, b, out):
     out[2] = a[0] * b[1] - a[1] * b[0]
 
 
+#: values of scratch :func:`loop_terms_at` takes from its ``sc`` argument
+TERMS_SCRATCH = 296
+
+
 @njit(cache=True)
 def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
                       Rw, pw, v, G, gamma, phi, vel, T):
     """Each loop's rows at one state (see the module docstring): G (L, 2, 6, 6), gamma, phi,
     vel (R,) and T (L, 6, 6), from the bodies' world poses Rw, pw and body-frame velocities v.
-    Returns -1, or the first distance loop whose two points coincide (no direction)."""
+    Returns -1, or the first distance loop whose two points coincide (no direction).  The ends'
+    poses are gathered from Rw, pw (the world's: identity) and :func:`loop_terms_at` does the rest."""
     L = kind.shape[0]
-    RF = np.empty((2, 3, 3))
-    oF = np.empty((2, 3))
-    wF = np.empty((2, 3))
-    voF = np.empty((2, 3))
-    XF = np.empty((2, 6, 6))
-    Rb = np.empty((3, 3))
-    pb = np.empty(3)
-    vb = np.empty(6)
-    t3 = np.empty(3)
-    t4 = np.empty(3)
-    RAB = np.empty((3, 3))
-    d = np.empty(3)
-    w_rel = np.empty(3)
-    v_rel = np.empty(3)
-    nu = np.empty(6)
-    rel = np.empty(6)
-    Td = np.empty((6, 6))
-    ph = np.empty(6)
-    e1 = np.empty(3)
-    e2 = np.empty(3)
-    w = np.empty(3)
-    u2 = np.empty(3)
-    m3 = np.empty(3)
-    Rot = np.empty((6, 6))
-    M6 = np.empty((6, 6))
+    Re = np.empty((L, 2, 3, 3))
+    pe = np.empty((L, 2, 3))
+    for l in range(L):
+        for side in range(2):
+            x = body_a[l] if side == 0 else body_b[l]
+            for a in range(3):
+                for b in range(3):
+                    Re[l, side, a, b] = Rw[x, a, b] if x >= 0 else (1.0 if a == b else 0.0)
+                pe[l, side, a] = pw[x, a] if x >= 0 else 0.0
+    return loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
+                         Re, pe, v, G, gamma, phi, vel, T, np.empty(TERMS_SCRATCH))
+
+
+@njit(cache=True)
+def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
+                  Re, pe, v, G, gamma, phi, vel, T, sc):
+    """:func:`loop_terms_kernel` from the ends' poses: Re (L, 2, 3, 3), pe (L, 2, 3) hold each
+    loop's end bodies' axes and origins in the world (identity for an end on the world; only
+    the two ends' relative pose enters), v the bodies' velocities.  Its small work arrays come
+    from ``sc`` (TERMS_SCRATCH values), so that it allocates nothing."""
+    L = kind.shape[0]
+    RF = raw_view(sc, 0, (2, 3, 3))
+    oF = raw_view(sc, 18, (2, 3))
+    wF = raw_view(sc, 24, (2, 3))
+    voF = raw_view(sc, 30, (2, 3))
+    XF = raw_view(sc, 36, (2, 6, 6))
+    Rb = raw_view(sc, 108, (3, 3))
+    pb = raw_view(sc, 117, (3,))
+    vb = raw_view(sc, 120, (6,))
+    t3 = raw_view(sc, 126, (3,))
+    t4 = raw_view(sc, 129, (3,))
+    RAB = raw_view(sc, 132, (3, 3))
+    d = raw_view(sc, 141, (3,))
+    w_rel = raw_view(sc, 144, (3,))
+    v_rel = raw_view(sc, 147, (3,))
+    nu = raw_view(sc, 150, (6,))
+    rel = raw_view(sc, 156, (6,))
+    Td = raw_view(sc, 162, (6, 6))
+    ph = raw_view(sc, 198, (6,))
+    e1 = raw_view(sc, 204, (3,))
+    e2 = raw_view(sc, 207, (3,))
+    w = raw_view(sc, 210, (3,))
+    u2 = raw_view(sc, 213, (3,))
+    m3 = raw_view(sc, 216, (3,))
+    Rot = raw_view(sc, 219, (6, 6))
+    M6 = raw_view(sc, 255, (6, 6))
     for l in range(L):
         for side in range(2):
             x = body_a[l] if side == 0 else body_b[l]
@@ -106,8 +133,8 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
             pp = p_a[l] if side == 0 else p_b[l]
             for a in range(3):
                 for b in range(3):
-                    Rb[a, b] = Rw[x, a, b] if x >= 0 else (1.0 if a == b else 0.0)
-                pb[a] = pw[x, a] if x >= 0 else 0.0
+                    Rb[a, b] = Re[l, side, a, b]
+                pb[a] = pe[l, side, a]
             for k in range(6):
                 vb[k] = v[x, k] if x >= 0 else 0.0
             for a in range(3):
@@ -137,11 +164,14 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
                     XF[side, a, b] = Rp[b, a]
                     XF[side, 3 + a, 3 + b] = Rp[b, a]
             for a in range(3):
-                # -(E rx)[a, b] = -sum_c E[a, c] rx[c, b], rx[c, b] = -eps_{cbk} r_k
+                # -(E rx)[a, b] = -sum_c E[a, c] rx[c, b], rx e_b = pp x e_b
                 for b in range(3):
-                    col = np.zeros(3)
-                    col[b] = 1.0
-                    _cross(pp, col, t4)      # rx e_b
+                    if b == 0:
+                        t4[0], t4[1], t4[2] = 0.0, pp[2], -pp[1]
+                    elif b == 1:
+                        t4[0], t4[1], t4[2] = -pp[2], 0.0, pp[0]
+                    else:
+                        t4[0], t4[1], t4[2] = pp[1], -pp[0], 0.0
                     s = 0.0
                     for c in range(3):
                         s += Rp[c, a] * t4[c]
@@ -277,10 +307,13 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
                 Rot[3 + a, 3 + b] = RAB[a, b]
                 Rot[a, 3 + b] = 0.0
                 Rot[3 + a, b] = 0.0
+        # M6 = Rot XF_B and G = T^T XF: the terms with a factor that is exactly zero (Rot's
+        # off-diagonal blocks, T's zeros) are left out, which changes no sum (each starts at +0)
         for a in range(6):
+            o = 0 if a < 3 else 3
             for b in range(6):
                 s = 0.0
-                for c in range(6):
+                for c in range(o, o + 3):
                     s += Rot[a, c] * XF[1, c, b]
                 M6[a, b] = s
         for j in range(6):
@@ -289,8 +322,10 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
                     sa = 0.0
                     sb = 0.0
                     for a in range(6):
-                        sa += T[l, a, j] * XF[0, a, b]
-                        sb += T[l, a, j] * M6[a, b]
+                        ta = T[l, a, j]
+                        if ta != 0.0:
+                            sa += ta * XF[0, a, b]
+                            sb += ta * M6[a, b]
                     G[l, 0, j, b] = -sa
                     G[l, 1, j, b] = sb
                 else:
