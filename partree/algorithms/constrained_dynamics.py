@@ -70,85 +70,16 @@ class LoopTopology:
     def __init__(self, model):
         loops = model.loops
         n = model.n
-        parent = model.parent
-        depth = model.depth()
-        L = len(loops)
-        pend = [[] for _ in range(n + 1)]
-        elim = [[] for _ in range(n + 1)]
-        ends = [[] for _ in range(n + 1)]
-        self.lca = np.empty(L, dtype=np.int64)
-        for l in range(L):
-            a, b = int(loops.body_a[l]), int(loops.body_b[l])
-            ends[a if a >= 0 else n].append((l, 0))
-            ends[b if b >= 0 else n].append((l, 1))
-            da = depth[a] if a >= 0 else -1
-            db = depth[b] if b >= 0 else -1
-            while a != b:
-                if da >= db:
-                    pend[a].append(l)
-                    a = int(parent[a])
-                    da -= 1
-                else:
-                    pend[b].append(l)
-                    b = int(parent[b])
-                    db -= 1
-            top = a if a >= 0 else n
-            elim[top].append(l)
-            self.lca[l] = a
-        nrows = loops.nrows
-        wptr = np.zeros(n + 2, dtype=np.int64)
-        npl = np.zeros(n + 1, dtype=np.int64)
-        prow = np.zeros(n + 1, dtype=np.int64)
-        wrows = np.zeros(n + 1, dtype=np.int64)
-        wloop, wpos = [], []
-        rowpos = {}
-        for x in range(n + 1):
-            ls = sorted(pend[x]) + sorted(elim[x])
-            npl[x] = len(pend[x])
-            pos = 0
-            for j, l in enumerate(ls):
-                wloop.append(l)
-                wpos.append(pos)
-                rowpos[(x, l)] = pos
-                if j < npl[x]:
-                    prow[x] += nrows[l]
-                pos += nrows[l]
-            wrows[x] = pos
-            wptr[x + 1] = wptr[x] + len(ls)
-        self.wptr, self.npl, self.prow, self.wrows = wptr, npl, prow, wrows
-        self.wloop = np.array(wloop, dtype=np.int64)
-        self.wpos = np.array(wpos, dtype=np.int64)
-        pmap = np.full(self.wloop.size, -1, dtype=np.int64)
-        for x in range(n):
-            up = int(parent[x]) if parent[x] >= 0 else n
-            for j in range(int(npl[x])):
-                pmap[wptr[x] + j] = rowpos[(up, int(self.wloop[wptr[x] + j]))]
-        self.pmap = pmap
-        nvj = np.concatenate((model.nv_j, [0])).astype(np.int64)
-        self.rptr = np.concatenate(([0], np.cumsum(wrows))).astype(np.int64)
+        nvj = np.concatenate((np.asarray(model.nv_j), [0])).astype(np.int64)
+        (self.lca, self.wptr, self.npl, self.prow, self.wrows, self.wloop, self.wpos, self.pmap, self.rptr,
+         self.kptr, self.sptr, self.wglob, self.eptr, self.eloop, self.eside, self.epos) = topology_arrays(
+            np.ascontiguousarray(model.parent, dtype=np.int64), np.ascontiguousarray(model.depth(), dtype=np.int64),
+            np.ascontiguousarray(loops.body_a, dtype=np.int64), np.ascontiguousarray(loops.body_b, dtype=np.int64),
+            np.ascontiguousarray(loops.nrows, dtype=np.int64), np.ascontiguousarray(loops.row0, dtype=np.int64), nvj)
         self.cptr = 6 * self.rptr
-        self.kptr = np.concatenate(([0], np.cumsum(wrows * wrows))).astype(np.int64)
-        self.sptr = np.concatenate(([0], np.cumsum(prow * nvj))).astype(np.int64)
-        wglob = np.empty(int(self.rptr[-1]), dtype=np.int64)
-        for x in range(n + 1):
-            for j in range(int(wptr[x]), int(wptr[x + 1])):
-                l = int(self.wloop[j])
-                s = int(self.rptr[x] + self.wpos[j])
-                wglob[s:s + nrows[l]] = loops.row0[l] + np.arange(nrows[l])
-        self.wglob = wglob
+        nrows = loops.nrows
+        wrows, prow = self.wrows, self.prow
         self.prmap = pending_row_map(self.wptr, self.wloop, self.wpos, self.npl, self.pmap, nrows, self.rptr)
-        eptr = np.zeros(n + 2, dtype=np.int64)
-        eloop, eside, epos = [], [], []
-        for x in range(n + 1):
-            for l, side in ends[x]:
-                eloop.append(l)
-                eside.append(side)
-                epos.append(rowpos[(x, l)])
-            eptr[x + 1] = eptr[x] + len(ends[x])
-        self.eptr = eptr
-        self.eloop = np.array(eloop, dtype=np.int64)
-        self.eside = np.array(eside, dtype=np.int64)
-        self.epos = np.array(epos, dtype=np.int64)
         # the nodes that eliminate loops, and the largest work of one elimination (the scratch)
         z = wrows - prow
         self.enodes = np.flatnonzero(z > 0).astype(np.int64)
@@ -161,6 +92,132 @@ class LoopTopology:
     def arrays(self):
         return (self.wptr, self.wloop, self.wpos, self.npl, self.prow, self.wrows, self.pmap, self.wglob,
                 self.rptr, self.cptr, self.kptr, self.sptr, self.eptr, self.eloop, self.eside, self.epos)
+
+
+@njit(cache=True)
+def _position(wloop, lo, hi, l):
+    """The first index j in lo .. hi with j == hi or wloop[j] >= l (wloop increasing there)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if wloop[mid] < l:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def topology_arrays(parent, depth, body_a, body_b, nrows, row0, nvj):
+    """The arrays of :class:`LoopTopology` (lca, wptr, npl, prow, wrows, wloop, wpos, pmap, rptr,
+    kptr, sptr, wglob, eptr, eloop, eside, epos) in two walks of every loop's paths: each node
+    lists its pending loops, then the loops eliminated there, each group in loop order.  Cost:
+    the bodies plus the loops' path lengths."""
+    n = parent.shape[0]
+    L = body_a.shape[0]
+    lca = np.empty(L, dtype=np.int64)
+    pc = np.zeros(n + 1, dtype=np.int64)
+    ec = np.zeros(n + 1, dtype=np.int64)
+    nc = np.zeros(n + 1, dtype=np.int64)
+    for l in range(L):              # count
+        a = body_a[l]
+        b = body_b[l]
+        nc[a if a >= 0 else n] += 1
+        nc[b if b >= 0 else n] += 1
+        da = depth[a] if a >= 0 else -1
+        db = depth[b] if b >= 0 else -1
+        while a != b:
+            if da >= db:
+                pc[a] += 1
+                a = parent[a]
+                da -= 1
+            else:
+                pc[b] += 1
+                b = parent[b]
+                db -= 1
+        ec[a if a >= 0 else n] += 1
+        lca[l] = a
+    wptr = np.zeros(n + 2, dtype=np.int64)
+    for x in range(n + 1):
+        wptr[x + 1] = wptr[x] + pc[x] + ec[x]
+    wloop = np.empty(wptr[n + 1], dtype=np.int64)
+    pfill = wptr[:n + 1].copy()
+    efill = wptr[:n + 1] + pc
+    for l in range(L):              # fill
+        a = body_a[l]
+        b = body_b[l]
+        da = depth[a] if a >= 0 else -1
+        db = depth[b] if b >= 0 else -1
+        while a != b:
+            if da >= db:
+                wloop[pfill[a]] = l
+                pfill[a] += 1
+                a = parent[a]
+                da -= 1
+            else:
+                wloop[pfill[b]] = l
+                pfill[b] += 1
+                b = parent[b]
+                db -= 1
+        top = a if a >= 0 else n
+        wloop[efill[top]] = l
+        efill[top] += 1
+    npl = pc
+    prow = np.zeros(n + 1, dtype=np.int64)
+    wrows = np.zeros(n + 1, dtype=np.int64)
+    wpos = np.empty(wloop.shape[0], dtype=np.int64)
+    for x in range(n + 1):
+        pos = 0
+        for j in range(wptr[x], wptr[x + 1]):
+            wpos[j] = pos
+            if j < wptr[x] + npl[x]:
+                prow[x] += nrows[wloop[j]]
+            pos += nrows[wloop[j]]
+        wrows[x] = pos
+    pmap = np.full(wloop.shape[0], -1, dtype=np.int64)
+    for x in range(n):
+        up = parent[x] if parent[x] >= 0 else n
+        for j in range(wptr[x], wptr[x] + npl[x]):
+            l = wloop[j]
+            k = _position(wloop, wptr[up], wptr[up] + npl[up], l)
+            if k >= wptr[up] + npl[up] or wloop[k] != l:
+                k = _position(wloop, wptr[up] + npl[up], wptr[up + 1], l)
+            pmap[j] = wpos[k]
+    rptr = np.zeros(n + 2, dtype=np.int64)
+    kptr = np.zeros(n + 2, dtype=np.int64)
+    sptr = np.zeros(n + 2, dtype=np.int64)
+    for x in range(n + 1):
+        rptr[x + 1] = rptr[x] + wrows[x]
+        kptr[x + 1] = kptr[x] + wrows[x] * wrows[x]
+        sptr[x + 1] = sptr[x] + prow[x] * nvj[x]
+    wglob = np.empty(rptr[n + 1], dtype=np.int64)
+    for x in range(n + 1):
+        for j in range(wptr[x], wptr[x + 1]):
+            l = wloop[j]
+            o = rptr[x] + wpos[j]
+            for i in range(nrows[l]):
+                wglob[o + i] = row0[l] + i
+    eptr = np.zeros(n + 2, dtype=np.int64)
+    for x in range(n + 1):
+        eptr[x + 1] = eptr[x] + nc[x]
+    ne = eptr[n + 1]
+    eloop = np.empty(ne, dtype=np.int64)
+    eside = np.empty(ne, dtype=np.int64)
+    epos = np.empty(ne, dtype=np.int64)
+    fill = eptr[:n + 1].copy()
+    for l in range(L):
+        for side in range(2):
+            x = body_a[l] if side == 0 else body_b[l]
+            if x < 0:
+                x = n
+            e = fill[x]
+            fill[x] += 1
+            eloop[e] = l
+            eside[e] = side
+            k = _position(wloop, wptr[x], wptr[x] + npl[x], l)
+            if k >= wptr[x] + npl[x] or wloop[k] != l:
+                k = _position(wloop, wptr[x] + npl[x], wptr[x + 1], l)
+            epos[e] = wpos[k]
+    return lca, wptr, npl, prow, wrows, wloop, wpos, pmap, rptr, kptr, sptr, wglob, eptr, eloop, eside, epos
 
 
 def loop_topology(model):
