@@ -17,8 +17,8 @@
   (rank drops, nothing breaks), a chain of 200 bodies with 50 local loops;
 * the inputs refused.
 
-Two checks are expected failures (strict), each naming the defect it shows: loops whose rows all
-vanish, and slid prismatic loops.
+One check is an expected failure (strict), naming the defect it shows: loops whose rows all
+vanish.
 
 States close the loops: each random loop is built with its two frames coinciding at a random
 configuration q0 (frame B's placement computed from frame A's pose), and correct_state projects a
@@ -390,10 +390,6 @@ def test_hinge_loops_the_tree_already_satisfies_change_nothing():
 #: the tree joint each loop kind stands for
 TREE_JOINT = {"revolute": "revolute", "prismatic": "prismatic", "universal": "universal", "spherical": "spherical",
               "weld": "fixed"}
-PRISMATIC_ROWS = ("a prismatic loop's rows take the relative velocity of the two frames' origins, not its rate in "
-                  "frame A: slid along u (d = s u, s != 0), a rotation of frame A moves B's origin across u "
-                  "(omega_A x d), which the rows forbid; J, gamma and the accelerations are wrong (by O(1), at "
-                  "rest too)")
 
 
 def body_inertia(rng, mass):
@@ -429,8 +425,7 @@ def tree_and_loop_twins(kind, rng):
     return twins
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=PRISMATIC_ROWS))
-                                  if k == "prismatic" else k for k in TREE_JOINT])
+@pytest.mark.parametrize("kind", list(TREE_JOINT))
 def test_a_loop_moves_as_the_tree_joint_of_its_kind(kind):
     """The floating body held by the loop moves as the body on the tree joint: the guide's
     accelerations agree, and the loop's force is the tree joint's wrench (moved to frame A)."""

@@ -234,13 +234,23 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
                 for b in range(3):
                     s += RAB[a, b] * u[b]
                 w[a] = s
+            # rows -e2.w and e1.w, w = R_AB u: their rates are w_rel . (e2 x w) and w_rel . (w x e1)
+            # (e1 and e2 at closure, where w = u), and those columns' rates (w_rel x w) in place of w
+            _cross(e2, w, m3)
+            _cross(w, e1, u2)
+            _cross(w_rel, w, t4)
+            _cross(e2, t4, t3)
             for a in range(3):
-                T[l, a, 0] = e1[a]
-                T[l, a, 1] = e2[a]
+                T[l, a, 0] = m3[a]
+                T[l, a, 1] = u2[a]
+                Td[a, 0] = t3[a]
                 T[l, 3 + a, 2 + a] = 1.0
                 ph[0] -= e2[a] * w[a]
                 ph[1] += e1[a] * w[a]
                 ph[2 + a] = d[a]
+            _cross(t4, e1, t3)
+            for a in range(3):
+                Td[a, 1] = t3[a]
         elif code == PRISMATIC:
             _rotvec(RAB, t3)
             for a in range(3):
@@ -292,12 +302,33 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
             ph[0] = dist - length[l]
         m = nrows[l]
         r0 = row0[l]
+        # the linear rows measure d's rate in frame A, v_rel - w_A x d: each row gains
+        # (T_lin x d) . w_A, and its rate (Td_lin x d + T_lin x d') . w_A (+ the w_A' part, in G)
+        _cross(wF[0], d, t3)
+        for a in range(3):
+            t4[a] = v_rel[a] - t3[a]                  # d' (in frame A)
         for j in range(m):
             sg = 0.0
             sv = 0.0
             for a in range(6):
                 sg -= T[l, a, j] * nu[a] + Td[a, j] * rel[a]
                 sv += T[l, a, j] * rel[a]
+            for a in range(3):
+                tl0, tl1, tl2 = T[l, 3, j], T[l, 4, j], T[l, 5, j]
+                dl0, dl1, dl2 = Td[3, j], Td[4, j], Td[5, j]
+                # c = T_lin x d, e = Td_lin x d + T_lin x d'
+                if a == 0:
+                    cj = tl1 * d[2] - tl2 * d[1]
+                    ej = dl1 * d[2] - dl2 * d[1] + tl1 * t4[2] - tl2 * t4[1]
+                elif a == 1:
+                    cj = tl2 * d[0] - tl0 * d[2]
+                    ej = dl2 * d[0] - dl0 * d[2] + tl2 * t4[0] - tl0 * t4[2]
+                else:
+                    cj = tl0 * d[1] - tl1 * d[0]
+                    ej = dl0 * d[1] - dl1 * d[0] + tl0 * t4[1] - tl1 * t4[0]
+                sv += cj * wF[0, a]
+                sg -= ej * wF[0, a]
+                Td[a, j] = cj          # Td's column j is used: its angular rows hold c from here on
             gamma[r0 + j] = sg
             vel[r0 + j] = sv
             phi[r0 + j] = ph[j]
@@ -326,11 +357,18 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
                         if ta != 0.0:
                             sa += ta * XF[0, a, b]
                             sb += ta * M6[a, b]
+                    for a in range(3):
+                        sa -= Td[a, j] * XF[0, a, b]      # + c . w_A on end A
                     G[l, 0, j, b] = -sa
                     G[l, 1, j, b] = sb
                 else:
                     G[l, 0, j, b] = 0.0
                     G[l, 1, j, b] = 0.0
+        # the cut-joint wrench at frame A's origin: the force acts at B's origin, d from A's, so
+        # its moment there is n + d x f = (T_ang - c) lambda
+        for j in range(m):
+            for a in range(3):
+                T[l, a, j] -= Td[a, j]
     return -1
 
 
