@@ -524,9 +524,11 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
             # the rows of the loop ends on x
             for e in range(eptr[x], eptr[x + 1]):
                 l = eloop[e]
+                g = G[l, eside[e]]
+                o6 = oc + epos[e] * 6
                 for rr in range(nrows[l]):
                     for k in range(6):
-                        Cw[oc + (epos[e] + rr) * 6 + k] += G[l, eside[e], rr, k]
+                        Cw[o6 + rr * 6 + k] += g[rr, k]
             # eliminate the loops whose paths meet at x
             if w > p:
                 eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work)
