@@ -607,7 +607,10 @@ def loop_constraints(model, q, qd=None):
 
     J's columns are the joints on the paths from each loop's two bodies to the root: the joints
     above the two paths' meeting body enter with the difference of the two ends' rows, which
-    vanishes where the loop is closed.
+    vanishes where the loop is closed.  J is the derivative of phi at any state, closed or not,
+    except for the rotation-vector rows of prismatic and weld loops, whose rates are taken as
+    the relative angular velocity (exact where the two frames' axes coincide, as they do when
+    the loop is closed).
     """
     q, qd = checks.state(model, q, np.zeros(model.nv) if qd is None else qd)
     terms, J, gamma = constraint_terms(model, q, qd)
