@@ -810,12 +810,13 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                           eptr, eloop, eside, epos, enodes, perm, rank,
                           Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol,
                           qdd, lam, phi, vel, indep, lforce, G, info):
-    """One evaluation: ABA's pass 1, the bodies' world poses (Rw, pw), the loop terms (``loop_terms_at``: G, gamma, phi, vel, T), the inward and
-    outward loop passes, then the rows the pivoting kept (``indep``, 1.0 or 0.0), the loops'
-    forces T lambda (``lforce``) and the total rank (``info[0]``).  The loop passes' workspaces
-    (Cw, Kw, kw) are zeroed here; the scratch ``sc`` holds LoopTopology.scratch values.
-    Returns ``packed.OK``, the body whose joint-space inertia is singular, or
-    ERR_DISTANCE_AT - l for a distance loop l whose two points coincide."""
+    """One evaluation: ABA's pass 1, the bodies' world poses (Rw, pw), the loop terms
+    (``loop_terms_at``: G, gamma, phi, vel, T), the inward and outward loop passes, then the rows
+    the pivoting kept (``indep``, 1.0 or 0.0), the loops' forces T lambda (``lforce``) and the
+    total rank (``info[0]``).  The loop passes' workspaces (Cw, Kw, kw) are zeroed here; the
+    scratch ``sc`` holds LoopTopology.scratch values.  Returns ``packed.OK``, the body whose
+    joint-space inertia is singular, or ERR_DISTANCE_AT - l for a distance loop l whose two
+    points coincide."""
     work = raw_view(sc, 6, (sc.shape[0] - 6,))
     aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                          fext, has_fext, E, r, v, c, IA, pA, S, work)
@@ -1013,7 +1014,8 @@ def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, 
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                                  eptr, eloop, eside, epos, enodes, perm, rank,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce, G, info)
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce,
+                                 G, info)
 
 
 @njit(cache=True)
@@ -1035,7 +1037,8 @@ def constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, 
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                                  eptr, eloop, eside, epos, enodes, perm, rank,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce, G, info)
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce,
+                                 G, info)
 
 
 @njit(cache=True)
@@ -1082,8 +1085,8 @@ class LoopBuffers:
                         ("wptr", t.wptr), ("rptr", t.rptr), ("cptr", t.cptr), ("kptr", t.kptr), ("sptr", t.sptr),
                         ("eptr", t.eptr), ("npl", t.npl), ("prow", t.prow), ("wrows", t.wrows),
                         ("rank", np.zeros(n + 1)), ("wloop", t.wloop), ("wpos", t.wpos),
-                        ("wglob", t.wglob), ("prmap", t.prmap), ("perm", np.zeros(nw)), ("eloop", t.eloop), ("eside", t.eside),
-                        ("epos", t.epos), ("enodes", t.enodes)):
+                        ("wglob", t.wglob), ("prmap", t.prmap), ("perm", np.zeros(nw)), ("eloop", t.eloop),
+                        ("eside", t.eside), ("epos", t.epos), ("enodes", t.enodes)):
             k = a.shape[0]
             ib[o:o + k] = a
             views[name] = ib[o:o + k]
