@@ -840,9 +840,9 @@ PATH_WEIGHT = 0.12
 
 
 #: the path weight of a model with closed loops: a path body of a part holding loops carries the
-#: handle wrenches' columns through the loop passes (``partree.parallel.loop_part``), about 2.5x a
-#: plain body's work on the chain and the binary tree with local loops
-LOOP_PATH_WEIGHT = 1.5
+#: handle wrenches' columns through the loop passes (``partree.parallel.loop_part``), about 3x a
+#: plain body's work on the chain with local loops (scripts/benchmarks/loop_engine.py)
+LOOP_PATH_WEIGHT = 2.0
 
 
 def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):

@@ -43,6 +43,7 @@ def main():
     ap.add_argument("--loops", type=int, default=1000, help="local loops")
     ap.add_argument("--ranks", type=int, default=2, help="ranks of the per-part profile (one process)")
     ap.add_argument("--repeat", type=int, default=7, help="best of this many calls")
+    ap.add_argument("--kinds", default="distance,spherical", help="loop kinds, in turn (comma-separated)")
     ap.add_argument("--json", default=None, help="write the raw results here")
     a = ap.parse_args()
     try:
@@ -52,9 +53,9 @@ def main():
         comm = None
     size = comm.Get_size() if comm is not None else 1
     rank = comm.Get_rank() if comm is not None else 0
-    out = {"n": a.n, "loops": a.loops, "ranks": size, "machine": platform.node(), "cases": []}
+    out = {"n": a.n, "loops": a.loops, "kinds": a.kinds, "ranks": size, "machine": platform.node(), "cases": []}
     for base in (chain(a.n, alternate=True), binary_tree(a.n)):
-        m = with_local_loops(base, a.loops, seed=1, kinds=("distance", "spherical"))
+        m = with_local_loops(base, a.loops, seed=1, kinds=tuple(a.kinds.split(",")))
         rng = np.random.default_rng(0)
         q, qd, tau = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
         case = {"model": base.name}
