@@ -198,15 +198,7 @@ class LoopPartKernel(PartKernel):
 
     def solve(self, a_in, g):
         """Back-substitution (see :class:`PartKernel.solve`); also sets ``lam``."""
-        if not self._reduced:
-            raise PartreeInputError(f"part {self.part_id}: solve() needs a reduce() first (each reduction serves "
-                                    f"one back-substitution)")
-        g = np.ascontiguousarray(g, dtype=np.float64)
-        if g.size != 6 * self.H:
-            raise PartreeInputError(f"part {self.part_id}: g holds {g.size} values; its {self.H} handles need "
-                                    f"({self.H}, 6) wrenches")
-        self._g = g.reshape(self.H, 6)
-        self._reduced = False
+        g = self._take_solution(g)
         t = self.topo
         u, kw = self._uact, self._kwact
         u[:] = self.u

@@ -252,11 +252,9 @@ class PartKernel:
         self._reduced = True
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
 
-    def solve(self, a_in, g):
-        """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
-        Returns this part's qdd (a view of the workspace).  Each ``reduce`` serves one ``solve``
-        (the back-substitution works in the reduction's arrays); a second ``solve`` needs a new
-        ``reduce`` first and is refused otherwise."""
+    def _take_solution(self, g):
+        """Check and keep the root's handle wrenches g for a back-substitution, which uses up the
+        reduction."""
         if not self._reduced:
             raise PartreeInputError(f"part {self.part_id}: solve() needs a reduce() first (each reduction serves "
                                     f"one back-substitution)")
@@ -266,6 +264,14 @@ class PartKernel:
                                     f"({self.H}, 6) wrenches")
         self._g = g.reshape(self.H, 6)
         self._reduced = False
+        return self._g
+
+    def solve(self, a_in, g):
+        """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
+        Returns this part's qdd (a view of the workspace).  Each ``reduce`` serves one ``solve``
+        (the back-substitution works in the reduction's arrays); a second ``solve`` needs a new
+        ``reduce`` first and is refused otherwise."""
+        self._take_solution(g)
         K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self._g,
                        self.path_ptr, self.path_idx, self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c,
                        self.U, self.Dinv, self.u, self.a, self.qdd)
