@@ -17,9 +17,6 @@
   (rank drops, nothing breaks), a chain of 200 bodies with 50 local loops;
 * the inputs refused.
 
-One check is an expected failure (strict), naming the defect it shows: loops whose rows all
-vanish.
-
 States close the loops: each random loop is built with its two frames coinciding at a random
 configuration q0 (frame B's placement computed from frame A's pose), and correct_state projects a
 random velocity onto the loops' tangent space.
@@ -372,13 +369,7 @@ def test_spherical_loops_the_tree_already_satisfies_change_nothing():
     assert_copies_change_nothing(m, copies, np.random.default_rng(7))
 
 
-NOISE_PIVOT = ("the pivoted Cholesky of the rows eliminated at a body measures pivots against that block's own "
-               "largest diagonal entry only: when every row of a loop vanishes (the tree already allows all it "
-               "forbids) the rounding noise of its rows (~1e-16) becomes a pivot; rank 1, multipliers ~1e15, "
-               "qdd wrong by O(1)")
 
-
-@pytest.mark.xfail(strict=True, reason=NOISE_PIVOT)
 def test_hinge_loops_the_tree_already_satisfies_change_nothing():
     """Revolute and universal loops that repeat the tree's own revolute and universal joints (one
     of them the root's, a loop to the world)."""

@@ -232,12 +232,19 @@ def loop_topology(model):
 
 
 # ---------------------------------------------------------------------------------- small dense
+#: pivots below NOISE times the rows' uncancelled size are rounding noise (rows of relative size
+#: 1e-12 and less: a loop whose rows the tree already satisfies leaves ~1e-16)
+NOISE = 1e-24
+
+
 @njit(cache=True)
-def pivoted_cholesky(K, o, w, z0, z, perm, tol):
+def pivoted_cholesky(K, o, w, z0, z, perm, tol, dfloor=0.0):
     """Cholesky with diagonal pivoting of the z x z block at rows/columns z0.. of the w x w
     row-major matrix stored at K[o:], in place: its leading rank x rank lower triangle becomes
     L with L L^T = (P^T K P) restricted to the chosen rows, perm[j] the block row of pivot j.
-    Stops at a pivot below tol times the largest diagonal entry; returns the rank."""
+    Stops at a pivot below tol times the largest diagonal entry, or below NOISE times ``dfloor``
+    (the size the diagonal would have if the rows did not cancel: rows that vanish to rounding,
+    because the tree already allows all they forbid, are noise, not pivots); returns the rank."""
     for j in range(z):
         perm[j] = j
     dmax = 0.0
@@ -245,7 +252,8 @@ def pivoted_cholesky(K, o, w, z0, z, perm, tol):
         d = K[o + (z0 + j) * w + z0 + j]
         if d > dmax:
             dmax = d
-    if not dmax > 0.0:
+    noise = NOISE * dfloor
+    if not dmax > noise or not dmax > 0.0:
         return 0
     rank = 0
     for k in range(z):
@@ -256,7 +264,7 @@ def pivoted_cholesky(K, o, w, z0, z, perm, tol):
             if d > best:
                 best = d
                 jb = j
-        if not best > tol * dmax:
+        if not (best > tol * dmax and best > noise):
             break
         if jb != k:
             for t in range(z):      # swap rows k, jb and columns k, jb of the block
@@ -363,7 +371,36 @@ def pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr):
 
 
 @njit(cache=True)
-def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, sc):
+def elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, inv):
+    """The size K_ZZ's diagonal would have at node x if the rows of the loops eliminated there
+    did not cancel: the largest |G_A row|^2 + |G_B row|^2 of those loops times trace(IA^-1), IA
+    x's articulated inertia (at the world: the largest over the roots), a bound on a row's
+    K = G IA^-1 G^T.  ``inv`` is 6x6 scratch."""
+    g2 = 0.0
+    for j in range(wptr[x] + npl[x], wptr[x + 1]):
+        l = wloop[j]
+        for rr in range(nrows[l]):
+            s = 0.0
+            for side in range(2):
+                for k in range(6):
+                    s += G[l, side, rr, k] * G[l, side, rr, k]
+            if s > g2:
+                g2 = s
+    iota = 0.0
+    lo = x if x < n else 0
+    hi = x + 1 if x < n else n
+    for b in range(lo, hi):
+        if x == n and parent[b] >= 0:
+            continue
+        if spd_inverse(IA[b], 6, inv):
+            t = inv[0, 0] + inv[1, 1] + inv[2, 2] + inv[3, 3] + inv[4, 4] + inv[5, 5]
+            if t > iota:
+                iota = t
+    return g2 * iota
+
+
+@njit(cache=True)
+def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, sc, dfloor=0.0):
     """Eliminate the loops whose paths meet at node x (its rows p .. w - 1): factor K_ZZ by
     :func:`pivoted_cholesky`, then with W = L^-1 [C_Z, K_ZP, gamma_Z - k_Z] (the kept rows)
     update IA += W1^T W1 and pA -= W1^T w3 (a body), and the pending rows: C_P -= W2^T W1,
@@ -371,7 +408,7 @@ def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, pe
     value is summed in the order of its formula; the loops run over independent values inside,
     so that the sums overlap instead of waiting for each other."""
     z = w - p
-    rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol)
+    rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol, dfloor)
     rank[x] = rk
     if rk == 0:
         return
@@ -531,7 +568,8 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
                         Cw[o6 + rr * 6 + k] += g[rr, k]
             # eliminate the loops whose paths meet at x
             if w > p:
-                eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work)
+                dfloor = elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, Dn)
+                eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work, dfloor)
         if x == n:
             continue
         # ABA's projection of joint x, with the pending rows
