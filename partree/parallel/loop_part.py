@@ -35,7 +35,7 @@ from numba import njit
 
 from ..algorithms.aba import articulated_project
 from ..algorithms.constrained_dynamics import (LoopTopology, constrained_dynamics, loop_backward_pass,
-                                                loop_forward_pass, lower_solve, upper_solve)
+                                                loop_forward_pass, loop_wrench_kernel, lower_solve, upper_solve)
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import loop_terms
 from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
@@ -120,7 +120,6 @@ class LoopPartKernel(PartKernel):
         self.a0 = gravity_a0(model.gravity)
         super().__init__(model, bodies, handles, part_id=part_id, early_kinematics=early_kinematics)
         self.topo = LoopTopology(_PartShape(self.parent, np.diff(np.append(self.idx_v, self.nv)), self.loops))
-        self.all_kin = np.full(self.m, -1, dtype=np.int64)
         # the path bodies' velocity coordinates (where g's columns of u live)
         ends = np.append(self.idx_v[1:], self.nv)
         pv = [np.arange(self.idx_v[i], ends[i]) for i in self.pbod]
@@ -159,8 +158,9 @@ class LoopPartKernel(PartKernel):
         """Step (b), loops eliminated inside the part (see :class:`PartKernel.reduce`)."""
         F, has_f = self._take_inputs(tau, f_ext)
         v_in = np.ascontiguousarray(v_in, dtype=np.float64)
+        # pass 1 from v_in; the joint kinematics the velocity step did (kslot >= 0) are reused
         K._pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q, self.idx_v,
-                 self._q, self._qd, self.mass, self.com, self.I_com, F, has_f, v_in, self.all_kin, self.cJb,
+                 self._q, self._qd, self.mass, self.com, self.I_com, F, has_f, v_in, self.kslot, self.cJb,
                  self.vJb, self.slot, False, self.TEb, self.Trb, self.E, self.r, self.S, self.v, self.c, self.pA)
         rigid_inertias(self.mass, self.com, self.I_com, self.IA)
         world_poses(self.parent, self.E, self.r, self.Rw, self.pw)     # relative to the root's parent frame
@@ -218,12 +218,8 @@ class LoopPartKernel(PartKernel):
     def loop_wrenches(self):
         """The loops' wrenches on the part's bodies, (m, 6) in body coordinates, after ``solve``."""
         W = np.zeros((self.m, 6))
-        lp, G, lam = self.loops, self._terms.G, self.lam
-        for l in range(len(lp)):
-            mr, r0 = int(lp.nrows[l]), int(lp.row0[l])
-            for side, body in ((0, lp.body_a[l]), (1, lp.body_b[l])):
-                if body >= 0:
-                    W[body] += G[l, side, :mr].T @ lam[r0:r0 + mr]
+        lp = self.loops
+        loop_wrench_kernel(lp.body_a, lp.body_b, lp.nrows, lp.row0, np.ascontiguousarray(self._terms.G), self.lam, W)
         return W
 
     def loop_forces(self):
