@@ -1,0 +1,380 @@
+"""Joint velocities from generalized momenta: M(q) v = p solved in O(N) (seed 001).
+
+Seed 001 (equations of motion in Poisson impulses) writes the velocity problem of a tree as the
+sparse system of its eq. (6), here with the base at rest and no joint driven in time (the seed's
+explicit terms V* vanish):
+
+    M v - S^T mu = 0,        -S v + A qd = 0,        A^T mu = p.
+
+M = diag(M_i) holds the body inertias (partree's I_i), S is the kinematic-structure matrix of
+eq. (2) (identity blocks on the diagonal, -C_i at (i, parent[i]), where C_i is partree's X_up[i]),
+A = diag(A_i) the joints' motion subspaces S_i, v the body velocities, qd the joint velocities
+(partree's v coordinates, so p lives in v-space) and mu the multipliers.  The first equation makes
+mu the subtree momenta, mu_i = I_i v_i + sum over the children j of X_up[j]^T mu_j (eqs. 3-5:
+v = T A qd with T = S^-1), and the third says p_i = S_i^T mu_i.
+
+The system has the block structure of the acceleration problem (the seed's eq. 8), so the seed
+solves it with the two O(N) eliminations of that problem, both implemented here:
+
+``sweep`` (the seed's "progonka", Vereshchagin's elimination of the bodies), tip to base::
+
+    U_i = IA_i S_i,   D_i = (S_i^T U_i)^-1,   u_i = p_i - S_i^T pA_i,
+    IA_parent += X_up^T (IA_i - U_i D_i U_i^T) X_up,   pA_parent += X_up^T (pA_i + U_i D_i u_i),
+
+then base to tip::
+
+    qd_i = D_i (u_i - U_i^T X_up v_parent),   v_i = X_up v_parent + S_i qd_i,   mu_i = IA_i v_i + pA_i.
+
+IA_i and pA_i (the seed's M*_i and phi*_i) start as the rigid-body inertia I_i and zero.  This is
+the articulated-body algorithm with p in place of tau minus the bias forces: no velocity products
+and no gravity, since momenta are what velocities, not accelerations, balance.
+
+``ldlt`` (the seed's block L^T D L / Cholesky scheme): the same elimination written on the
+Cholesky factor L_i of the joint block Y_i = S_i^T IA_i S_i = L_i L_i^T instead of its inverse,
+so only triangular factors are inverted and every rank update is symmetric; tip to base::
+
+    x_i = L_i^-1 (p_i - S_i^T pA_i),   W_i = L_i^-1 U_i^T   (the seed's V_i, before X_up),
+    IA_parent += X_up^T (IA_i - W_i^T W_i) X_up,   pA_parent += X_up^T (pA_i + W_i^T x_i),
+
+then base to tip::
+
+    L_i^T qd_i = x_i - W_i X_up v_parent,   v_i = X_up v_parent + S_i qd_i,   mu_i = IA_i v_i + pA_i.
+
+Both touch each body a fixed number of times and couple it only with its parent, so the work is
+O(N) for any tree, long chains included, and no matrix of more than 6 x 6 is formed.  (A sparse
+L^T D L of M itself in joint space would fill in along every path to the base: O(N depth), O(N^2)
+for a chain.  Factoring the extended system of eq. 6 instead, whose blocks couple a body only
+with its parent, is what keeps the seed's scheme linear.)  The Cholesky form is the default: its
+updates IA_i - W_i^T W_i are symmetric by construction and it inverts only triangular factors
+(the seed finds it the faster of the two).
+
+The joint frames X_up and subspaces S_i come from pass 1 of the articulated-body algorithm
+(``partree.algorithms.aba.aba_forward_pass1``, the package's one place that forms joint
+kinematics for forward passes) run at zero velocity, which also sets IA_i = I_i and pA_i = 0.
+
+Workspace (``Model.create_data``): E, r (X_up), S; IA, pA (IA_i, pA_i; after the outward pass
+pA holds mu); U (U_i or W_i, one row per DOF), Dinv (D_i, or L_i with its reciprocal diagonal
+on the diagonal, as ``partree.algorithms.linalg.cholesky`` stores it), u (u_i or x_i), v (body
+velocities), qdd (the joint velocities).
+"""
+import numpy as np
+from numba import njit
+
+from .. import checks
+from ..errors import PartreeInputError
+from .aba import aba_forward_pass1
+from .linalg import cholesky, lsolve_vec, ltsolve_vec, spd_inverse
+from .primitives import congruence_add, xform_force_T_add, xform_motion
+
+#: the solution methods of :func:`velocity_from_momentum`
+METHODS = ("ldlt", "sweep")
+
+
+@njit(cache=True)
+def momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
+                    E, r, v, c, IA, pA, S):
+    """Outward: X_up (E, r) and S of every joint, IA_i = I_i and pA_i = 0 (ABA's pass 1 at zero
+    velocity: v and c come out zero)."""
+    qd0 = np.zeros(S.shape[0] + 1)
+    aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd0,
+                      np.zeros((1, 6)), False, E, r, v, c, IA, pA, S)
+
+
+@njit(cache=True)
+def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
+    """Tip to base (the seed's sweep, forward stroke): U_i = IA_i S_i, D_i = (S_i^T U_i)^-1 (into
+    Dinv), u_i = p_i - S_i^T pA_i, and each body's projected inertia IA_i - U_i D_i U_i^T and
+    momentum bias pA_i + U_i D_i u_i added to its parent's.  Returns -1, or the body whose joint
+    block S_i^T IA_i S_i is not positive definite."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    D = np.empty((6, 6))
+    Ia = np.empty((6, 6))
+    T = np.empty((6, 6))
+    pa = np.empty(6)
+    w = np.empty(6)
+    for i in range(n - 1, -1, -1):
+        iv = idx_v[i]
+        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
+        for d in range(nv):
+            for k in range(6):
+                s = 0.0
+                for l in range(6):
+                    s += IA[i, k, l] * S[iv + d, l]
+                U[iv + d, k] = s
+            s = p[iv + d]
+            for k in range(6):
+                s -= S[iv + d, k] * pA[i, k]
+            u[iv + d] = s
+        for d in range(nv):
+            for e in range(nv):
+                s = 0.0
+                for k in range(6):
+                    s += S[iv + d, k] * U[iv + e, k]
+                D[d, e] = s
+        if nv > 0:
+            if not spd_inverse(D, nv, T):
+                return i
+            for d in range(nv):
+                for e in range(nv):
+                    Dinv[iv + d, e] = T[d, e]
+        p_ = parent[i]
+        if p_ < 0:
+            continue
+        for k in range(6):
+            pa[k] = pA[i, k]
+            for l in range(6):
+                Ia[k, l] = IA[i, k, l]
+        for d in range(nv):
+            # w = sum_e D_i[d, e] U_e (row d of D_i U_i^T), and its pieces of U D U^T and U D u
+            for k in range(6):
+                s = 0.0
+                for e in range(nv):
+                    s += Dinv[iv + d, e] * U[iv + e, k]
+                w[k] = s
+            for k in range(6):
+                pa[k] += w[k] * u[iv + d]
+                for l in range(6):
+                    Ia[k, l] -= U[iv + d, k] * w[l]
+        congruence_add(E[i], r[i], Ia, IA[p_], T)
+        xform_force_T_add(E[i], r[i], pa, pA[p_])
+    return -1
+
+
+@njit(cache=True)
+def sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
+    """Base to tip (the seed's sweep, back stroke): qd_i = D_i (u_i - U_i^T X_up v_parent), the
+    body velocities v_i, and with ``momenta`` the subtree momenta mu_i = IA_i v_i + pA_i written
+    over pA_i."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    vp = np.empty(6)
+    h = np.empty(6)
+    for i in range(n):
+        iv = idx_v[i]
+        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
+        p_ = parent[i]
+        if p_ < 0:
+            for k in range(6):
+                vp[k] = 0.0
+        else:
+            xform_motion(E[i], r[i], v[p_], vp)
+        for d in range(nv):
+            s = u[iv + d]
+            for k in range(6):
+                s -= U[iv + d, k] * vp[k]
+            h[d] = s
+        for k in range(6):
+            v[i, k] = vp[k]
+        for d in range(nv):
+            s = 0.0
+            for e in range(nv):
+                s += Dinv[iv + d, e] * h[e]
+            qd[iv + d] = s
+            for k in range(6):
+                v[i, k] += S[iv + d, k] * s
+        if momenta:
+            subtree_momentum(IA[i], v[i], pA[i])
+
+
+@njit(cache=True)
+def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
+    """Tip to base (the seed's Cholesky algorithm, first loop): the factor L_i of
+    Y_i = S_i^T IA_i S_i (into Dinv, reciprocal diagonal), x_i = L_i^-1 (p_i - S_i^T pA_i) (into u),
+    W_i = L_i^-1 (IA_i S_i)^T (into U), and IA_i - W_i^T W_i, pA_i + W_i^T x_i added to the parent's
+    IA and pA.  Returns -1, or the body whose Y_i is not positive definite."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    Y = np.empty((6, 6))
+    Ia = np.empty((6, 6))
+    T = np.empty((6, 6))
+    pa = np.empty(6)
+    x = np.empty(6)
+    for i in range(n - 1, -1, -1):
+        iv = idx_v[i]
+        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
+        for d in range(nv):
+            for k in range(6):
+                s = 0.0
+                for l in range(6):
+                    s += IA[i, k, l] * S[iv + d, l]
+                U[iv + d, k] = s
+            s = p[iv + d]
+            for k in range(6):
+                s -= S[iv + d, k] * pA[i, k]
+            x[d] = s
+        for d in range(nv):
+            for e in range(d + 1):
+                s = 0.0
+                for k in range(6):
+                    s += S[iv + d, k] * U[iv + e, k]
+                Y[d, e] = s
+        if nv > 0:
+            if not cholesky(Y, nv):
+                return i
+            lsolve_vec(Y, nv, x)
+            # W = L^-1 U^T, column k of U^T at a time (the rows of U hold U^T's columns)
+            for k in range(6):
+                for d in range(nv):
+                    s = U[iv + d, k]
+                    for t in range(d):
+                        s -= Y[d, t] * U[iv + t, k]
+                    U[iv + d, k] = s * Y[d, d]
+            for d in range(nv):
+                u[iv + d] = x[d]
+                for e in range(d + 1):
+                    Dinv[iv + d, e] = Y[d, e]
+        p_ = parent[i]
+        if p_ < 0:
+            continue
+        for k in range(6):
+            s = pA[i, k]
+            for d in range(nv):
+                s += U[iv + d, k] * x[d]
+            pa[k] = s
+            for l in range(k, 6):
+                s = IA[i, k, l]
+                for d in range(nv):
+                    s -= U[iv + d, k] * U[iv + d, l]
+                Ia[k, l] = s
+                Ia[l, k] = s
+        congruence_add(E[i], r[i], Ia, IA[p_], T)
+        xform_force_T_add(E[i], r[i], pa, pA[p_])
+    return -1
+
+
+@njit(cache=True)
+def ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
+    """Base to tip (the seed's Cholesky algorithm, second loop): L_i^T qd_i = x_i - W_i X_up
+    v_parent, the body velocities v_i, and with ``momenta`` the subtree momenta
+    mu_i = IA_i v_i + pA_i written over pA_i."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    vp = np.empty(6)
+    h = np.empty(6)
+    L = np.empty((6, 6))
+    for i in range(n):
+        iv = idx_v[i]
+        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
+        p_ = parent[i]
+        if p_ < 0:
+            for k in range(6):
+                vp[k] = 0.0
+        else:
+            xform_motion(E[i], r[i], v[p_], vp)
+        for k in range(6):
+            v[i, k] = vp[k]
+        if nv > 0:
+            for d in range(nv):
+                s = u[iv + d]
+                for k in range(6):
+                    s -= U[iv + d, k] * vp[k]
+                h[d] = s
+                for e in range(d + 1):
+                    L[d, e] = Dinv[iv + d, e]
+            ltsolve_vec(L, nv, h)
+            for d in range(nv):
+                qd[iv + d] = h[d]
+                for k in range(6):
+                    v[i, k] += S[iv + d, k] * h[d]
+        if momenta:
+            subtree_momentum(IA[i], v[i], pA[i])
+
+
+@njit(cache=True, inline="always")
+def subtree_momentum(IA_i, v_i, pA_i):
+    """pA_i <- IA_i v_i + pA_i: the subtree momentum mu_i once v_i is known (the seed's
+    mu_i = M*_i v_i + phi*_i)."""
+    h0 = pA_i[0]
+    h1 = pA_i[1]
+    h2 = pA_i[2]
+    h3 = pA_i[3]
+    h4 = pA_i[4]
+    h5 = pA_i[5]
+    for l in range(6):
+        x = v_i[l]
+        h0 += IA_i[0, l] * x
+        h1 += IA_i[1, l] * x
+        h2 += IA_i[2, l] * x
+        h3 += IA_i[3, l] * x
+        h4 += IA_i[4, l] * x
+        h5 += IA_i[5, l] * x
+    pA_i[0] = h0
+    pA_i[1] = h1
+    pA_i[2] = h2
+    pA_i[3] = h3
+    pA_i[4] = h4
+    pA_i[5] = h5
+
+
+@njit(cache=True)
+def velocity_from_momentum_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
+                                  q, p, ldlt, momenta, E, r, v, c, IA, pA, S, U, Dinv, u, qd):
+    """The three passes: frames, elimination tip to base (``ldlt`` True: Cholesky, else the
+    sweep), recovery base to tip.  qd receives the joint velocities, v the body velocities and,
+    with ``momenta``, pA the subtree momenta.  Returns -1 or the body of a singular joint block."""
+    momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
+                    E, r, v, c, IA, pA, S)
+    if ldlt:
+        bad = ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
+        if bad >= 0:
+            return bad
+        ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta)
+    else:
+        bad = sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
+        if bad >= 0:
+            return bad
+        sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta)
+    return -1
+
+
+def singular_joint(model, bad):
+    """The error for a joint whose block S_i^T IA_i S_i is singular (a subtree that carries no
+    inertia along the joint's motion)."""
+    return PartreeInputError(
+        f"joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia along the "
+        f"joint's motion (massless subtree?); the velocities of given momenta are undefined")
+
+
+def check_method(method):
+    """``method`` if it is one of :data:`METHODS`, else a clear error."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise PartreeInputError(f"method is {method!r}; velocity_from_momentum knows 'ldlt' (block Cholesky, "
+                                f"the default) and 'sweep' (Vereshchagin's elimination)")
+    return method
+
+
+def velocity_from_momentum(model, q, p, method="ldlt", data=None):
+    """Joint velocities v (nv,) of given generalized momenta: the solution of M(q) v = p in O(N).
+
+    The tree form of seed 001's eq. (6) is eliminated tip to base and solved base to tip; M is
+    never formed.  See the module docstring for the two eliminations.
+
+    Parameters
+    ----------
+    model : Model
+    q : ndarray
+        Configuration (nq,).
+    p : ndarray
+        Generalized momenta (nv,), in partree's v coordinates (``generalized_momentum``): for a
+        spherical or free joint the momenta conjugate to its body-frame velocities.
+    method : {'ldlt', 'sweep'}
+        'ldlt': the seed's block Cholesky (L^T D L) scheme, which factors each joint block and
+        inverts only triangular factors (the default); 'sweep': Vereshchagin's elimination, the
+        articulated-body recursion with p in place of tau minus the bias forces.
+    data : Data, optional
+        A reusable workspace (``model.create_data()``); the model's own is used when omitted.
+
+    Returns
+    -------
+    ndarray
+        v (nv,).
+    """
+    check_method(method)
+    q, p = checks.state(model, q, p, names=("q", "p"))
+    d = checks.data_for(model, data)
+    bad = velocity_from_momentum_kernel(*checks.model_args(model), q, p, method == "ldlt", False,
+                                        d.E, d.r, d.v, d.c, d.IA, d.pA, d.S, d.U, d.Dinv, d.u, d.qdd)
+    if bad >= 0:
+        raise singular_joint(model, bad)
+    return d.qdd.copy()
