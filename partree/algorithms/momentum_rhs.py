@@ -52,7 +52,8 @@ from numba import njit
 from .. import checks
 from ..joints import FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL
 from .primitives import cross_force, inertia_times, xform_force_T_add, xform_motion
-from .velocity_from_momentum import ldlt_backward_pass, ldlt_forward_pass, momentum_frames, singular_joint
+from .velocity_from_momentum import (check_method, ldlt_backward_pass, ldlt_forward_pass, momentum_frames, singular_joint,
+                                     sweep_backward_pass, sweep_forward_pass)
 
 
 @njit(cache=True)
@@ -154,17 +155,25 @@ def quaternion_rate(q, k, w0, w1, w2, qdot):
 
 @njit(cache=True)
 def momentum_rhs_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                        q, p, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qd, qdot, pdot):
+                        q, p, tau, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qd, qdot, pdot,
+                        ldlt=True):
     """All passes (module docstring): qd receives v, qdot and pdot the state's rates, pA the
-    subtree momenta, c the gravity field and a the subtree wrenches F_i.  Returns -1, or the body
-    of a singular joint block."""
+    subtree momenta, c the gravity field and a the subtree wrenches F_i.  ``ldlt``: the velocity
+    solve by the block Cholesky elimination (True) or by the sweep (False).  Returns -1, or the
+    body of a singular joint block."""
     momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
                     E, r, v, c, IA, pA, S)
     body_wrench_pass(parent, mass, com, I_com, gravity, E, r, f_ext, has_fext, c, a)
-    bad = ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
-    if bad >= 0:
-        return bad
-    ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, True)
+    if ldlt:
+        bad = ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
+        if bad >= 0:
+            return bad
+        ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, True)
+    else:
+        bad = sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
+        if bad >= 0:
+            return bad
+        sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, True)
     momentum_rate_pass(parent, jtype, idx_v, tau, E, r, S, v, pA, qd, a, pdot)
     configuration_rate_kernel(jtype, idx_q, idx_v, q, qd, qdot)
     return -1
@@ -180,7 +189,7 @@ def configuration_rate(model, q, v):
     return qdot
 
 
-def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None):
+def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", return_velocity=False):
     """Right-hand side of the equations of motion in generalized momenta (seed 001, eqs. 6-7).
 
     Returns (qdot, pdot) for the state (q, p), p = M(q) v, in O(N) and without accelerations:
@@ -207,6 +216,12 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None):
         wrench}, as for :func:`partree.aba`.
     data : Data, optional
         A reusable workspace (``model.create_data()``); the model's own is used when omitted.
+    method : {'ldlt', 'sweep'}
+        The elimination that solves M v = p (see ``velocity_from_momentum``): the seed's block
+        Cholesky scheme (default) or its sweep.  Both give v to rounding.
+    return_velocity : bool
+        Also return v (nv,), which the evaluation solves for anyway: the Lie-group integrators of
+        ``partree.simulation`` step the configuration with v (velocity coordinates), not qdot.
 
     Returns
     -------
@@ -214,7 +229,10 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None):
         dq/dt (nq,).
     pdot : ndarray
         dp/dt (nv,).
+    v : ndarray
+        The joint velocities (nv,), with ``return_velocity`` only.
     """
+    check_method(method)
     q, p = checks.state(model, q, p, names=("q", "p"))
     tau = checks.vector(model, tau, model.nv, "tau", "nv")
     F, has_f = checks.external_forces(model, f_ext)
@@ -222,7 +240,10 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None):
     qdot = np.empty(model.nq)
     pdot = np.empty(model.nv)
     bad = momentum_rhs_kernel(*checks.model_args(model), model.gravity, q, p, tau, F, has_f,
-                              d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd, qdot, pdot)
+                              d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd, qdot, pdot,
+                              method == "ldlt")
     if bad >= 0:
         raise singular_joint(model, bad)
+    if return_velocity:
+        return qdot, pdot, d.qdd.copy()
     return qdot, pdot
