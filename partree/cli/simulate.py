@@ -97,7 +97,14 @@ def add_parser(subparsers):
         help=f"step (fixed-step integrators) or output spacing (adaptive); default {DEFAULT_DT:g} for the "
              f"built-in job, {MODEL_DT:g} otherwise")
     arg("--integrator", default="rk4",
-        help="rk4 | dopri5 | dop853 | symplectic-euler | scipy[:METHOD] (default rk4)")
+        help="rk4 | dopri5 | dop853 | symplectic-euler | gauss6 | scipy[:METHOD] (default rk4); gauss6 is "
+             "the 3-stage Gauss-Legendre method (implicit, order 6, symplectic; serial backend), the "
+             "sixth-order method of --formulation momentum")
+    arg("--formulation", default="velocity", choices=("velocity", "momentum"),
+        help="the equations integrated: velocity (default): the state (q, qd) with ABA's accelerations; "
+             "momentum: seed 001's equations in generalized momenta, the state (q, p) with p = M(q) qd, "
+             "qd = M^-1 p and dp/dt in O(N) with no accelerations (serial backend, trees without loops). "
+             "The results hold q, qd and p; e.g. --formulation momentum --integrator gauss6")
     arg("--rtol", type=float, default=1e-8, help="relative tolerance (adaptive; default 1e-8)")
     arg("--atol", type=float, default=1e-10, help="absolute tolerance (adaptive; default 1e-10)")
     arg("--h0", type=float, default=None, help="first step of the adaptive integrators")
@@ -246,7 +253,7 @@ def run(a):
         opts = SimulationOptions.build(
             t_end=a.t_end if a.t_end is not None else (DEFAULT_T_END if builtin else MODEL_T_END),
             dt=a.dt if a.dt is not None else (DEFAULT_DT if builtin else MODEL_DT),
-            integrator=a.integrator, rtol=a.rtol, atol=a.atol, h0=a.h0, h_max=a.h_max,
+            integrator=a.integrator, formulation=a.formulation, rtol=a.rtol, atol=a.atol, h0=a.h0, h_max=a.h_max,
             save_every=a.save_every if a.save_every is not None else (5 if builtin else 1), record=a.record,
             wrench_joints=a.wrench_joints, out=out, overwrite=a.force, checkpoint=a.checkpoint,
             checkpoint_every=a.checkpoint_every, resume=a.resume, keep_checkpoint=a.keep_checkpoint,

@@ -5,8 +5,9 @@
     res = simulate(model, 2.0, 1e-3, backend="mpi", parts=8)        # on every rank, under mpiexec
 
 Modules: ``options`` (:class:`SimulationOptions`: every option, checked at entry, and the
-fingerprint a checkpoint must match), ``dynamics`` (the joint inputs and the dynamics function),
-``integrators`` (RK4, DOPRI5, DOP853, symplectic Euler on the joint manifolds), ``loop`` (the one
+fingerprint a checkpoint must match), ``dynamics`` (the joint inputs and the dynamics function,
+in the velocity form or in generalized momenta), ``integrators`` (RK4, DOPRI5, DOP853, symplectic
+Euler and the sixth-order Gauss-Legendre method, on the joint manifolds), ``loop`` (the one
 time loop: ticks, save points, checkpoints, progress, interrupts), the backends ``serial``,
 ``mpi`` and ``dask_backend``, ``checkpoint`` (the checkpoint files), ``results`` (the results
 files: their format is described there), ``outputs`` (the checks of every output path) and
@@ -16,13 +17,13 @@ over the cores, MPI ranks or Dask workers).
 from .checkpoint import Checkpointer, model_fingerprint
 from .driver import simulate
 from .ensemble import ensemble_members, simulate_ensemble
-from .dynamics import Dynamics
-from .integrators import DOP853, RK4, DormandPrince5, EmbeddedRK, StateSpace, SymplecticEuler, make_integrator
+from .dynamics import Dynamics, MomentumDynamics
+from .integrators import DOP853, RK4, DormandPrince5, EmbeddedRK, Gauss6, StateSpace, SymplecticEuler, make_integrator
 from .loop import SimulationInterrupted
 from .options import SimulationOptions
 from .results import SimulationResult, load_results
 from ..errors import CheckpointError
 
-__all__ = ["simulate", "simulate_ensemble", "ensemble_members", "SimulationOptions", "SimulationInterrupted", "load_results", "SimulationResult", "Dynamics",
-           "StateSpace", "RK4", "SymplecticEuler", "DormandPrince5", "DOP853", "EmbeddedRK", "make_integrator",
+__all__ = ["simulate", "simulate_ensemble", "ensemble_members", "SimulationOptions", "SimulationInterrupted", "load_results", "SimulationResult", "Dynamics", "MomentumDynamics",
+           "StateSpace", "RK4", "SymplecticEuler", "Gauss6", "DormandPrince5", "DOP853", "EmbeddedRK", "make_integrator",
            "Checkpointer", "CheckpointError", "model_fingerprint"]

@@ -1,5 +1,8 @@
 """The dynamics function of a simulation: (t, q, v) -> qdd, with joint inputs.
 
+(The momentum form, :class:`MomentumDynamics`, evaluates (t, q, p) -> (v, pdot) with the same
+joint inputs.)
+
 ``Dynamics(model, ...)`` is what the integrators call.  It gathers
 
 - joint torques: an (nv,) array (constant), a callable ``tau(t, q, qd) -> (nv,)``, a table
@@ -341,6 +344,95 @@ class Dynamics:
         if self.prescribed is not None:
             h.update(self.active_dofs.tobytes())
         return h.hexdigest()
+
+
+class MomentumDynamics:
+    """The dynamics of a run in generalized momenta (seed 001): ``f(t, q, p) -> (v, pdot)``.
+
+    The state is (q, p) with p = M(q) v (``partree.generalized_momentum``).  One evaluation is one
+    ``partree.momentum_rhs``: v from p by the O(N) elimination of seed 001's eq. (6) and pdot
+    from its eq. (7), with no accelerations and no mass matrix.  It returns v rather than qdot
+    because the integrators step the configuration in velocity coordinates (on the joint
+    manifolds); ``returns_rate`` tells them so.
+
+    The joint inputs are those of the velocity form, from the same :class:`Dynamics`: torques
+    (constant, tables, callables of t or of (t, q, qd)), damping, springs and external forces,
+    where qd is the velocity of the momenta, M(q)^-1 p.  Joint forces enter eq. (7) additively
+    (pdot_i = tau_i + ...), so the evaluation solves for v with tau = 0 and adds tau(t, q, v)
+    afterwards: one solve per evaluation, even for torques that depend on qd.  Only an external
+    force callable f_ext(t, q, qd) needs v before the solve (its wrenches enter the inward
+    pass): v is then solved for once more.
+
+    Prescribed motion (hybrid dynamics) and models with loops have no momentum form here: the
+    first makes some velocities inputs rather than functions of p, the second needs the
+    constrained momentum equations (multipliers of the loops), which are not built.
+
+    Parameters
+    ----------
+    dyn : Dynamics
+        The joint inputs (and the model).
+    method : {'ldlt', 'sweep'}
+        The elimination of M v = p: the seed's block Cholesky scheme or its sweep.
+    """
+
+    returns_rate = True
+
+    def __init__(self, dyn, method="ldlt"):
+        from ..algorithms.velocity_from_momentum import check_method
+
+        model = dyn.model
+        if len(getattr(model, "loops", ())):
+            raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is built "
+                                    f"for trees only (the constrained equations in generalized momenta, with "
+                                    f"the loops' multipliers, are not); use formulation='velocity'")
+        if dyn.prescribed is not None:
+            raise PartreeInputError("prescribed motion (hybrid dynamics) has no momentum form: the prescribed "
+                                    "joints' velocities are inputs, not functions of the momenta; use "
+                                    "formulation='velocity'")
+        self.dyn = dyn
+        self.model = model
+        self.method = check_method(method)
+        self.data = model.create_data()
+        self.last_tau = None
+
+    def velocity(self, t, q, p):
+        """v = M(q)^-1 p (``partree.velocity_from_momentum``)."""
+        from ..algorithms.velocity_from_momentum import velocity_from_momentum
+
+        return velocity_from_momentum(self.model, q, p, method=self.method, data=self.data)
+
+    def momentum(self, q, v):
+        """p = M(q) v (``partree.generalized_momentum``)."""
+        from ..algorithms.generalized_momentum import generalized_momentum
+
+        return generalized_momentum(self.model, q, v, data=self.data)
+
+    def __call__(self, t, q, p):
+        from ..algorithms.momentum_rhs import momentum_rhs
+
+        dyn = self.dyn
+        fe = dyn._fext
+        if dyn._fext_fn is not None:
+            fe = dyn._fext_fn(t, q, self.velocity(t, q, p))
+        _, pdot, v = momentum_rhs(self.model, t, q, p, np.zeros(self.model.nv), fe, data=self.data,
+                                  method=self.method, return_velocity=True)
+        tau = dyn.tau(t, q, v)
+        pdot += tau
+        self.last_tau = tau
+        return v, pdot
+
+    @property
+    def conservative(self):
+        """The same as the joint inputs' (:attr:`Dynamics.conservative`)."""
+        return self.dyn.conservative
+
+    def joint_wrenches(self, t, q, v, qdd):
+        """(n, 6) joint wrenches of the motion (q, v, qdd) (:meth:`Dynamics.joint_wrenches`)."""
+        return self.dyn.joint_wrenches(t, q, v, qdd)
+
+    def fingerprint(self):
+        """The joint inputs' fingerprint (the formulation is part of the options')."""
+        return self.dyn.fingerprint()
 
 
 class LocalInputs:

@@ -1,11 +1,19 @@
 """Time integrators for tree dynamics, built around a pluggable dynamics function.
 
-The state is (q, v): configuration (nq, quaternions included) and generalised velocity (nv).
-Every integrator only needs
+The state is (q, y): the configuration q (nq, quaternions included) and y (nv): the generalised
+velocity v in the velocity form, the generalised momenta p = M(q) v in the momentum form (seed
+001; ``simulate(..., formulation='momentum')``).  Every integrator only needs
 
-- ``f(t, q, v) -> qdd``: the dynamics function (serial ABA or hybrid dynamics, see
-  ``partree.simulation.dynamics``; a distributed backend's evaluation over its parts, on the
-  local pieces of the state);
+- the dynamics function, in one of two shapes:
+
+  * ``f(t, q, v) -> qdd`` (velocity form: serial ABA or hybrid dynamics, see
+    ``partree.simulation.dynamics``; a distributed backend's evaluation over its parts, on the
+    local pieces of the state): the configuration moves with y itself;
+  * ``f(t, q, y) -> (w, ydot)`` when ``f.returns_rate`` is True (the momentum form,
+    ``partree.simulation.dynamics.MomentumDynamics``: w = v = M^-1 p and ydot = pdot): the
+    configuration moves with w, which the evaluation solves for; ``f.velocity(t, q, y)`` gives
+    w alone;
+
 - a ``StateSpace``: the hooks that know the state layout -- ``retract(q, dq)`` (q ⊕ dq through
   ``partree.integrate``: quaternions move on the sphere and stay unit), ``dexpinv`` (the
   correction that makes the Lie-group Runge-Kutta methods keep their order), the error-scale
@@ -14,13 +22,17 @@ Every integrator only needs
   allreduce=lambda s: comm.allreduce(s))``).
 
 Configuration stages are velocity-space increments (Runge-Kutta-Munthe-Kaas): stage i sits at
-``q_i = q0 ⊕ Θ_i`` with ``Θ_i = h Σ_j a_ij K_j`` and ``K_j = dexpinv(Θ_j, v_j)``; for joints
-whose configuration space is a vector space (revolute, prismatic, universal) ``dexpinv`` is the
-identity and the method is the classical one, bit for bit.
+``q_i = q0 ⊕ Θ_i`` with ``Θ_i = h Σ_j a_ij K_j`` and ``K_j = dexpinv(Θ_j, w_j)``, w_j the stage's
+velocity; for joints whose configuration space is a vector space (revolute, prismatic,
+universal) ``dexpinv`` is the identity and the method is the classical one, bit for bit.
 
 Integrators:
     RK4                fixed step, order 4
-    SymplecticEuler    fixed step, order 1: v1 = v + h f(t, q, v), q1 = q ⊕ h v1
+    SymplecticEuler    fixed step, order 1: y1 = y + h f(t, q, y), q1 = q ⊕ h w(q, y1)
+                       (symplectic in the velocity form for forces that do not depend on v;
+                       in the momentum form, whose Hamiltonian is not separable, it is not)
+    Gauss6             fixed step, order 6: the 3-stage Gauss-Legendre collocation method,
+                       implicit, symmetric and symplectic (the momentum form's method)
     DormandPrince5     adaptive 5(4), FSAL
     DOP853             adaptive 8(5,3)
     (``scipy``: ``partree.simulation.simulate(..., integrator='scipy')`` hands the flat state to
@@ -175,7 +187,8 @@ def _dexpinv_se3(xi, v):
 
 # ==================================================================== integrators
 class Integrator:
-    """Base class. ``f(t, q, v) -> qdd``; ``space``: a ``StateSpace``."""
+    """Base class. ``f(t, q, v) -> qdd``, or ``f(t, q, y) -> (w, ydot)`` when ``f.returns_rate``
+    (module docstring); ``space``: a ``StateSpace``."""
 
     name = "?"
     adaptive = False
@@ -185,10 +198,26 @@ class Integrator:
         self.f = f
         self.space = space
         self.nfev = 0
+        #: whether f returns the configuration's velocity with the rate of y (the momentum form)
+        self.returns_rate = bool(getattr(f, "returns_rate", False))
 
     def _f(self, t, q, v):
         self.nfev += 1
         return self.f(t, q, v)
+
+    def _rates(self, t, q, y):
+        """(w, ydot): the velocity the configuration moves with and the rate of y.  In the
+        velocity form w is y itself (no copy) and ydot = f(t, q, y)."""
+        self.nfev += 1
+        if self.returns_rate:
+            return self.f(t, q, y)
+        return y, self.f(t, q, y)
+
+    def _velocity(self, t, q, y):
+        """w alone: y in the velocity form, ``f.velocity(t, q, y)`` (M^-1 p) in the momentum form."""
+        if self.returns_rate:
+            return self.f.velocity(t, q, y)
+        return y
 
     def state_dict(self):
         """What a checkpoint must hold to continue bit for bit (plain floats and arrays)."""
@@ -206,37 +235,144 @@ class RK4(Integrator):
 
     def step(self, t, q, v, h):
         sp = self.space
-        a1 = self._f(t, q, v)
+        w1, a1 = self._rates(t, q, v)
         v2 = v + (0.5 * h) * a1
-        q2 = sp.retract(q, (0.5 * h) * v)
-        a2 = self._f(t + 0.5 * h, q2, v2)
-        K2 = sp.dexpinv((0.5 * h) * v, v2)
+        th2 = (0.5 * h) * w1
+        q2 = sp.retract(q, th2)
+        w2, a2 = self._rates(t + 0.5 * h, q2, v2)
+        K2 = sp.dexpinv(th2, w2)
         v3 = v + (0.5 * h) * a2
         th3 = (0.5 * h) * K2
         q3 = sp.retract(q, th3)
-        a3 = self._f(t + 0.5 * h, q3, v3)
-        K3 = sp.dexpinv(th3, v3)
+        w3, a3 = self._rates(t + 0.5 * h, q3, v3)
+        K3 = sp.dexpinv(th3, w3)
         v4 = v + h * a3
         th4 = h * K3
         q4 = sp.retract(q, th4)
-        a4 = self._f(t + h, q4, v4)
-        K4 = sp.dexpinv(th4, v4)
+        w4, a4 = self._rates(t + h, q4, v4)
+        K4 = sp.dexpinv(th4, w4)
         h6 = h / 6.0
-        q1 = sp.retract(q, h6 * (v + 2.0 * K2 + 2.0 * K3 + K4))
+        q1 = sp.retract(q, h6 * (w1 + 2.0 * K2 + 2.0 * K3 + K4))
         v1 = v + h6 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
         return q1, v1
 
 
 class SymplecticEuler(Integrator):
     """Semi-implicit Euler: v1 = v + h f(t, q, v); q1 = q ⊕ h v1 (symplectic for forces that do
-    not depend on v; order 1)."""
+    not depend on v; order 1).  In the momentum form: p1 = p + h pdot(t, q, p),
+    q1 = q ⊕ h M(q)^-1 p1 (order 1, not symplectic: pdot depends on p)."""
 
     name = "symplectic-euler"
     order = 1
 
     def step(self, t, q, v, h):
-        v1 = v + h * self._f(t, q, v)
-        return self.space.retract(q, h * v1), v1
+        v1 = v + h * self._rates(t, q, v)[1]
+        return self.space.retract(q, h * self._velocity(t, q, v1)), v1
+
+
+class Gauss6(Integrator):
+    """The 3-stage Gauss-Legendre method: implicit Runge-Kutta collocation, order 6, symmetric and
+    symplectic (Hairer, Lubich & Wanner, "Geometric Numerical Integration", Secs. II.1.3, VI.4).
+
+    Why this method for the momentum form: seed 001 integrates its equations in generalized
+    momenta with a sixth-order Stormer method, which is built for q'' = f(q) or for a separable
+    Hamiltonian H = T(p) + V(q).  In generalized momenta H = p^T M(q)^-1 p / 2 + V(q) is not
+    separable (M depends on q), so no explicit splitting or Stormer scheme is symplectic for it;
+    the Gauss methods are symplectic for every Hamiltonian, and the three-stage one has order
+    six, the seed's order.  (A Yoshida composition of a symmetric second-order method would need
+    an implicit base method here too, with more stages per step for the same order.)  For
+    chains of revolute, prismatic and universal (Cardan) joints, whose momenta are canonical,
+    the map (q, p) -> (q1, p1) is symplectic to the accuracy of the stage equations; on the
+    quaternion joints it is the Runge-Kutta-Munthe-Kaas form (module docstring), of order six
+    but not exactly symplectic.  The same step runs the velocity form (order six, not
+    symplectic: (q, v) are not canonical).
+
+    The stage equations Theta_i = h sum_j a_ij K_j, Z_i = h sum_j a_ij Kdot_j (configuration
+    increments in velocity coordinates and increments of y) are solved by fixed-point
+    iteration, which converges for h L < 1 (L the Lipschitz constant of the rates; the step of an
+    explicit method of the same accuracy satisfies this) and needs no Jacobian, so a step stays
+    O(N).  The iteration starts from the previous step's collocation polynomial continued over
+    the new step (``tableaus.GAUSS6_EXTRAPOLATION``; the first step, or after a change of h,
+    from Euler's c_i h f(y0)) and stops when the change of the increments, scaled by
+    max(0.1, |y0|) per component, falls below the rounding unit or, once below 1e-8, stops
+    decreasing (the rounding floor is reached), as in Hairer's GNI codes.  A step whose iteration
+    grows three times in a row above that, or does not converge within :attr:`max_iterations`,
+    is refused with ``FloatingPointError``: the step is too large for the fixed-point iteration;
+    take a smaller dt.
+    """
+
+    name = "gauss6"
+    order = 6
+    #: most fixed-point iterations of one step
+    max_iterations = 50
+
+    def __init__(self, f, space):
+        super().__init__(f, space)
+        self._prev = None          # (h, Kq (3, nv), Ky (3, nv)) of the previous step: the next guess
+        self.iterations = 0        # fixed-point iterations so far (each costs 3 evaluations)
+
+    def state_dict(self):
+        d = super().state_dict()
+        d["iterations"] = self.iterations
+        if self._prev is not None:
+            d["gauss_h"] = float(self._prev[0])
+            d["gauss_kq"] = self._prev[1]
+            d["gauss_ky"] = self._prev[2]
+        return d
+
+    def load_state_dict(self, d):
+        super().load_state_dict(d)
+        self.iterations = int(d.get("iterations", 0))
+        if d.get("gauss_kq") is not None and d.get("gauss_ky") is not None and d.get("gauss_h") is not None:
+            self._prev = (float(d["gauss_h"]), np.array(d["gauss_kq"], dtype=float),
+                          np.array(d["gauss_ky"], dtype=float))
+        else:
+            self._prev = None
+
+    def step(self, t, q, y, h):
+        sp = self.space
+        A, c, b = T.GAUSS6_A, T.GAUSS6_C, T.GAUSS6_B
+        s = c.size
+        if self._prev is not None and abs(self._prev[0] - h) <= 1e-9 * abs(h):
+            E = T.GAUSS6_EXTRAPOLATION
+            th = h * (E @ self._prev[1])
+            z = h * (E @ self._prev[2])
+        else:
+            w0, a0 = self._rates(t, q, y)
+            th = (c * h)[:, None] * w0[None, :]
+            z = (c * h)[:, None] * a0[None, :]
+        scale_q = np.maximum(0.1, sp.q_magnitude(q))
+        scale_y = np.maximum(0.1, np.abs(y))
+        Kq = np.empty((s, sp.nv))
+        Ky = np.empty((s, y.size))
+        d_old = np.inf
+        growing = 0
+        for it in range(1, self.max_iterations + 1):
+            for i in range(s):
+                wi, Ky[i] = self._rates(t + c[i] * h, sp.retract(q, th[i]), y + z[i])
+                Kq[i] = sp.dexpinv(th[i], wi)
+            th_new = h * (A @ Kq)
+            z_new = h * (A @ Ky)
+            d = sp.rms_norm(*[(th_new[i] - th[i], scale_q) for i in range(s)],
+                            *[(z_new[i] - z[i], scale_y) for i in range(s)])
+            th, z = th_new, z_new
+            growing = growing + 1 if d >= d_old else 0
+            if not math.isfinite(d) or (growing >= 3 and d > 1e-8):
+                raise FloatingPointError(f"gauss6: the fixed-point iteration of the stage equations diverges at "
+                                         f"t = {t!r} (h = {h!r}): the step is too large for it; take a smaller dt")
+            if d <= 2.220446049250313e-16 or (d >= d_old and d <= 1e-8):
+                break
+            d_old = d
+        else:
+            if d > 1e-8:
+                raise FloatingPointError(f"gauss6: the fixed-point iteration of the stage equations did not "
+                                         f"converge in {self.max_iterations} iterations at t = {t!r} (h = {h!r}); "
+                                         f"take a smaller dt")
+        self.iterations += it
+        self._prev = (h, Kq, Ky)
+        q1 = sp.retract(q, h * (b @ Kq))
+        y1 = y + h * (b @ Ky)
+        return q1, y1
 
 
 class EmbeddedRK(Integrator):
@@ -266,6 +402,8 @@ class EmbeddedRK(Integrator):
         self.rejected = 0
         self._a0 = None            # FSAL: f at the start of the next step
         self._a0_key = None
+        self._w0 = None            # the momentum form: the velocity at the start of the next step
+        self._w_last = None        # the momentum form: the last stage's velocity (FSAL)
 
     # ---------------------------------------------------------------- checkpoints
     def state_dict(self):
@@ -273,6 +411,8 @@ class EmbeddedRK(Integrator):
         d.update(h=self.h, accepted=self.accepted, rejected=self.rejected)
         if self._a0 is not None:
             d["fsal"] = self._a0
+        if self.returns_rate and self._w0 is not None:
+            d["fsal_rate"] = self._w0
         return d
 
     def load_state_dict(self, d):
@@ -282,6 +422,9 @@ class EmbeddedRK(Integrator):
         self.rejected = int(d.get("rejected", 0))
         self._a0 = d.get("fsal")
         self._a0_key = None if self._a0 is None else "resume"
+        self._w0 = d.get("fsal_rate") if self.returns_rate else None
+        if self.returns_rate and self._w0 is None:
+            self._a0 = None        # both rates or neither: evaluate them again at the start
 
     # ---------------------------------------------------------------- one attempt
     def _stages(self, t, q, v, h, a0):
@@ -289,7 +432,7 @@ class EmbeddedRK(Integrator):
         s = len(self.c)
         Kq = np.empty((s, sp.nv))
         Kv = np.empty((s, sp.nv))
-        Kq[0] = v
+        Kq[0] = self._w0 if self.returns_rate else v
         Kv[0] = a0
         for i in range(1, s):
             ai = self.A[i, :i]
@@ -297,8 +440,9 @@ class EmbeddedRK(Integrator):
             th = h * (ai[nz] @ Kq[nz])
             vi = v + h * (ai[nz] @ Kv[nz])
             qi = sp.retract(q, th)
-            Kv[i] = self._f(t + self.c[i] * h, qi, vi)
-            Kq[i] = sp.dexpinv(th, vi)
+            wi, Kv[i] = self._rates(t + self.c[i] * h, qi, vi)
+            Kq[i] = sp.dexpinv(th, wi)
+            self._w_last = wi if self.returns_rate else None
         return Kq, Kv
 
     def _error(self, h, Kq, Kv, q, v, q1, v1):
@@ -323,14 +467,15 @@ class EmbeddedRK(Integrator):
         """Hairer's starting-step heuristic (first part): ``h = 0.01 |y| / |y'|``."""
         sq, sv = self._scales(q, v, q, v)
         d0 = self.space.rms_norm((self.space.q_magnitude(q), sq), (v, sv))
-        d1 = self.space.rms_norm((v, sq), (a0, sv))
+        d1 = self.space.rms_norm((self._w0 if self.returns_rate else v, sq), (a0, sv))
         h = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
         return min(h, abs(t_span), self.h_max)
 
     def advance(self, t, q, v, t_target):
         """Integrate from t to t_target; returns (q, v) at t_target."""
         if self._a0 is None:
-            self._a0 = self._f(t, q, v)
+            w0, self._a0 = self._rates(t, q, v)
+            self._w0 = w0 if self.returns_rate else None
         if self.h is None:
             self.h = self.initial_step(t, q, v, self._a0, t_target - t)
         expo = 1.0 / (self.err_order + 1.0)
@@ -366,7 +511,11 @@ class EmbeddedRK(Integrator):
             self.h = max(h_new, h_prop) if last and not rejected_now and fac >= 1.0 else h_new
             t = t_target if last else t + h
             q, v = q1, v1
-            self._a0 = Kv[-1] if self.fsal else self._f(t, q, v)
+            if self.fsal:
+                self._a0, self._w0 = Kv[-1], self._w_last
+            else:
+                w0, self._a0 = self._rates(t, q, v)
+                self._w0 = w0 if self.returns_rate else None
         return q, v
 
 
@@ -412,11 +561,13 @@ class DOP853(EmbeddedRK):
         return abs(h) * n5 * n5 / math.sqrt(n5 * n5 + 0.01 * n3 * n3)
 
 
-INTEGRATORS = {"rk4": RK4, "dopri5": DormandPrince5, "dop853": DOP853, "symplectic-euler": SymplecticEuler}
+INTEGRATORS = {"rk4": RK4, "dopri5": DormandPrince5, "dop853": DOP853, "symplectic-euler": SymplecticEuler,
+               "gauss6": Gauss6}
 
 
 #: other names of the integrators
-ALIASES = {"rk45": "dopri5", "dopri": "dopri5", "euler": "symplectic-euler", "symplectic": "symplectic-euler"}
+ALIASES = {"rk45": "dopri5", "dopri": "dopri5", "euler": "symplectic-euler", "symplectic": "symplectic-euler",
+           "gauss": "gauss6", "gauss-legendre": "gauss6", "gl6": "gauss6"}
 #: the methods of ``scipy.integrate.solve_ivp`` (``'scipy:METHOD'``), by lower-case name
 SCIPY_METHODS = {"rk45": "RK45", "rk23": "RK23", "dop853": "DOP853", "radau": "Radau", "bdf": "BDF", "lsoda": "LSODA"}
 
@@ -452,7 +603,7 @@ def canonical_integrator(name):
 
 
 def make_integrator(name, f, space, **kw):
-    """An integrator by name ('rk4', 'dopri5', 'dop853', 'symplectic-euler', or an alias).
+    """An integrator by name ('rk4', 'dopri5', 'dop853', 'symplectic-euler', 'gauss6', or an alias).
 
     Parameters
     ----------

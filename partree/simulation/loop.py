@@ -47,6 +47,9 @@ from .results import SimulationResult, format_summary, read_metadata
 PROGRESS_LINE_SECONDS = 30.0
 #: distributed runs agree on stopping about this often (wall seconds), not at every tick
 POLL_SECONDS = 0.2
+#: prefix of the integrator's arrays in a checkpoint's state (``integrator.state_dict()``'s
+#: ndarray items other than ``fsal``; their names are listed in the meta's integrator ``arrays``)
+INTEGRATOR_ARRAY = "integrator_"
 
 
 # ==================================================================== interrupts
@@ -241,11 +244,15 @@ class Recorder:
         ``'joints'`` or ``'all'``.
     wids : ndarray or None
         The joints whose wrenches are recorded.
+    momentum : bool
+        The run integrates the momentum form: the generalized momenta p are recorded too.
     """
 
-    def __init__(self, model, dyn, record, wids):
+    def __init__(self, model, dyn, record, wids, momentum=False):
         self.model, self.dyn, self.record, self.wids = model, dyn, record, wids
         self.rows = {k: [] for k in ("t", "q", "qd", "kinetic", "potential")}
+        if momentum:
+            self.rows["p"] = []
         if record == "all":
             self.rows.update(qdd=[], tau=[])
         if wids is not None:
@@ -261,13 +268,16 @@ class Recorder:
         """Whether a save point needs qdd (and tau): ``record='all'`` or recorded wrenches."""
         return self.record == "all" or self.wids is not None
 
-    def add(self, t, q, v, qdd=None, tau=None):
-        """One row: the state (q, v) at time t, and qdd, tau when :attr:`needs_qdd`."""
+    def add(self, t, q, v, qdd=None, tau=None, p=None):
+        """One row: the state (q, v) at time t, qdd, tau when :attr:`needs_qdd`, and the
+        momenta p in the momentum form."""
         T, V = _energy(self.model, q, v)
         r = self.rows
         r["t"].append(t)
         r["q"].append(q.copy())
         r["qd"].append(v.copy())
+        if "p" in r:
+            r["p"].append(np.array(p, dtype=float))
         r["kinetic"].append(T)
         r["potential"].append(V)
         if self.record == "all":
@@ -380,12 +390,18 @@ class CheckpointBook:
         now = time.perf_counter()
         idict = integ.state_dict()
         fsal = idict.pop("fsal", None)
+        # the integrator's other arrays (the momentum form's FSAL velocity, gauss6's last stages):
+        # serial integrators only, stored as they are
+        iarrays = {k: idict.pop(k) for k in list(idict) if isinstance(idict[k], np.ndarray)}
         qg, vg = backend.gather_q(q), backend.gather_v(v)
         fg = None if fsal is None else backend.gather_v(fsal)
         if self.root:
             st = {"q": qg, "v": vg}
             if fg is not None:
                 st["fsal"] = fg
+            for key, a in iarrays.items():
+                st[INTEGRATOR_ARRAY + key] = a
+            idict["arrays"] = sorted(iarrays)
             meta = {"tick": k, "t": t, "rows": len(rec), "model_fingerprint": self.model_fp,
                     "options_fingerprint": self.options_fp, "options": self.fp_values, "integrator": idict,
                     "wall_time": self.wall_before + now - self.t_wall0, "rng": None, "backend": self.backend}
@@ -450,7 +466,8 @@ class Backend:
 
     def start(self, model, dyn, opts, q, v, space=None):
         """Build the state space, the dynamics function and the integrator; distribute the
-        initial state.  Returns ``(integrator, q, v)`` in the backend's representation."""
+        initial state.  Returns ``(integrator, q, v)`` in the backend's representation (in the
+        momentum form, ``(integrator, q, p)``: the loop then carries p where it says v)."""
         raise NotImplementedError
 
     def put_state(self, integ, info, state):
@@ -468,7 +485,8 @@ class Backend:
 
     def sample(self, t, q, v, need_qdd):
         """A save point: ``(q, v, qdd, tau)`` as whole vectors on the root (qdd, tau only when
-        ``need_qdd``); None elsewhere."""
+        ``need_qdd``; in the momentum form ``(q, v, qdd, tau, p)``, v solved from p); None
+        elsewhere."""
         raise NotImplementedError
 
     def summary(self):
@@ -655,7 +673,7 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         tick = opts.dt * opts.save_every if adaptive else opts.dt
         n_ticks = max(1, int(math.ceil(opts.t_end / tick - 1e-9)))
         save_mod = 1 if adaptive else opts.save_every
-        rec = Recorder(model, dyn, opts.record, wids) if root else None
+        rec = Recorder(model, dyn, opts.record, wids, opts.formulation == "momentum") if root else None
 
         def steps_of(k):
             return int(integ.accepted) if adaptive else k
@@ -682,7 +700,8 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         if probe is not None:
             probe(integ)                   # benchmarks: the integrator (and its dynamics function integ.f)
         name = model.name if root else ""
-        progress = Progress(root and opts.progress, opts.t_end, t_of(k0), f"simulate {name} [{opts.integrator}]")
+        label = opts.integrator if opts.formulation == "velocity" else f"{opts.integrator}, momentum form"
+        progress = Progress(root and opts.progress, opts.t_end, t_of(k0), f"simulate {name} [{label}]")
         catcher = SignalCatcher(opts.catch_signals)
         next_poll, poll_k, poll_wall = k0 + 1, k0, time.perf_counter()
         polls = 0
@@ -783,13 +802,16 @@ def _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, mode
     # drift relative to the run's energy scale (|E(0)|, or the largest |T| + |V| when E(0) ~ 0)
     scale = max(abs(E0), float(np.max(np.abs(series["kinetic"]) + np.abs(series["potential"]))), 1e-300)
     nsteps = int(integ.accepted) if adaptive else k
-    summary = {"integrator": opts.integrator, "steps": nsteps, "rejected": int(getattr(integ, "rejected", 0)),
+    summary = {"integrator": opts.integrator, "formulation": opts.formulation, "steps": nsteps,
+               "rejected": int(getattr(integ, "rejected", 0)),
                "f_evals": int(getattr(integ, "nfev", 0)), "t_end": opts.t_end, "wall_time": wall,
                "samples": int(E.size),
                "resumed_from": None if info is None else info["t"], "backend": backend.name,
                "energy": {"initial": float(E0), "final": float(E[-1]), "max_abs_drift": float(np.abs(E - E0).max()),
                           "max_rel_drift": float(np.abs(E - E0).max() / scale), "scale": float(scale),
                           "conservative": bool(getattr(dyn, "conservative", True))}}
+    if getattr(integ, "iterations", None) is not None:
+        summary["iterations"] = int(integ.iterations)      # gauss6: fixed-point iterations (3 evaluations each)
     summary.update(extra or {})
     if "violation" in series and series["violation"].size:
         kv = int(np.argmax(series["violation"]))

@@ -29,9 +29,11 @@ RESULT_SUFFIXES = {".h5": "h5", ".hdf5": "h5", ".npz": "npz"}
 #: the values a checkpoint must match to be resumed (``t_end`` may grow; backend and parts may change)
 #: what a run with loops corrects after every step (``SimulationOptions.correct``)
 CORRECTIONS = ("full", "velocity", "none")
+#: the forms of the equations of motion a run integrates (``SimulationOptions.formulation``)
+FORMULATIONS = ("velocity", "momentum")
 
 FINGERPRINT_KEYS = ("dt", "integrator", "rtol", "atol", "save_every", "record", "wrench_joints", "h0", "h_max",
-                    "q0", "qd0", "inputs", "correct", "singular_band")
+                    "q0", "qd0", "inputs", "correct", "singular_band", "formulation")
 
 
 def hash_array(x):
@@ -159,9 +161,18 @@ class SimulationOptions:
         Step in s of the fixed-step integrators; for the adaptive ones the output spacing is
         ``dt * save_every`` (the integrator picks its own steps in between).
     integrator : str
-        ``'rk4'``, ``'dopri5'``, ``'dop853'``, ``'symplectic-euler'`` (aliases ``'rk45'``,
-        ``'euler'``), or ``'scipy'`` / ``'scipy:METHOD'`` (``scipy.integrate.solve_ivp``; serial
-        backend, models without quaternions).
+        ``'rk4'``, ``'dopri5'``, ``'dop853'``, ``'symplectic-euler'``, ``'gauss6'`` (the
+        three-stage Gauss-Legendre method: implicit, order 6, symplectic; serial backend;
+        aliases ``'rk45'``, ``'euler'``, ``'gauss'``), or ``'scipy'`` / ``'scipy:METHOD'``
+        (``scipy.integrate.solve_ivp``; serial backend, models without quaternions).
+    formulation : str
+        The equations integrated: ``'velocity'`` (default), the state (q, qd) with the
+        accelerations of ``partree.aba``; or ``'momentum'`` (seed 001), the state (q, p) with
+        p = M(q) qd the generalized momenta, integrated through ``partree.momentum_rhs``
+        (qd = M^-1 p and dp/dt in O(N), no accelerations; see
+        :class:`~partree.simulation.dynamics.MomentumDynamics`).  Results hold q, qd and p
+        either way.  The momentum form runs on the serial backend, for trees (no loops) and
+        without prescribed motion; ``'gauss6'`` is its sixth-order symplectic integrator.
     rtol, atol : float
         Relative and absolute tolerances of the adaptive integrators (> 0).
     h0, h_max : float or None
@@ -240,6 +251,7 @@ class SimulationOptions:
     t_end: float
     dt: float
     integrator: str = "rk4"
+    formulation: str = "velocity"
     rtol: float = 1e-8
     atol: float = 1e-10
     h0: float | None = None
@@ -370,6 +382,20 @@ class SimulationOptions:
         if bk not in BACKENDS:
             raise PartreeInputError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         self.backend = bk
+        form = str(self.formulation).strip().lower() if isinstance(self.formulation, str) else self.formulation
+        if form not in FORMULATIONS:
+            raise PartreeInputError(f"formulation (--formulation) must be one of {', '.join(FORMULATIONS)}; got "
+                                    f"{self.formulation!r}")
+        self.formulation = form
+        if form == "momentum" and bk != "serial":
+            raise PartreeInputError(f"formulation 'momentum' runs on the serial backend, not {bk!r}: the parallel "
+                                    f"engine's part kernels eliminate accelerations (ABA's handle relation); the "
+                                    f"momentum solve M v = p has the same structure but no part kernel yet. "
+                                    f"Use backend 'serial', or formulation 'velocity' on {bk!r}")
+        if bk != "serial" and self.integrator == "gauss6":
+            raise PartreeInputError("integrator 'gauss6' runs on the serial backend (its stage iteration keeps the "
+                                    "whole state); the distributed backends run 'rk4', 'dopri5', 'dop853' or "
+                                    "'symplectic-euler'")
         if self.parts is not None and not hasattr(self.parts, "nparts"):
             self.parts = _count("parts (--parts)", self.parts)
         self.path_weight = _real("path_weight", self.path_weight, positive=False, allow_none=True)
@@ -425,7 +451,8 @@ class SimulationOptions:
         values = {"dt": self.dt, "integrator": self.integrator, "rtol": self.rtol, "atol": self.atol,
                   "save_every": self.save_every, "record": self.record, "wrench_joints": list(wrench_joints),
                   "h0": self.h0, "h_max": self.h_max, "q0": hash_array(q0), "qd0": hash_array(qd0),
-                  "inputs": str(inputs)[:16], "correct": self.correct, "singular_band": self.singular_band}
+                  "inputs": str(inputs)[:16], "correct": self.correct, "singular_band": self.singular_band,
+                  "formulation": self.formulation}
         return values, hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
     def to_dict(self):

@@ -17,6 +17,10 @@ name                shape           content and unit
 ``t``               (K,)            time, s
 ``q``               (K, nq)         configuration; unit of each column in ``q_units``
 ``qd``              (K, nv)         generalised velocity; ``qd_units``
+``p``               (K, nv)         generalised momenta p = M(q) qd, the integrated state
+                                    of ``formulation='momentum'`` runs (only those);
+                                    N m s per rotational column, N s per translational one
+                                    (the units of ``tau`` times s)
 ``kinetic``         (K,)            kinetic energy, J
 ``potential``       (K,)            potential energy of gravity, J
 ``energy``          (K,)            kinetic + potential, J
@@ -99,7 +103,7 @@ from ..outputs import HDF5_SIGNATURE, MODEL_FORMAT, ZIP_SIGNATURE, check_output_
 
 FORMAT = "partree-simulation"
 FORMAT_VERSION = 2
-SERIES = ("t", "q", "qd", "energy", "kinetic", "potential", "qdd", "tau", "joint_wrench", "violation")
+SERIES = ("t", "q", "qd", "p", "energy", "kinetic", "potential", "qdd", "tau", "joint_wrench", "violation")
 #: the column descriptions (see the module docstring)
 COLUMNS = ("q_joint", "q_index", "v_joint", "v_index", "q_units", "qd_units", "qdd_units", "tau_units",
            "joint_names", "joint_types", "q_slices", "v_slices")
@@ -190,6 +194,8 @@ class SimulationResult:
     ----------
     t, q, qd, energy, kinetic, potential : ndarray
         The time series (see the module docstring for shapes and units).
+    p : ndarray or None
+        The generalized momenta of a momentum-form run (``formulation='momentum'``).
     qdd, tau, joint_wrench : ndarray or None
         When recorded.
     violation : ndarray or None
@@ -249,6 +255,8 @@ class SimulationResult:
             u["qdd"] = c["qdd_units"]
         if self.tau is not None:
             u["tau"] = c["tau_units"]
+        if self.p is not None:
+            u["p"] = np.array([f"{x} s" for x in c["tau_units"]], dtype=str)
         if self.joint_wrench is not None:
             u["joint_wrench"] = np.array(WRENCH_UNITS)
         return u
@@ -578,8 +586,10 @@ def format_summary(s):
     """
     if not s:
         return ""
-    lines = [f"integrator  {s.get('integrator')}  ({s.get('steps')} steps, {s.get('rejected', 0)} rejected, "
-             f"{s.get('f_evals')} dynamics evaluations)",
+    form = ", momentum form" if s.get("formulation") == "momentum" else ""
+    iters = f", {s['iterations']} stage iterations" if s.get("iterations") is not None else ""
+    lines = [f"integrator  {s.get('integrator')}{form}  ({s.get('steps')} steps, {s.get('rejected', 0)} rejected, "
+             f"{s.get('f_evals')} dynamics evaluations{iters})",
              f"time        t = 0 .. {s.get('t_end'):g} s simulated in {s.get('wall_time', 0.0):.3f} s wall "
              f"({s.get('steps_per_second', 0.0):.1f} steps/s"
              + (f" after {s['startup_time']:.3f} s of start-up)" if "startup_time" in s else ")")]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PartreeInputError
-from .dynamics import Dynamics
+from .dynamics import Dynamics, MomentumDynamics
 from .integrators import StateSpace, make_integrator
-from .loop import Backend
+from .loop import INTEGRATOR_ARRAY, Backend
 
 
 class ScipyStepper:
@@ -48,8 +48,12 @@ class ScipyStepper:
         from scipy.integrate import solve_ivp
         nq = q.size
 
-        def rhs(tt, y):
-            return np.concatenate([y[nq:], self.f(tt, y[:nq], y[nq:])])
+        if getattr(self.f, "returns_rate", False):      # the momentum form: (v, pdot); qdot = v here
+            def rhs(tt, y):
+                return np.concatenate(self.f(tt, y[:nq], y[nq:]))
+        else:
+            def rhs(tt, y):
+                return np.concatenate([y[nq:], self.f(tt, y[:nq], y[nq:])])
         kw = {"first_step": min(self.h, t_target - t)} if self.h else {}
         sol = solve_ivp(rhs, (t, t_target), np.concatenate([q, v]), method=self.method, rtol=self.rtol,
                         atol=self.atol, max_step=self.h_max, **kw)
@@ -105,9 +109,13 @@ class PlainDynamics:
 
 class SerialBackend(Backend):
     """One process holds the whole state; each evaluation is ``Dynamics`` (``partree.aba``, or
-    hybrid dynamics with prescribed motion), or a custom dynamics function and ``StateSpace``."""
+    hybrid dynamics with prescribed motion), or a custom dynamics function and ``StateSpace``.
+    In the momentum form (``formulation='momentum'``) the state is (q, p) and each evaluation is
+    :class:`~partree.simulation.dynamics.MomentumDynamics` (``partree.momentum_rhs``) with the
+    same joint inputs; save points solve v = M^-1 p."""
 
     name = "serial"
+    momentum = None        # the MomentumDynamics of a momentum-form run
 
     def dynamics(self, model, inputs, custom=None):
         if custom is None:
@@ -121,15 +129,22 @@ class SerialBackend(Backend):
 
     def start(self, model, dyn, opts, q, v, space=None):
         space = space or StateSpace(model)
+        f = dyn
+        if opts.formulation == "momentum":
+            if not isinstance(dyn, Dynamics):
+                raise PartreeInputError("a custom dynamics function f(t, q, v) -> qdd has no momentum form; use "
+                                        "formulation='velocity', or give the joint inputs instead")
+            f = self.momentum = MomentumDynamics(dyn)
+            v = f.momentum(q, v)                  # the state is (q, p)
         if opts.integrator.startswith("scipy"):
             method = opts.integrator.split(":", 1)[1] if ":" in opts.integrator else "DOP853"
-            integ = ScipyStepper(dyn, space, method, opts.rtol, opts.atol, opts.h0,
+            integ = ScipyStepper(f, space, method, opts.rtol, opts.atol, opts.h0,
                                  np.inf if opts.h_max is None else opts.h_max)
         else:
             kw = dict(rtol=opts.rtol, atol=opts.atol, h0=opts.h0, max_steps=opts.max_steps)
             if opts.h_max is not None:
                 kw["h_max"] = opts.h_max
-            integ = make_integrator(opts.integrator, dyn, space, **kw)
+            integ = make_integrator(opts.integrator, f, space, **kw)
         self.model, self.dyn = model, dyn
         return integ, q, v
 
@@ -137,6 +152,8 @@ class SerialBackend(Backend):
         istate = dict(info["integrator"])
         if "fsal" in state:
             istate["fsal"] = state["fsal"].copy()
+        for key in istate.pop("arrays", []):
+            istate[key] = state[INTEGRATOR_ARRAY + key].copy()
         integ.load_state_dict(istate)
         return state["q"].copy(), state["v"].copy()
 
@@ -147,8 +164,13 @@ class SerialBackend(Backend):
         return v
 
     def sample(self, t, q, v, need_qdd):
+        p = None
+        if self.momentum is not None:
+            p, v = v, self.momentum.velocity(t, q, v)
         if not need_qdd:
-            return q, v, None, None
-        qdd = self.dyn(t, q, v)
-        tau = getattr(self.dyn, "last_tau", None)
-        return q, v, qdd, (np.zeros(self.model.nv) if tau is None else np.asarray(tau, dtype=float).copy())
+            got = (q, v, None, None)
+        else:
+            qdd = self.dyn(t, q, v)
+            tau = getattr(self.dyn, "last_tau", None)
+            got = (q, v, qdd, (np.zeros(self.model.nv) if tau is None else np.asarray(tau, dtype=float).copy()))
+        return got if p is None else got + (p,)

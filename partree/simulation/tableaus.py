@@ -93,3 +93,36 @@ DOP853_BHH[0] = 0.244094488188976377952755905512e+00
 DOP853_BHH[8] = 0.733846688281611857341361741547e+00
 DOP853_BHH[11] = 0.220588235294117647058823529412e-01
 DOP853_E3 = DOP853_B - DOP853_BHH
+
+# ----------------------------------------------------------------------------- Gauss-Legendre, 3 stages
+# The collocation method at the zeros of the shifted Legendre polynomial P_3(2c - 1) (Hairer,
+# Norsett & Wanner, Sec. II.7, Table 7.4): order 6 (2s), symmetric, symplectic, A-stable.
+_r15 = np.sqrt(15.0)
+GAUSS6_C = np.array([0.5 - _r15 / 10.0, 0.5, 0.5 + _r15 / 10.0])
+GAUSS6_A = np.array([[5.0 / 36.0, 2.0 / 9.0 - _r15 / 15.0, 5.0 / 36.0 - _r15 / 30.0],
+                     [5.0 / 36.0 + _r15 / 24.0, 2.0 / 9.0, 5.0 / 36.0 - _r15 / 24.0],
+                     [5.0 / 36.0 + _r15 / 30.0, 2.0 / 9.0 + _r15 / 15.0, 5.0 / 36.0]])
+GAUSS6_B = np.array([5.0 / 18.0, 4.0 / 9.0, 5.0 / 18.0])
+
+
+def _collocation_extrapolation(c):
+    """E[i, j] = integral from 1 to 1 + c_i of the Lagrange basis polynomial l_j on the nodes c.
+
+    The collocation polynomial of a step, u(t0 + s h) = y0 + h sum_j K_j int_0^s l_j, continued
+    past the step's end gives the next step's stage increments u(t1 + c_i h) - u(t1) =
+    h sum_j E[i, j] K_j: the starting guess of the next step's fixed-point iteration (Hairer,
+    Lubich & Wanner, "Geometric Numerical Integration", Sec. VIII.6.1), off by O(h^(s+1))."""
+    s = len(c)
+    E = np.empty((s, s))
+    for j in range(s):
+        others = [c[k] for k in range(s) if k != j]
+        poly = np.poly1d([1.0])
+        for ck in others:
+            poly = poly * np.poly1d([1.0, -ck]) / (c[j] - ck)
+        P = poly.integ()
+        for i in range(s):
+            E[i, j] = P(1.0 + c[i]) - P(1.0)
+    return E
+
+
+GAUSS6_EXTRAPOLATION = _collocation_extrapolation(GAUSS6_C)
