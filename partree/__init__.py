@@ -11,6 +11,7 @@ from .algorithms.crba import bias_forces, crba, mass_matrix_operator
 from .algorithms.energy import center_of_mass, energy, kinetic_energy, momentum, potential_energy
 from .algorithms.generalized_momentum import generalized_momentum
 from .algorithms.momentum_rhs import momentum_rhs
+from .algorithms.impulse import apply_impulse, generalized_impulse
 from .algorithms.velocity_from_momentum import velocity_from_momentum
 from .algorithms.kinematics import forward_kinematics
 from .algorithms.loop_constraints import loop_constraints
@@ -33,5 +34,5 @@ __version__ = "0.1.0"
 __all__ = ["Model", "Data", "Loop", "ModelBuilder", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
            "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
-           "center_of_mass", "momentum", "generalized_momentum", "velocity_from_momentum", "momentum_rhs", "loop_constraints", "constrained_dynamics", "correct_state", "assemble", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
+           "center_of_mass", "momentum", "generalized_momentum", "velocity_from_momentum", "momentum_rhs", "apply_impulse", "generalized_impulse", "loop_constraints", "constrained_dynamics", "correct_state", "assemble", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
            "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "loops", "models", "spatial"]
