@@ -23,7 +23,8 @@ API_ENTRIES = {
                "partree.load_model", "partree.save_model", "partree.models.auto_tree",
                "partree.spatial.motion_xform", "partree.inertia.undetermined_joints"],
     "serial": ["partree.aba", "partree.rnea", "partree.crba", "partree.mass_matrix_operator",
-               "partree.forward_kinematics", "partree.energy", "partree.set_num_threads"],
+               "partree.forward_kinematics", "partree.energy", "partree.set_num_threads",
+               "partree.apply_impulse", "partree.generalized_impulse"],
     "constraint-forces": ["partree.cfa", "partree.CFAResult", "partree.constraint_bases",
                           "partree.constraint_forces"],
     "loops": ["partree.constrained_dynamics", "partree.loop_constraints", "partree.correct_state", "partree.assemble",
@@ -47,6 +48,7 @@ GUIDES = {
     "conventions": "Joint types and their q / v layouts",
     "results-format": "The model blob",
     "loops-examples": "Why the corrections use the kinetic-energy metric",
+    "momentum-form": "The sixth-order method",
 }
 
 

@@ -294,7 +294,7 @@ class Gauss6(Integrator):
     O(N).  The iteration starts from the previous step's collocation polynomial continued over
     the new step (``tableaus.GAUSS6_EXTRAPOLATION``; the first step, or after a change of h,
     from Euler's c_i h f(y0)) and stops when the change of the increments, scaled by
-    max(0.1, |y0|) per component, falls below the rounding unit or, once below 1e-8, stops
+    max(0.1, abs(y0)) per component, falls below the rounding unit or, once below 1e-8, stops
     decreasing (the rounding floor is reached), as in Hairer's GNI codes.  A step whose iteration
     grows three times in a row above that, or does not converge within :attr:`max_iterations`,
     is refused with ``FloatingPointError``: the step is too large for the fixed-point iteration;
