@@ -639,6 +639,11 @@ class Data:
     u, qdd, tau  (nv,)         u = tau - S^T pA, the last ABA and RNEA results
     scratch      (nv + 193,)   the kernels' small work arrays during a compiled call
     ===========  ============  ===============================================================
+
+    After the compiled calls of ABA, RNEA (without joint wrenches) and CRBA on a model with
+    welded bodies, the per-body arrays hold the bodies of the model with its welded bodies
+    merged in their first rows (``partree.algorithms.welded``); the per-coordinate arrays are
+    the model's.  The buffer ends with the area where those calls keep the merged model.
     """
 
     def __init__(self, model: Model):

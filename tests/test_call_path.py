@@ -1,7 +1,8 @@
 """The call path of aba, rnea, crba and cfa: the packed model and workspace buffers, ``out=`` and
-``check=``, inputs of other types, and the same numbers as the kernels called with the model's
-arrays one by one, bit for bit."""
+``check=``, inputs of other types, the same numbers as the kernels called with the arrays one by
+one, bit for bit, and the welded bodies the compiled calls merge."""
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,10 +10,14 @@ import pytest
 import partree
 from partree import checks
 from partree.algorithms.aba import aba_kernel
-from partree.algorithms.crba import _composite_inertias, _crba_entries
+from partree.algorithms.crba import COMPACT, _composite_inertias, _crba_entries
 from partree.algorithms.rnea import rnea_kernel
+from partree.algorithms.welded import merged_model_args
+from partree.joints import FIXED
 from partree.errors import PartreeInputError
 from partree.models import chain, random_tree
+
+DATA = Path(__file__).parent / "data"
 
 
 def mixed():
@@ -25,21 +30,42 @@ def state(m, seed=0):
     return m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv), rng.normal(size=(m.n, 6))
 
 
-def direct(m, q, qd, x, F=None):
-    """ABA, RNEA (tau, wrenches) and CRBA by the kernels with the model's arrays one by one."""
-    Fk, has = (np.zeros((1, 6)), False) if F is None else (F, True)
+def direct(m, q, qd, x, F=None, merged=True):
+    """ABA, RNEA (tau, wrenches) and CRBA by the kernels with the arrays one by one: with
+    ``merged``, those of the model with its welded bodies merged where the compiled calls merge
+    them (ABA, RNEA without wrenches, CRBA: ``partree.algorithms.welded``; F must then carry no
+    wrench on a welded body); RNEA's wrenches always with the model's own arrays."""
+    mm = merged_model_args(m) if merged else None
+    args, Fm = checks.model_args(m), F
+    if mm is not None:
+        args, orig = mm
+        if F is not None:
+            assert not F[m.jtype == FIXED].any()
+            Fm = np.ascontiguousarray(F[orig])
+    nb = args[0].shape[0]
+
+    def kernel_forces(f):
+        return (np.zeros((1, 6)), False) if f is None else (np.ascontiguousarray(f), True)
+
+    Fk, has = kernel_forces(Fm)
     d = m.create_data()
-    assert aba_kernel(*checks.model_args(m), m.gravity, q, qd, x, Fk, has, d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S,
-                      d.U, d.Dinv, d.u, d.qdd) < 0
+    E, r = np.zeros((nb, 3, 3)), np.zeros((nb, 3))
+    v, c, a, pA = (np.zeros((nb, 6)) for _ in range(4))
+    IA = np.zeros((nb, 6, 6))
+    assert aba_kernel(*args, m.gravity, q, qd, x, Fk, has, E, r, v, c, IA, pA, a, d.S, d.U, d.Dinv, d.u,
+                      d.qdd) < 0
     qdd = d.qdd.copy()
+    rnea_kernel(*args, m.gravity, q, qd, x, Fk, has, E, r, v, a, pA, d.S, d.tau)
+    tau = d.tau.copy()
     d = m.create_data()
+    Fk, has = kernel_forces(F)
     rnea_kernel(*checks.model_args(m), m.gravity, q, qd, x, Fk, has, d.E, d.r, d.v, d.a, d.pA, d.S, d.tau)
-    tau, W = d.tau.copy(), d.pA.copy()
-    d = m.create_data()
-    _composite_inertias(*checks.model_args(m), q, d.E, d.r, d.IA, d.S)
+    W = d.pA.copy()
+    IC = np.zeros((nb, COMPACT))
+    _composite_inertias(*args, q, E, r, IC, d.S)
     M = np.zeros((m.nv, m.nv))
     e = np.zeros(0, dtype=np.int64)
-    _crba_entries(m.parent, m.idx_v, d.E, d.r, d.IA, d.S, e, e, np.zeros(0), True, M)
+    _crba_entries(args[0], args[10], E, r, IC, d.S, e, e, np.zeros(0), True, M)
     return qdd, tau, W, M
 
 
@@ -49,15 +75,17 @@ def test_same_numbers_as_the_kernels_with_the_arrays_one_by_one(make):
     m = make()
     for with_f in (False, True):
         q, qd, x, F = state(m, seed=int(with_f))
+        F[m.jtype == FIXED] = 0.0               # welded bodies' wrenches: test_welded_bodies_merged
         F = F if with_f else None
         qdd, tau, W, M = direct(m, q, qd, x, F)
+        qdd0, tau0, _, _ = direct(m, q, qd, x, F, merged=False)
         for _ in range(2):          # the first call builds the buffers, the second goes straight through
             assert np.array_equal(partree.aba(m, q, qd, x, F), qdd)
             t, w = partree.rnea(m, q, qd, x, F, return_wrenches=True)
-            assert np.array_equal(t, tau) and np.array_equal(w, W)
+            assert np.array_equal(t, tau0) and np.array_equal(w, W)
             assert np.array_equal(partree.rnea(m, q, qd, x, F), tau)
             assert np.array_equal(partree.crba(m, q), M)
-            assert np.array_equal(partree.cfa(m, q, qd, x, F).qdd, qdd)
+            assert np.array_equal(partree.cfa(m, q, qd, x, F).qdd, qdd0)
 
 
 def test_out_is_written_and_returned():
@@ -198,3 +226,70 @@ def test_workspace_arrays_are_views_of_one_buffer():
     for name in ("E", "r", "v", "c", "IA", "pA", "a", "S", "U", "Dinv", "u", "qdd", "tau"):
         assert np.shares_memory(getattr(d, name), d._buf), name
     assert d.nbytes == d._buf.nbytes
+
+
+# ----------------------------------------------------------------------------------------------
+# welded bodies merged (partree.algorithms.welded)
+# ----------------------------------------------------------------------------------------------
+def welded_tree():
+    """A floating tree where a third of the joints are fixed: welded leaves, welded bodies
+    between moving ones, chains of welded bodies, and a body welded to the world."""
+    m = random_tree(40, seed=7, floating_base=True, joint_types=["revolute", "prismatic", "universal", "spherical",
+                                                                  "fixed", "fixed"])
+    assert np.count_nonzero(m.jtype == FIXED) * 16 >= m.n
+    return m
+
+
+def test_welded_bodies_merged_give_the_model_s_results():
+    """The compiled calls (merged) against the kernels on the model as it is, with wrenches on
+    welded bodies too: the same dynamics to rounding."""
+    for m in (welded_tree(), partree.load_urdf(DATA / "branching.urdf", floating_base=True), mixed()):
+        mm = merged_model_args(m)
+        assert mm is not None and len(mm[1]) == np.count_nonzero(m.jtype != FIXED)
+        for seed in range(3):
+            q, qd, x, F = state(m, seed=seed)
+            qdd0, tau0, _, M0 = direct(m, q, qd, x, F, merged=False)
+            qdd = partree.aba(m, q, qd, x, F)
+            assert np.abs(qdd - qdd0).max() <= 1e-12 * np.abs(qdd0).max()
+            tau = partree.rnea(m, q, qd, x, F)
+            assert np.abs(tau - tau0).max() <= 1e-12 * np.abs(tau0).max()
+            M = partree.crba(m, q)
+            assert np.abs(M - M0).max() <= 1e-13 * np.abs(M0).max() and np.array_equal(M, M.T)
+
+
+def test_welded_merge_follows_edits_in_place():
+    """The merged model is kept in the workspace with the model buffer it came from: an array of
+    the model edited in place (a welded body's mass and placement, gravity) is what the
+    next call computes with."""
+    m = welded_tree()
+    q, qd, x, _ = state(m)
+    before = partree.crba(m, q)
+    k = int(np.flatnonzero((m.jtype == FIXED) & (m.parent >= 0))[0])
+    m.mass[k] *= 3.0
+    m.r_tree[k] += 0.1
+    after = partree.crba(m, q)
+    assert not np.array_equal(after, before)
+    assert np.abs(after - direct(m, q, qd, x, merged=False)[3]).max() <= 1e-13 * np.abs(after).max()
+    m2 = welded_tree()
+    m2.mass[k] *= 3.0
+    m2.r_tree[k] += 0.1
+    assert np.array_equal(partree.crba(m2, q), after)          # the same model built afresh
+    d = m.create_data()
+    partree.aba(m, q, qd, x, data=d)
+    m.gravity[:] = 0.0
+    assert np.array_equal(partree.aba(m, q, qd, x, data=d), direct(m, q, qd, x)[0])
+
+
+def test_welded_singular_joint_is_named_in_the_model_s_numbering():
+    """A moving joint under welded bodies whose subtree has no inertia along its motion (a point
+    mass on its axis; a model built without validation) is named by the model's own joint name,
+    though it is body 1 of the merged model."""
+    b = partree.ModelBuilder()
+    b.add_body("base", parent=None, joint="revolute", axis=(0, 0, 1), mass=1.0, inertia=np.eye(3) * 0.1)
+    b.add_body("flange", parent="base", joint="fixed", placement=(0.0, 0.0, 0.1), mass=0.0)
+    b.add_body("tool", parent="flange", joint="fixed", placement=(0.0, 0.0, 0.1), mass=0.5, inertia=0.01)
+    b.add_body("wrist", parent="tool", joint="revolute", axis=(1, 0, 0), mass=1.0, com=(0.3, 0.0, 0.0))
+    m = b.build(validate=False)
+    assert merged_model_args(m) is not None
+    with pytest.raises(PartreeInputError, match="wrist"):
+        partree.aba(m, np.zeros(m.nq), np.zeros(m.nv), np.zeros(m.nv))

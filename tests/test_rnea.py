@@ -193,7 +193,9 @@ def test_joint_wrenches_function(rng):
     assert W.shape == (m.n, 6)
     assert np.array_equal(partree.joint_wrenches(m, q, qd, qdd, f_ext=F), W)
     assert np.array_equal(partree.joint_wrenches(m, q, qd, qdd, F, m.create_data()), W)
-    assert np.array_equal(partree.rnea(m, q, qd, qdd, f_ext=F), tau)
+    # tau alone comes from the model with its welded bodies merged (partree.algorithms.welded)
+    t = partree.rnea(m, q, qd, qdd, f_ext=F)
+    assert np.abs(t - tau).max() <= 1e-13 * np.abs(tau).max()
     # results are copies: a later call does not change them
     W0 = W.copy()
     partree.rnea(m, *(x * 2 for x in (q, qd, qdd)), return_wrenches=True)

@@ -41,6 +41,7 @@ from .packed import (ERR_SHAPE, NO_FORCES, OK, check_state, raw_view,
                      model_buffer, model_views, restrict, workspace_length, workspace_views)
 from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import spd_inverse
+from .welded import computing_forces, computing_model, original_body
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
 
@@ -307,21 +308,23 @@ def articulated_project(IA_i, pA_i, c_i, U, Dinv, u, iv, nv, Ia, pa, tmp):
 @njit(cache=True)
 def aba_call(mb, wb, q, qd, tau, fext, out, check):
     """One forward-dynamics evaluation on a packed model and workspace (``partree.algorithms.packed``):
-    the compiled checks, :func:`aba_kernel`, qdd copied to ``out``.  Returns ``packed.OK``, an
-    error code, or the body whose joint-space inertia is singular."""
+    the compiled checks, :func:`aba_kernel` on the model with its welded bodies merged
+    (``partree.algorithms.welded``), qdd copied to ``out``.  Returns ``packed.OK``, an error code,
+    or the body whose joint-space inertia is singular."""
     e = check_state(mb, wb, q, qd, tau, fext, check)
     if e != OK:
         return e
-    n = mb[1]
     nv = mb[3]
     if out.shape[0] != nv:
         return ERR_SHAPE
-    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
-    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, _, sc = workspace_views(wb, n, nv)
+    cb, n = computing_model(mb, wb)         # welded bodies merged (partree.algorithms.welded)
+    f = computing_forces(mb, wb, n, fext)
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(cb)
+    E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, _, sc = workspace_views(wb, mb[1], nv, n)
     bad = aba_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                        q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc)
+                        q, qd, tau, f, f.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, sc)
     if bad >= 0:
-        return bad
+        return original_body(mb, wb, n, bad)
     for k in range(nv):
         out[k] = qdd[k]
     return OK

@@ -16,8 +16,9 @@ from .. import checks
 from . import batch
 from .packed import (ERR_SHAPE, OK, raw_view, check_buffers, check_q, model_buffer, model_views, restrict,
                      workspace_length, workspace_views)
-from .primitives import congruence_add, inertia_from_compact
+from .primitives import COMPACT, compact_inertia, composite_to_parent_add
 from .aba import aba_kernel
+from .welded import computing_model
 from .rnea import rnea_kernel
 
 
@@ -36,13 +37,13 @@ SCRATCH = 60
 @njit(cache=True)
 def composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
                           q, E, r, IC, S, sc):
-    """X_up, S and the composite inertias IC of every body, with the scratch arrays taken from
+    """X_up, S and the composite inertias IC (n, COMPACT) of every body in compact form (about the
+    body's origin, in its axes: :func:`compact_inertia`), with the scratch arrays taken from
     ``sc`` (SCRATCH + nv + 1 values)."""
     n = parent.shape[0]
     R = raw_view(sc, 0, (3, 3))
     R2 = raw_view(sc, 9, (3, 3))
     cJ = raw_view(sc, 18, (6,))
-    T = raw_view(sc, 24, (6, 6))
     qd0 = raw_view(sc, SCRATCH, (S.shape[0] + 1,))
     for k in range(qd0.shape[0]):
         qd0[k] = 0.0
@@ -59,11 +60,11 @@ def composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                              E[i], r[i], S[iv:], cJ, R, R2)
         else:
             joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd0, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
-        inertia_from_compact(mass[i], com[i], I_com[i], IC[i])
+        compact_inertia(mass[i], com[i], I_com[i], IC[i])
     for i in range(n - 1, -1, -1):
         p = parent[i]
         if p >= 0:
-            congruence_add(E[i], r[i], IC[i], IC[p], T)
+            composite_to_parent_add(E[i], r[i], IC[i], IC[p])
 
 
 @njit(cache=True)
@@ -75,23 +76,75 @@ def _crba_entries(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M):
 
 @njit(cache=True)
 def crba_entries_in(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M, sc):
-    """:func:`_crba_entries` with its scratch arrays taken from ``sc`` (42 values)."""
+    """:func:`_crba_entries` with its scratch arrays taken from ``sc`` (36 values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
     F = raw_view(sc, 0, (6, 6))
-    G = raw_view(sc, 36, (6,))
     k = 0
     for i in range(n):
         iv = idx_v[i]
         nvi = (idx_v[i + 1] if i + 1 < n else nvt) - iv
         if nvi == 0:
             continue
+        C = IC[i]
+        if nvi == 1:
+            # one column, held in registers along the walk
+            w0, w1, w2 = S[iv, 0], S[iv, 1], S[iv, 2]
+            u0, u1, u2 = S[iv, 3], S[iv, 4], S[iv, 5]
+            f0 = C[4] * w0 + C[7] * w1 + C[8] * w2 + C[2] * u2 - C[3] * u1
+            f1 = C[7] * w0 + C[5] * w1 + C[9] * w2 + C[3] * u0 - C[1] * u2
+            f2 = C[8] * w0 + C[9] * w1 + C[6] * w2 + C[1] * u1 - C[2] * u0
+            f3 = C[0] * u0 - (C[2] * w2 - C[3] * w1)
+            f4 = C[0] * u1 - (C[3] * w0 - C[1] * w2)
+            f5 = C[0] * u2 - (C[1] * w1 - C[2] * w0)
+            j = i
+            while j >= 0:
+                jv = idx_v[j]
+                nvj = (idx_v[j + 1] if j + 1 < n else nvt) - jv
+                for e in range(nvj):
+                    Sj = S[jv + e]
+                    s = f0 * Sj[0] + f1 * Sj[1] + f2 * Sj[2] + f3 * Sj[3] + f4 * Sj[4] + f5 * Sj[5]
+                    if dense:
+                        M[iv, jv + e] = s
+                        M[jv + e, iv] = s
+                    else:
+                        rows[k] = iv
+                        cols[k] = jv + e
+                        vals[k] = s
+                        k += 1
+                        if j != i:
+                            rows[k] = jv + e
+                            cols[k] = iv
+                            vals[k] = s
+                            k += 1
+                p = parent[j]
+                if p >= 0:
+                    Ej = E[j]
+                    rj = r[j]
+                    n0 = Ej[0, 0] * f0 + Ej[1, 0] * f1 + Ej[2, 0] * f2
+                    n1 = Ej[0, 1] * f0 + Ej[1, 1] * f1 + Ej[2, 1] * f2
+                    n2 = Ej[0, 2] * f0 + Ej[1, 2] * f1 + Ej[2, 2] * f2
+                    g0 = Ej[0, 0] * f3 + Ej[1, 0] * f4 + Ej[2, 0] * f5
+                    g1 = Ej[0, 1] * f3 + Ej[1, 1] * f4 + Ej[2, 1] * f5
+                    g2 = Ej[0, 2] * f3 + Ej[1, 2] * f4 + Ej[2, 2] * f5
+                    f0 = n0 + rj[1] * g2 - rj[2] * g1
+                    f1 = n1 + rj[2] * g0 - rj[0] * g2
+                    f2 = n2 + rj[0] * g1 - rj[1] * g0
+                    f3 = g0
+                    f4 = g1
+                    f5 = g2
+                j = p
+            continue
         for d in range(nvi):
-            for a in range(6):
-                s = 0.0
-                for b in range(6):
-                    s += IC[i, a, b] * S[iv + d, b]
-                F[d, a] = s
+            # F = IC S = [Io w + h x u; m u - h x w] for S = [w; u]
+            w0, w1, w2 = S[iv + d, 0], S[iv + d, 1], S[iv + d, 2]
+            u0, u1, u2 = S[iv + d, 3], S[iv + d, 4], S[iv + d, 5]
+            F[d, 0] = C[4] * w0 + C[7] * w1 + C[8] * w2 + C[2] * u2 - C[3] * u1
+            F[d, 1] = C[7] * w0 + C[5] * w1 + C[9] * w2 + C[3] * u0 - C[1] * u2
+            F[d, 2] = C[8] * w0 + C[9] * w1 + C[6] * w2 + C[1] * u1 - C[2] * u0
+            F[d, 3] = C[0] * u0 - (C[2] * w2 - C[3] * w1)
+            F[d, 4] = C[0] * u1 - (C[3] * w0 - C[1] * w2)
+            F[d, 5] = C[0] * u2 - (C[1] * w1 - C[2] * w0)
         j = i
         while j >= 0:
             jv = idx_v[j]
@@ -118,8 +171,6 @@ def crba_entries_in(parent, idx_v, E, r, IC, S, rows, cols, vals, dense, M, sc):
             if p >= 0:
                 # F <- X_up[j]^T F  (force transform to the parent's coordinates)
                 for d in range(nvi):
-                    for a in range(6):
-                        G[a] = 0.0
                     f = F[d]
                     Ej = E[j]
                     rj = r[j]
@@ -143,33 +194,40 @@ def _prepare(model, q, data):
     q, _ = checks.state(model, q)
     d = checks.data_for(model, data)
     a = checks.model_args(model)
-    _composite_inertias(*a, q, d.E, d.r, d.IA, d.S)
+    _composite_inertias(*a, q, d.E, d.r, _compact_area(d), d.S)
     return d
+
+
+def _compact_area(d):
+    """The workspace's IA area as the (n, COMPACT) array of compact composite inertias."""
+    return d.IA.reshape(-1)[:COMPACT * d.n].reshape(d.n, COMPACT)
 
 
 @njit(cache=True)
 def crba_call(mb, wb, q, M, check):
     """One dense mass matrix on a packed model and workspace (``partree.algorithms.packed``): the
-    compiled checks, the composite inertias and M (nv, nv) written whole (zero where two joints
-    are not on one path to the base).  Returns ``packed.OK`` or an error code."""
+    compiled checks, the composite inertias of the model with its welded bodies merged
+    (``partree.algorithms.welded``) and M (nv, nv) written whole (zero where two joints are not
+    on one path to the base).  Returns ``packed.OK`` or an error code."""
     e = check_buffers(mb, wb)
     if e == OK:
         e = check_q(mb, q, check)
     if e != OK:
         return e
-    n = mb[1]
     nv = mb[3]
     if M.shape[0] != nv or M.shape[1] != nv:
         return ERR_SHAPE
-    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, _, _, _ = model_views(mb)
-    E, r, _, _, IA, _, _, S, _, _, _, _, _, sc = workspace_views(wb, n, nv)
-    composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, E, r, IA, S,
+    cb, n = computing_model(mb, wb)         # welded bodies merged (partree.algorithms.welded)
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, _, _, _ = model_views(cb)
+    E, r, _, _, IA, _, _, S, _, _, _, _, _, sc = workspace_views(wb, mb[1], nv, n)
+    IC = raw_view(IA.reshape(36 * n), 0, (n, COMPACT))      # the compact composites, in IA's area
+    composite_inertias_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, E, r, IC, S,
                           sc)
     for i in range(nv):
         for j in range(nv):
             M[i, j] = 0.0
     # the dense form writes no COO entries: empty raw arrays stand for them
-    crba_entries_in(parent, idx_v, E, r, IA, S, raw_view(mb, 0, (0,)), raw_view(mb, 0, (0,)),
+    crba_entries_in(parent, idx_v, E, r, IC, S, raw_view(mb, 0, (0,)), raw_view(mb, 0, (0,)),
                     raw_view(sc, 0, (0,)), True, M, sc)
     return OK
 
@@ -271,7 +329,7 @@ def _crba_checked(model, q, sparse, data, max_dense_bytes, out, threads):
         d = _prepare(model, q, data)
         out[...] = 0.0
         e = np.zeros(0, dtype=np.int64)
-        _crba_entries(model.parent, model.idx_v, d.E, d.r, d.IA, d.S, e, e, np.zeros(0), True, out)
+        _crba_entries(model.parent, model.idx_v, d.E, d.r, _compact_area(d), d.S, e, e, np.zeros(0), True, out)
         return out
     if out is not None:
         raise PartreeInputError("out= is for the dense mass matrix; crba(..., sparse=True) returns a new matrix")
@@ -289,7 +347,7 @@ def _crba_checked(model, q, sparse, data, max_dense_bytes, out, threads):
     rows = np.empty(nnz, dtype=np.int64)
     cols = np.empty(nnz, dtype=np.int64)
     vals = np.empty(nnz)
-    k = _crba_entries(model.parent, model.idx_v, d.E, d.r, d.IA, d.S, rows, cols, vals, False,
+    k = _crba_entries(model.parent, model.idx_v, d.E, d.r, _compact_area(d), d.S, rows, cols, vals, False,
                       np.zeros((0, 0)))
     import scipy.sparse as sp
 

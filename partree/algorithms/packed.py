@@ -153,20 +153,39 @@ def workspace_layout(n, nv):
             ("tau", (nv,)), ("scratch", (SCRATCH + nv + 1,)))
 
 
+@njit(cache=True)
+def welded_size(n):
+    """Length (float64 values) of the area after a workspace's arrays where the call path keeps
+    the model with its welded bodies merged (``partree.algorithms.welded``): the number of bodies
+    of the merged model (1) and the copy of the model buffer it was made from (HEADER + 3 + 37 n),
+    the merged model's buffer, with room for n bodies and n quaternions (HEADER + 3 + 40 n), each
+    body's representative and original index (2 n), placement in its representative (12 n),
+    merged external wrench (6 n) and compact inertia (10 n), and one more compact inertia (10);
+    none for a model too large to pack."""
+    return 2 * HEADER + 17 + 107 * n if n <= PACK_MAX_BODIES else 0
+
+
+@njit(cache=True)
 def workspace_size(n, nv):
     """Length of a workspace buffer (float64 values)."""
-    return 72 * n + 22 * nv + SCRATCH + 1
+    return 72 * n + 22 * nv + SCRATCH + 1 + welded_size(n)
 
 
 @njit(cache=True)
 def workspace_length(mb):
     """:func:`workspace_size` of the model of buffer ``mb``, in compiled code."""
-    return 72 * mb[1] + 22 * mb[3] + SCRATCH + 1
+    return workspace_size(mb[1], mb[3])
 
 
 def workspace_nv(size, n):
     """nv of a workspace buffer of ``size`` values for n bodies (:func:`workspace_size` inverted)."""
-    return (size - 72 * n - SCRATCH - 1) // 22
+    return (size - 72 * n - SCRATCH - 1 - welded_size(n)) // 22
+
+
+@njit(cache=True)
+def welded_area(wb, n, nv):
+    """The workspace's area for the merged model (:func:`welded_size`), as a raw view."""
+    return raw_view(wb, 72 * n + 22 * nv + SCRATCH + 1, (welded_size(n),))
 
 
 def cfa_workspace_size(ns):
@@ -242,22 +261,25 @@ def model_views(mb):
 
 
 @njit(cache=True)
-def workspace_views(wb, n, nv):
+def workspace_views(wb, n, nv, nb=-1):
     """The workspace arrays E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd, tau and the scratch as
-    raw views of ``wb`` (the order of :func:`workspace_layout`)."""
-    E = raw_view(wb, 0, (n, 3, 3))
+    raw views of ``wb`` (the order of :func:`workspace_layout`) for a model of n bodies; with
+    ``nb`` >= 0, the per-body arrays cut to their first nb rows (the call path's merged model,
+    ``partree.algorithms.welded``), the others where they are for n."""
+    m = n if nb < 0 else nb
+    E = raw_view(wb, 0, (m, 3, 3))
     o = 9 * n
-    r = raw_view(wb, o, (n, 3))
+    r = raw_view(wb, o, (m, 3))
     o += 3 * n
-    v = raw_view(wb, o, (n, 6))
+    v = raw_view(wb, o, (m, 6))
     o += 6 * n
-    c = raw_view(wb, o, (n, 6))
+    c = raw_view(wb, o, (m, 6))
     o += 6 * n
-    IA = raw_view(wb, o, (n, 6, 6))
+    IA = raw_view(wb, o, (m, 6, 6))
     o += 36 * n
-    pA = raw_view(wb, o, (n, 6))
+    pA = raw_view(wb, o, (m, 6))
     o += 6 * n
-    a = raw_view(wb, o, (n, 6))
+    a = raw_view(wb, o, (m, 6))
     o += 6 * n
     S = raw_view(wb, o, (nv, 6))
     o += 6 * nv

@@ -13,6 +13,7 @@ from ..errors import PartreeInputError
 from . import batch
 from .packed import (ERR_SHAPE, NO_FORCES, OK, check_state, raw_view, model_buffer,
                      model_views, restrict, workspace_length, workspace_views)
+from .welded import computing_forces, computing_model
 from .primitives import body_force, cross_motion, xform_force_T_add, xform_motion
 
 
@@ -106,7 +107,9 @@ def rnea_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com,
 def rnea_call(mb, wb, q, qd, qdd, fext, out, wout, check):
     """One inverse-dynamics evaluation on a packed model and workspace (``partree.algorithms.packed``):
     the compiled checks, :func:`rnea_kernel`, tau copied to ``out`` and, when ``wout`` has rows,
-    the joint wrenches to ``wout`` (n, 6).  Returns ``packed.OK`` or an error code."""
+    the joint wrenches to ``wout`` (n, 6).  Without ``wout`` rows the kernel runs on the model
+    with its welded bodies merged (``partree.algorithms.welded``): their joints' wrenches are not
+    asked for.  Returns ``packed.OK`` or an error code."""
     e = check_state(mb, wb, q, qd, qdd, fext, check)
     if e != OK:
         return e
@@ -114,10 +117,14 @@ def rnea_call(mb, wb, q, qd, qdd, fext, out, wout, check):
     nv = mb[3]
     if out.shape[0] != nv or (wout.shape[0] != 0 and (wout.shape[0] != n or wout.shape[1] != 6)):
         return ERR_SHAPE
-    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
-    E, r, v, _, _, pA, a, S, _, _, _, _, tau, sc = workspace_views(wb, n, nv)
+    cb, f = mb, fext
+    if wout.shape[0] == 0:                  # tau alone: welded bodies merged (partree.algorithms.welded)
+        cb, n = computing_model(mb, wb)
+        f = computing_forces(mb, wb, n, fext)
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(cb)
+    E, r, v, _, _, pA, a, S, _, _, _, _, tau, sc = workspace_views(wb, mb[1], nv, n)
     rnea_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
-                   q, qd, qdd, fext, fext.shape[0] > 0, E, r, v, a, pA, S, tau, sc)
+                   q, qd, qdd, f, f.shape[0] > 0, E, r, v, a, pA, S, tau, sc)
     for k in range(nv):
         out[k] = tau[k]
     if wout.shape[0] != 0:
