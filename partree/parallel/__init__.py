@@ -105,6 +105,53 @@ def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None
     return _dispatch("constraint_forces", model, q, qd, tau, backend, parts, comm, client, f_ext)
 
 
+def velocity_from_momentum(model, q, p, backend="serial", parts=None, comm=None, client=None):
+    """Joint velocities v of given generalized momenta p (M(q) v = p) through the parallel
+    decomposition, equal to :func:`partree.velocity_from_momentum`'s.
+
+    M v = p is forward dynamics at rest with p in place of the joint forces, without gravity or
+    external forces: the articulated-body elimination of the parts is seed 001's sweep, so the
+    engine solves it with the parts' reduction, root solve and back-substitution unchanged (the
+    momentum form in DESIGN.md).  The tree's mass matrix is meant: a model's loops are left out
+    (as :func:`partree.velocity_from_momentum` leaves them).
+
+    Arguments as for :func:`forward_dynamics`, with p (nv,) in place of qd and tau; under MPI the
+    result is on rank 0, None on the other ranks.
+    """
+    import functools
+
+    import numpy as np
+
+    from .. import checks
+    from ..model import Model
+
+    if isinstance(model, Model):
+        p = checks.vector(model, p, model.nv, "p", "nv")
+    zero = np.zeros(np.shape(p)[-1] if np.ndim(p) else 0)
+    # a loader or a spec string is built where the backend builds models (MPI: rank 0 only)
+    model = _tree_at_rest(model) if isinstance(model, Model) else functools.partial(_tree_at_rest_of, model)
+    return _dispatch("forward_dynamics", model, q, zero, p, backend, parts, comm, client, None)
+
+
+def _tree_at_rest(model):
+    """The model's tree without gravity and without loops (arrays shared)."""
+    import copy
+
+    import numpy as np
+
+    new = model.with_loops([], replace=True) if len(model.loops) else copy.copy(model)
+    new.gravity = np.zeros(3)
+    object.__setattr__(new, "_data", None)
+    return new
+
+
+def _tree_at_rest_of(source):
+    """:func:`_tree_at_rest` of the model a loader or a spec string gives."""
+    from ..specs import resolve_model
+
+    return _tree_at_rest(source() if callable(source) else resolve_model(source))
+
+
 def _dispatch(what, model, q, qd, tau, backend, parts, comm, client, f_ext):
     """``what`` ('forward_dynamics' or 'constraint_forces') on ``backend``, the arguments checked first."""
     import importlib
@@ -127,5 +174,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["forward_dynamics", "evaluate_batch", "constraint_forces", "partition", "partition_for_ranks", "Partition", "SerialEngine",
+__all__ = ["forward_dynamics", "velocity_from_momentum", "evaluate_batch", "constraint_forces", "partition", "partition_for_ranks", "Partition", "SerialEngine",
            "MPIEngine", "DaskEngine", "PartKernel", "forward_dynamics_serial", "BACKENDS", "check_arguments"]
