@@ -23,8 +23,11 @@ array of the model edited in place is what the next call computes with.  The mer
   values bit for bit.
 
 :func:`merge_forces` moves external wrenches on welded bodies to their representatives.
-Merging pays when welded bodies are more than a sixteenth of the model (:data:`MERGE_FRACTION`);
-below that the call computes on the model as it is.
+Merging pays when welded bodies are at least an eighth of the model (:data:`MERGE_FRACTION`):
+each welded body saves a kernel nearly a moving body's work, while keeping the merged model
+current costs a pass over the model buffer on every call (:func:`computing_model`).  Below
+that, and for models without welded bodies, the call computes on the model as it is and pays
+one pass over the joint types.
 """
 import numpy as np
 from numba import njit
@@ -34,7 +37,7 @@ from .packed import HEADER, MAGIC, model_views, raw_view, welded_area
 from .primitives import COMPACT, compact_inertia, composite_to_parent_add, xform_force_T_add
 
 #: merge when (number of welded bodies) * MERGE_FRACTION >= n
-MERGE_FRACTION = 16
+MERGE_FRACTION = 8
 
 
 @njit(cache=True)
@@ -69,6 +72,19 @@ def _compose(E2, r2, E1, r1, E, r):
 
 
 @njit(cache=True)
+def merge_pays(mb):
+    """Whether the model of ``mb`` has welded bodies, at least a :data:`MERGE_FRACTION`-th of
+    its bodies (one pass over the joint types)."""
+    n = mb[1]
+    jtype = model_views(mb)[1]
+    nfix = 0
+    for i in range(n):
+        if jtype[i] == FIXED:
+            nfix += 1
+    return nfix > 0 and nfix * MERGE_FRACTION >= n
+
+
+@njit(cache=True)
 def merge_welded(mb, area):
     """Write the merged model of ``mb`` into ``area`` (:func:`welded_views`); returns its number
     of bodies, or 0 when merging does not pay (no welded bodies, or fewer than a
@@ -76,12 +92,12 @@ def merge_welded(mb, area):
     n = mb[1]
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, qstarts = \
         model_views(mb)
+    if not merge_pays(mb):
+        return 0
     nfix = 0
     for i in range(n):
         if jtype[i] == FIXED:
             nfix += 1
-    if nfix == 0 or nfix * MERGE_FRACTION < n:
-        return 0
     rb, rep, orig, E_fix, r_fix, _, C, tmp = welded_views(area, n)
     nr = n - nfix
     nquat = mb[4]
@@ -227,9 +243,12 @@ def computing_model(mb, wb):
     model is merged again only when the buffer differs from that copy in any bit (an array of the
     model edited in place, or the workspace used with another model).  The comparison reads the
     buffer once, a loop without branches that the compiler vectorizes: a small fraction of the
-    merge, which is repeated only when needed.
+    merge, which is repeated only when needed.  A model where merging does not pay
+    (:func:`merge_pays`) is computed as it is, without the comparison.
     """
     n = mb[1]
+    if not merge_pays(mb):
+        return mb, n
     area = welded_area(wb, n, mb[3])
     ints = area.view(np.int64)
     L = mb.shape[0]

@@ -30,8 +30,9 @@ partree's the whole matrix.  Every run checks partree's results against Pinocchi
 
 ``--breakdown`` times the pieces of one small call (UR5 ABA): the Python side, the crossing into
 compiled code with the call's 8 arguments (an empty compiled function), the compiled checks and
-views, the kernel alone (timed inside compiled code), and for comparison the kernel called from
-Python with its 29 arguments one by one.
+views (the check that the merged model of the welded bodies is current included), the kernel
+alone on the model the call computes with (welded bodies merged; timed inside compiled code),
+and for comparison that kernel called from Python with its 29 arguments one by one.
 
 ``--reference CHECKOUT`` times the plain calls against another checkout's, interleaved in one
 process (its package imported as ``partree_ref``, as ``ab_kernels.py`` does).
@@ -53,6 +54,7 @@ from numba import njit
 
 import partree
 from partree.algorithms.aba import aba_call, aba_kernel, aba_kernel_in
+from partree.algorithms.welded import merged_model_args
 from partree.algorithms.packed import NO_FORCES
 from partree import checks
 
@@ -204,9 +206,13 @@ def breakdown(model, rounds, reps):
     d = model.data
     pk = model._packed
     out = np.empty(model.nv)
-    margs = checks.model_args(model)
-    kargs = (*margs, model.gravity, q, qd, tau, NO_FORCES, False, d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S,
-             d.U, d.Dinv, d.u, d.qdd)
+    # the kernel on the model the compiled call computes with: its welded bodies merged
+    merged = merged_model_args(model)
+    margs = checks.model_args(model) if merged is None else merged[0]
+    nb = margs[0].shape[0]
+    kargs = (*margs, model.gravity, q, qd, tau, NO_FORCES, False, np.zeros((nb, 3, 3)), np.zeros((nb, 3)),
+             *(np.zeros((nb, 6)) for _ in range(2)), np.zeros((nb, 6, 6)), *(np.zeros((nb, 6)) for _ in range(2)),
+             d.S, d.U, d.Dinv, d.u, d.qdd)
     inner = 50          # kernel calls per timed call of the compiled loop (its own crossing: 1/50th)
     variants = {
         "pin.aba": lambda: pin.aba(pm, pd, qp, qdp, taup),
