@@ -14,6 +14,7 @@ COPIES = {
     "algorithms/rnea.py": 1,
     "algorithms/crba.py": 1,
     "algorithms/kinematics.py": 1,
+    "algorithms/velocity_from_momentum.py": 1,
     "algorithms/cfa/common.py": 1,
     "parallel/kernels.py": 2,
 }

@@ -48,9 +48,10 @@ with its parent, is what keeps the seed's scheme linear.)  The Cholesky form is 
 updates IA_i - W_i^T W_i are symmetric by construction and it inverts only triangular factors
 (the seed finds it the faster of the two).
 
-The joint frames X_up and subspaces S_i come from pass 1 of the articulated-body algorithm
-(``partree.algorithms.aba.aba_forward_pass1``, the package's one place that forms joint
-kinematics for forward passes) run at zero velocity, which also sets IA_i = I_i and pA_i = 0.
+The joint frames X_up and subspaces S_i come from :func:`momentum_frames`, an outward pass with
+the package's joint dispatch (``partree.joints``) and no velocity terms, which also sets
+IA_i = I_i and pA_i = 0.  Joints of one degree of freedom take a written-out path in every pass,
+as in the articulated-body algorithm; in it the two methods differ only in one square root.
 
 Workspace (``Model.create_data``): E, r (X_up), S; IA, pA (IA_i, pA_i; after the outward pass
 pA holds mu); U (U_i or W_i, one row per DOF), Dinv (D_i, or L_i with its reciprocal diagonal
@@ -62,9 +63,9 @@ from numba import njit
 
 from .. import checks
 from ..errors import PartreeInputError
-from .aba import aba_forward_pass1
+from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import cholesky, lsolve_vec, ltsolve_vec, spd_inverse
-from .primitives import congruence_add, xform_force_T_add, xform_motion
+from .primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
 
 #: the solution methods of :func:`velocity_from_momentum`
 METHODS = ("ldlt", "sweep")
@@ -73,11 +74,29 @@ METHODS = ("ldlt", "sweep")
 @njit(cache=True)
 def momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
                     E, r, v, c, IA, pA, S):
-    """Outward: X_up (E, r) and S of every joint, IA_i = I_i and pA_i = 0 (ABA's pass 1 at zero
-    velocity: v and c come out zero)."""
+    """Outward: X_up (E, r) and S of every joint, IA_i = I_i and pA_i = 0.  No velocity enters:
+    the velocities are the unknowns (v and c are left as they are)."""
+    n = parent.shape[0]
+    R = np.empty((3, 3))
+    R2 = np.empty((3, 3))
+    cJ = np.empty(6)
     qd0 = np.zeros(S.shape[0] + 1)
-    aba_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd0,
-                      np.zeros((1, 6)), False, E, r, v, c, IA, pA, S)
+    for i in range(n):
+        iv = idx_v[i]
+        if jtype[i] == REVOLUTE:    # the joint dispatch (see partree.joints): 1-DOF types inlined
+            joint_kinematics(REVOLUTE, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == PRISMATIC:
+            joint_kinematics(PRISMATIC, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        elif jtype[i] == FIXED:
+            joint_kinematics(FIXED, axis[i], axis2[i], q, idx_q[i], qd0, iv, E_tree[i], r_tree[i],
+                             E[i], r[i], S[iv:], cJ, R, R2)
+        else:
+            joint_kinematics_at(i, jtype, axis, axis2, q, idx_q, qd0, iv, E_tree, r_tree, E, r, S, cJ, R, R2)
+        inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
+        for k in range(6):
+            pA[i, k] = 0.0
 
 
 @njit(cache=True)
@@ -96,6 +115,36 @@ def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
+        p_ = parent[i]
+        if nv == 1:
+            # the common case, written out: U = IA s, D = s^T U, u = p - s^T pA
+            Dd = 0.0
+            uu = p[iv]
+            for k in range(6):
+                sk = 0.0
+                for l in range(6):
+                    sk += IA[i, k, l] * S[iv, l]
+                U[iv, k] = sk
+                Dd += S[iv, k] * sk
+                uu -= S[iv, k] * pA[i, k]
+            if not Dd > 0.0:
+                return i
+            Di = 1.0 / Dd
+            Dinv[iv, 0] = Di
+            u[iv] = uu
+            if p_ < 0:
+                continue
+            wu = uu * Di
+            for k in range(6):
+                pa[k] = pA[i, k] + U[iv, k] * wu
+                tk = U[iv, k] * Di
+                for l in range(k, 6):
+                    x = IA[i, k, l] - tk * U[iv, l]
+                    Ia[k, l] = x
+                    Ia[l, k] = x
+            congruence_add(E[i], r[i], Ia, IA[p_], T)
+            xform_force_T_add(E[i], r[i], pa, pA[p_])
+            continue
         for d in range(nv):
             for k in range(6):
                 s = 0.0
@@ -118,7 +167,6 @@ def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
             for d in range(nv):
                 for e in range(nv):
                     Dinv[iv + d, e] = T[d, e]
-        p_ = parent[i]
         if p_ < 0:
             continue
         for k in range(6):
@@ -159,6 +207,17 @@ def sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, moment
                 vp[k] = 0.0
         else:
             xform_motion(E[i], r[i], v[p_], vp)
+        if nv == 1:
+            s = u[iv]
+            for k in range(6):
+                s -= U[iv, k] * vp[k]
+            x = Dinv[iv, 0] * s
+            qd[iv] = x
+            for k in range(6):
+                v[i, k] = vp[k] + S[iv, k] * x
+            if momenta:
+                subtree_momentum(IA[i], v[i], pA[i])
+            continue
         for d in range(nv):
             s = u[iv + d]
             for k in range(6):
@@ -193,6 +252,38 @@ def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
+        p_ = parent[i]
+        if nv == 1:
+            # the common case, written out: L = sqrt(s^T IA s), x = (p - s^T pA) / L, W = (IA s)^T / L
+            Y1 = 0.0
+            uu = p[iv]
+            for k in range(6):
+                sk = 0.0
+                for l in range(6):
+                    sk += IA[i, k, l] * S[iv, l]
+                U[iv, k] = sk
+                Y1 += S[iv, k] * sk
+                uu -= S[iv, k] * pA[i, k]
+            if not Y1 > 0.0:
+                return i
+            Li = 1.0 / np.sqrt(Y1)
+            Dinv[iv, 0] = Li
+            x1 = uu * Li
+            u[iv] = x1
+            for k in range(6):
+                U[iv, k] *= Li
+            if p_ < 0:
+                continue
+            for k in range(6):
+                wk = U[iv, k]
+                pa[k] = pA[i, k] + wk * x1
+                for l in range(k, 6):
+                    y = IA[i, k, l] - wk * U[iv, l]
+                    Ia[k, l] = y
+                    Ia[l, k] = y
+            congruence_add(E[i], r[i], Ia, IA[p_], T)
+            xform_force_T_add(E[i], r[i], pa, pA[p_])
+            continue
         for d in range(nv):
             for k in range(6):
                 s = 0.0
@@ -224,7 +315,6 @@ def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
                 u[iv + d] = x[d]
                 for e in range(d + 1):
                     Dinv[iv + d, e] = Y[d, e]
-        p_ = parent[i]
         if p_ < 0:
             continue
         for k in range(6):
@@ -262,6 +352,17 @@ def ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta
                 vp[k] = 0.0
         else:
             xform_motion(E[i], r[i], v[p_], vp)
+        if nv == 1:
+            s = u[iv]
+            for k in range(6):
+                s -= U[iv, k] * vp[k]
+            x = Dinv[iv, 0] * s
+            qd[iv] = x
+            for k in range(6):
+                v[i, k] = vp[k] + S[iv, k] * x
+            if momenta:
+                subtree_momentum(IA[i], v[i], pA[i])
+            continue
         for k in range(6):
             v[i, k] = vp[k]
         if nv > 0:
