@@ -392,3 +392,30 @@ def test_hundred_thousand_body_chain(rng):
     cross = np.concatenate((np.cross(w, mu[:3]) + np.cross(u, mu[3:]), np.cross(w, mu[3:])))
     ref = tau[-1] + m.axis[tip] @ (F - cross)[:3]
     assert abs(pdot[-1] - ref) < 1e-9 * max(1.0, abs(ref))
+
+
+def test_call_path_out_check_and_workspace():
+    """The compiled call path: ``out=`` is written and returned, ``check=False`` and a workspace
+    of one's own give the same numbers, and bad values are still named (they take the checked
+    path)."""
+    m = partree.resolve_model("cardan:n=10")
+    rng = np.random.default_rng(3)
+    q, qd = m.random_configuration(rng), rng.normal(size=m.nv)
+    p = partree.generalized_momentum(m, q, qd)
+    tau = rng.normal(size=m.nv)
+    ref = partree.velocity_from_momentum(m, q, p)
+    out = np.full(m.nv, np.nan)
+    d = m.create_data()
+    assert partree.velocity_from_momentum(m, q, p, data=d, out=out, check=False) is out
+    assert np.array_equal(out, ref)
+    qdot, pdot = partree.momentum_rhs(m, 0.0, q, p, tau)
+    qdot2, pdot2, v2 = partree.momentum_rhs(m, 0.0, q, p, tau, data=d, check=False, return_velocity=True)
+    assert np.array_equal(qdot, qdot2) and np.array_equal(pdot, pdot2) and np.array_equal(v2, ref)
+    bad = p.copy()
+    bad[3] = np.nan
+    with pytest.raises(PartreeInputError, match="p"):
+        partree.velocity_from_momentum(m, q, bad)
+    with pytest.raises(PartreeInputError, match="p"):
+        partree.momentum_rhs(m, 0.0, q, bad, tau)
+    with pytest.raises(PartreeInputError):
+        partree.velocity_from_momentum(m, q, p, out=np.empty(m.nv + 1))

@@ -50,7 +50,10 @@ import numpy as np
 from numba import njit
 
 from .. import checks
+from ..errors import PartreeInputError
 from ..joints import FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL
+from .packed import ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, restrict, workspace_views
+from .welded import computing_forces, computing_model, original_body
 from .primitives import cross_force, inertia_times, xform_force_T_add, xform_motion
 from .velocity_from_momentum import (check_method, ldlt_backward_pass, ldlt_forward_pass, momentum_frames, singular_joint,
                                      sweep_backward_pass, sweep_forward_pass)
@@ -179,6 +182,44 @@ def momentum_rhs_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
     return -1
 
 
+@njit(cache=True)
+def momentum_rhs_call(mb, wb, q, p, tau, fext, qdot, pdot, ldlt, check):
+    """One evaluation on a packed model and workspace (``partree.algorithms.packed``): the
+    compiled checks and :func:`momentum_rhs_kernel` on the model with its welded bodies merged
+    (``partree.algorithms.welded``; external wrenches on welded bodies moved to the bodies they
+    are merged into), qdot and pdot written, v left in the workspace's qdd.  Returns
+    ``packed.OK``, an error code, or the body of a singular joint block."""
+    e = check_state(mb, wb, q, p, tau, fext, check)
+    if e != OK:
+        return e
+    nv = mb[3]
+    if qdot.shape[0] != mb[2] or pdot.shape[0] != nv:
+        return ERR_SHAPE
+    cb, n = computing_model(mb, wb)
+    f = computing_forces(mb, wb, n, fext)
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(cb)
+    E, r, v, c, IA, pA, a, S, U, Dinv, u, qd, _, _ = workspace_views(wb, mb[1], nv, n)
+    bad = momentum_rhs_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                              q, p, tau, f, f.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u, qd, qdot, pdot,
+                              ldlt)
+    if bad >= 0:
+        return original_body(mb, wb, n, bad)
+    return OK
+
+
+#: the one signature of :func:`momentum_rhs_call` (``packed.restrict``)
+CALL_SIGNATURE = "int64(int64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[:, ::1], " \
+                 "float64[::1], float64[::1], boolean, boolean)"
+_CALL_READY = False
+
+
+def _ready():
+    global _CALL_READY
+    if not _CALL_READY:
+        restrict(momentum_rhs_call, CALL_SIGNATURE)
+        _CALL_READY = True
+
+
 def configuration_rate(model, q, v):
     """The rate qdot (nq,) of the configuration q moving with the velocity v (nv,): the
     derivative of ``partree.integrate(model, q, v * t)`` at t = 0 (see
@@ -189,7 +230,7 @@ def configuration_rate(model, q, v):
     return qdot
 
 
-def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", return_velocity=False):
+def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", return_velocity=False, check=True):
     """Right-hand side of the equations of motion in generalized momenta (seed 001, eqs. 6-7).
 
     Returns (qdot, pdot) for the state (q, p), p = M(q) v, in O(N) and without accelerations:
@@ -222,6 +263,9 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", retu
     return_velocity : bool
         Also return v (nv,), which the evaluation solves for anyway: the Lie-group integrators of
         ``partree.simulation`` step the configuration with v (velocity coordinates), not qdot.
+    check : bool
+        False skips the value checks of inputs that are already C-contiguous float64 arrays of
+        the right sizes (see :func:`partree.aba`).
 
     Returns
     -------
@@ -232,6 +276,17 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", retu
     v : ndarray
         The joint velocities (nv,), with ``return_velocity`` only.
     """
+    pk = model._packed
+    if pk is not None and _CALL_READY and (method == "ldlt" or method == "sweep"):
+        try:
+            d = model._data if data is None else data
+            qdot = np.empty(pk.nq)
+            pdot = np.empty(pk.nv)
+            if momentum_rhs_call(pk.buf, d._buf, q, p, tau, NO_FORCES if f_ext is None else f_ext, qdot, pdot,
+                                 method == "ldlt", check) == OK:
+                return (qdot, pdot, d.qdd.copy()) if return_velocity else (qdot, pdot)
+        except (TypeError, AttributeError):
+            pass        # not the compiled call's types: checked and converted below
     check_method(method)
     q, p = checks.state(model, q, p, names=("q", "p"))
     tau = checks.vector(model, tau, model.nv, "tau", "nv")
@@ -239,11 +294,20 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", retu
     d = checks.data_for(model, data)
     qdot = np.empty(model.nq)
     pdot = np.empty(model.nv)
-    bad = momentum_rhs_kernel(*checks.model_args(model), model.gravity, q, p, tau, F, has_f,
-                              d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd, qdot, pdot,
-                              method == "ldlt")
+    pk = model_buffer(model)
+    if pk is None:
+        bad = momentum_rhs_kernel(*checks.model_args(model), model.gravity, q, p, tau, F, has_f,
+                                  d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd, qdot, pdot,
+                                  method == "ldlt")
+    else:
+        _ready()
+        bad = momentum_rhs_call(pk.buf, d._buf, checks.writable(q), checks.writable(p), checks.writable(tau),
+                                checks.writable(F) if has_f else NO_FORCES, qdot, pdot, method == "ldlt", False)
     if bad >= 0:
         raise singular_joint(model, bad)
+    if bad != OK:
+        raise PartreeInputError(f"momentum_rhs: the compiled call refused checked inputs (code {bad}; an internal "
+                                f"error)")
     if return_velocity:
         return qdot, pdot, d.qdd.copy()
     return qdot, pdot

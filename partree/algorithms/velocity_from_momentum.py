@@ -65,7 +65,10 @@ from .. import checks
 from ..errors import PartreeInputError
 from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 from .linalg import cholesky, lsolve_vec, ltsolve_vec, spd_inverse
+from .packed import (ERR_SHAPE, OK, check_buffers, check_q, check_v, model_buffer, model_views, restrict,
+                     workspace_views)
 from .primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
+from .welded import computing_model, original_body
 
 #: the solution methods of :func:`velocity_from_momentum`
 METHODS = ("ldlt", "sweep")
@@ -445,7 +448,47 @@ def check_method(method):
     return method
 
 
-def velocity_from_momentum(model, q, p, method="ldlt", data=None):
+@njit(cache=True)
+def velocity_from_momentum_call(mb, wb, q, p, out, ldlt, check):
+    """One solve of M v = p on a packed model and workspace (``partree.algorithms.packed``): the
+    compiled checks, :func:`velocity_from_momentum_kernel` on the model with its welded bodies
+    merged (``partree.algorithms.welded``), v copied to ``out``.  Returns ``packed.OK``, an error
+    code, or the body of a singular joint block."""
+    e = check_buffers(mb, wb)
+    if e == OK:
+        e = check_q(mb, q, check)
+    if e == OK:
+        e = check_v(mb, p, check)
+    if e != OK:
+        return e
+    nv = mb[3]
+    if out.shape[0] != nv:
+        return ERR_SHAPE
+    cb, n = computing_model(mb, wb)
+    parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, _, _, _ = model_views(cb)
+    E, r, v, c, IA, pA, _, S, U, Dinv, u, qd, _, _ = workspace_views(wb, mb[1], nv, n)
+    bad = velocity_from_momentum_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
+                                        q, p, ldlt, False, E, r, v, c, IA, pA, S, U, Dinv, u, qd)
+    if bad >= 0:
+        return original_body(mb, wb, n, bad)
+    for k in range(nv):
+        out[k] = qd[k]
+    return OK
+
+
+#: the one signature of :func:`velocity_from_momentum_call` (``packed.restrict``)
+CALL_SIGNATURE = "int64(int64[::1], float64[::1], float64[::1], float64[::1], float64[::1], boolean, boolean)"
+_CALL_READY = False
+
+
+def _ready():
+    global _CALL_READY
+    if not _CALL_READY:
+        restrict(velocity_from_momentum_call, CALL_SIGNATURE)
+        _CALL_READY = True
+
+
+def velocity_from_momentum(model, q, p, method="ldlt", data=None, out=None, check=True):
     """Joint velocities v (nv,) of given generalized momenta: the solution of M(q) v = p in O(N).
 
     The tree form of seed 001's eq. (6) is eliminated tip to base and solved base to tip; M is
@@ -465,17 +508,44 @@ def velocity_from_momentum(model, q, p, method="ldlt", data=None):
         articulated-body recursion with p in place of tau minus the bias forces.
     data : Data, optional
         A reusable workspace (``model.create_data()``); the model's own is used when omitted.
+    out : ndarray, optional
+        A writable C-contiguous float64 array (nv,) that receives v and is returned.
+    check : bool
+        False skips the value checks of q and p when they are C-contiguous float64 arrays of the
+        right sizes (see :func:`partree.aba`).
 
     Returns
     -------
     ndarray
         v (nv,).
     """
+    pk = model._packed
+    if pk is not None and _CALL_READY and (method == "ldlt" or method == "sweep"):
+        try:
+            res = np.empty(pk.nv) if out is None else out
+            if velocity_from_momentum_call(pk.buf, (model._data if data is None else data)._buf, q, p, res,
+                                           method == "ldlt", check) == OK:
+                return res
+        except (TypeError, AttributeError):
+            pass        # not the compiled call's types: checked and converted below
     check_method(method)
     q, p = checks.state(model, q, p, names=("q", "p"))
     d = checks.data_for(model, data)
-    bad = velocity_from_momentum_kernel(*checks.model_args(model), q, p, method == "ldlt", False,
-                                        d.E, d.r, d.v, d.c, d.IA, d.pA, d.S, d.U, d.Dinv, d.u, d.qdd)
+    out = checks.out_array(out, (model.nv,))
+    pk = model_buffer(model)
+    if pk is None:
+        bad = velocity_from_momentum_kernel(*checks.model_args(model), q, p, method == "ldlt", False,
+                                            d.E, d.r, d.v, d.c, d.IA, d.pA, d.S, d.U, d.Dinv, d.u, d.qdd)
+        if bad < 0:
+            out[:] = d.qdd
+            bad = OK
+    else:
+        _ready()
+        bad = velocity_from_momentum_call(pk.buf, d._buf, checks.writable(q), checks.writable(p), out,
+                                          method == "ldlt", False)
     if bad >= 0:
         raise singular_joint(model, bad)
-    return d.qdd.copy()
+    if bad != OK:
+        raise PartreeInputError(f"velocity_from_momentum: the compiled call refused checked inputs (code {bad}; "
+                                f"an internal error)")
+    return out
