@@ -46,12 +46,17 @@ L^T D L of M itself in joint space would fill in along every path to the base: O
 for a chain.  Factoring the extended system of eq. 6 instead, whose blocks couple a body only
 with its parent, is what keeps the seed's scheme linear.)  The Cholesky form is the default: its
 updates IA_i - W_i^T W_i are symmetric by construction and it inverts only triangular factors
-(the seed finds it the faster of the two).
+(the seed finds it the faster of the two on Cardan chains; docs/performance.md has the figures
+measured here).
 
 The joint frames X_up and subspaces S_i come from :func:`momentum_frames`, an outward pass with
 the package's joint dispatch (``partree.joints``) and no velocity terms, which also sets
 IA_i = I_i and pA_i = 0.  Joints of one degree of freedom take a written-out path in every pass,
-as in the articulated-body algorithm; in it the two methods differ only in one square root.
+as in the articulated-body algorithm.  Their joint block is 1 x 1, and the block L^T D L factor of
+a 1 x 1 block is the block itself (unit L, D = Y_i): there the two methods do the same arithmetic,
+without a square root, and they differ in the blocks of multi-DOF joints (Cardan, spherical,
+free), where the Cholesky form factors Y_i instead of inverting it.  One backward and one forward
+pass (:func:`elimination_backward_pass`, :func:`recovery_forward_pass`) hold both methods.
 
 Workspace (``Model.create_data``): E, r (X_up), S; IA, pA (IA_i, pA_i; after the outward pass
 pA holds mu); U (U_i or W_i, one row per DOF), Dinv (D_i, or L_i with its reciprocal diagonal
@@ -103,14 +108,20 @@ def momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com
 
 
 @njit(cache=True)
-def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
-    """Tip to base (the seed's sweep, forward stroke): U_i = IA_i S_i, D_i = (S_i^T U_i)^-1 (into
-    Dinv), u_i = p_i - S_i^T pA_i, and each body's projected inertia IA_i - U_i D_i U_i^T and
-    momentum bias pA_i + U_i D_i u_i added to its parent's.  Returns -1, or the body whose joint
-    block S_i^T IA_i S_i is not positive definite."""
+def elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, ldlt):
+    """Tip to base, both methods: U_i = IA_i S_i, u_i = p_i - S_i^T pA_i and the joint block
+    Y_i = S_i^T U_i; the body's projected inertia and momentum bias added to its parent's.
+
+    ``ldlt`` False (the sweep's forward stroke): D_i = Y_i^-1 into Dinv, and
+    IA_i - U_i D_i U_i^T, pA_i + U_i D_i u_i to the parent.  ``ldlt`` True (the Cholesky
+    algorithm's first loop): the factor L_i of Y_i into Dinv (reciprocal diagonal),
+    x_i = L_i^-1 u_i into u, W_i = L_i^-1 U_i^T into U, and IA_i - W_i^T W_i, pA_i + W_i^T x_i to
+    the parent.  A joint of one degree of freedom has a 1 x 1 block, whose L^T D L factor is the
+    block itself: both methods take the same written-out path, D_i = 1 / Y_i.  Returns -1, or the
+    body whose Y_i is not positive definite."""
     n = parent.shape[0]
     nvt = S.shape[0]
-    D = np.empty((6, 6))
+    Y = np.empty((6, 6))
     Ia = np.empty((6, 6))
     T = np.empty((6, 6))
     pa = np.empty(6)
@@ -120,7 +131,7 @@ def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
         nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
         p_ = parent[i]
         if nv == 1:
-            # the common case, written out: U = IA s, D = s^T U, u = p - s^T pA
+            # the common case, written out: U = IA s, D = 1 / (s^T U), u = p - s^T pA
             Dd = 0.0
             uu = p[iv]
             for k in range(6):
@@ -142,146 +153,7 @@ def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
                 pa[k] = pA[i, k] + U[iv, k] * wu
                 tk = U[iv, k] * Di
                 for l in range(k, 6):
-                    x = IA[i, k, l] - tk * U[iv, l]
-                    Ia[k, l] = x
-                    Ia[l, k] = x
-            congruence_add(E[i], r[i], Ia, IA[p_], T)
-            xform_force_T_add(E[i], r[i], pa, pA[p_])
-            continue
-        for d in range(nv):
-            for k in range(6):
-                s = 0.0
-                for l in range(6):
-                    s += IA[i, k, l] * S[iv + d, l]
-                U[iv + d, k] = s
-            s = p[iv + d]
-            for k in range(6):
-                s -= S[iv + d, k] * pA[i, k]
-            u[iv + d] = s
-        for d in range(nv):
-            for e in range(nv):
-                s = 0.0
-                for k in range(6):
-                    s += S[iv + d, k] * U[iv + e, k]
-                D[d, e] = s
-        if nv > 0:
-            if not spd_inverse(D, nv, T):
-                return i
-            for d in range(nv):
-                for e in range(nv):
-                    Dinv[iv + d, e] = T[d, e]
-        if p_ < 0:
-            continue
-        for k in range(6):
-            pa[k] = pA[i, k]
-            for l in range(6):
-                Ia[k, l] = IA[i, k, l]
-        for d in range(nv):
-            # w = sum_e D_i[d, e] U_e (row d of D_i U_i^T), and its pieces of U D U^T and U D u
-            for k in range(6):
-                s = 0.0
-                for e in range(nv):
-                    s += Dinv[iv + d, e] * U[iv + e, k]
-                w[k] = s
-            for k in range(6):
-                pa[k] += w[k] * u[iv + d]
-                for l in range(6):
-                    Ia[k, l] -= U[iv + d, k] * w[l]
-        congruence_add(E[i], r[i], Ia, IA[p_], T)
-        xform_force_T_add(E[i], r[i], pa, pA[p_])
-    return -1
-
-
-@njit(cache=True)
-def sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
-    """Base to tip (the seed's sweep, back stroke): qd_i = D_i (u_i - U_i^T X_up v_parent), the
-    body velocities v_i, and with ``momenta`` the subtree momenta mu_i = IA_i v_i + pA_i written
-    over pA_i."""
-    n = parent.shape[0]
-    nvt = S.shape[0]
-    vp = np.empty(6)
-    h = np.empty(6)
-    for i in range(n):
-        iv = idx_v[i]
-        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
-        p_ = parent[i]
-        if p_ < 0:
-            for k in range(6):
-                vp[k] = 0.0
-        else:
-            xform_motion(E[i], r[i], v[p_], vp)
-        if nv == 1:
-            s = u[iv]
-            for k in range(6):
-                s -= U[iv, k] * vp[k]
-            x = Dinv[iv, 0] * s
-            qd[iv] = x
-            for k in range(6):
-                v[i, k] = vp[k] + S[iv, k] * x
-            if momenta:
-                subtree_momentum(IA[i], v[i], pA[i])
-            continue
-        for d in range(nv):
-            s = u[iv + d]
-            for k in range(6):
-                s -= U[iv + d, k] * vp[k]
-            h[d] = s
-        for k in range(6):
-            v[i, k] = vp[k]
-        for d in range(nv):
-            s = 0.0
-            for e in range(nv):
-                s += Dinv[iv + d, e] * h[e]
-            qd[iv + d] = s
-            for k in range(6):
-                v[i, k] += S[iv + d, k] * s
-        if momenta:
-            subtree_momentum(IA[i], v[i], pA[i])
-
-
-@njit(cache=True)
-def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
-    """Tip to base (the seed's Cholesky algorithm, first loop): the factor L_i of
-    Y_i = S_i^T IA_i S_i (into Dinv, reciprocal diagonal), x_i = L_i^-1 (p_i - S_i^T pA_i) (into u),
-    W_i = L_i^-1 (IA_i S_i)^T (into U), and IA_i - W_i^T W_i, pA_i + W_i^T x_i added to the parent's
-    IA and pA.  Returns -1, or the body whose Y_i is not positive definite."""
-    n = parent.shape[0]
-    nvt = S.shape[0]
-    Y = np.empty((6, 6))
-    Ia = np.empty((6, 6))
-    T = np.empty((6, 6))
-    pa = np.empty(6)
-    x = np.empty(6)
-    for i in range(n - 1, -1, -1):
-        iv = idx_v[i]
-        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
-        p_ = parent[i]
-        if nv == 1:
-            # the common case, written out: L = sqrt(s^T IA s), x = (p - s^T pA) / L, W = (IA s)^T / L
-            Y1 = 0.0
-            uu = p[iv]
-            for k in range(6):
-                sk = 0.0
-                for l in range(6):
-                    sk += IA[i, k, l] * S[iv, l]
-                U[iv, k] = sk
-                Y1 += S[iv, k] * sk
-                uu -= S[iv, k] * pA[i, k]
-            if not Y1 > 0.0:
-                return i
-            Li = 1.0 / np.sqrt(Y1)
-            Dinv[iv, 0] = Li
-            x1 = uu * Li
-            u[iv] = x1
-            for k in range(6):
-                U[iv, k] *= Li
-            if p_ < 0:
-                continue
-            for k in range(6):
-                wk = U[iv, k]
-                pa[k] = pA[i, k] + wk * x1
-                for l in range(k, 6):
-                    y = IA[i, k, l] - wk * U[iv, l]
+                    y = IA[i, k, l] - tk * U[iv, l]
                     Ia[k, l] = y
                     Ia[l, k] = y
             congruence_add(E[i], r[i], Ia, IA[p_], T)
@@ -296,17 +168,25 @@ def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
             s = p[iv + d]
             for k in range(6):
                 s -= S[iv + d, k] * pA[i, k]
-            x[d] = s
+            u[iv + d] = s
         for d in range(nv):
             for e in range(d + 1):
                 s = 0.0
                 for k in range(6):
                     s += S[iv + d, k] * U[iv + e, k]
                 Y[d, e] = s
-        if nv > 0:
+                Y[e, d] = s
+        if nv == 0:
+            if p_ >= 0:
+                congruence_add(E[i], r[i], IA[i], IA[p_], T)
+                xform_force_T_add(E[i], r[i], pA[i], pA[p_])
+            continue
+        if ldlt:
             if not cholesky(Y, nv):
                 return i
-            lsolve_vec(Y, nv, x)
+            for d in range(nv):
+                w[d] = u[iv + d]
+            lsolve_vec(Y, nv, w)
             # W = L^-1 U^T, column k of U^T at a time (the rows of U hold U^T's columns)
             for k in range(6):
                 for d in range(nv):
@@ -315,32 +195,57 @@ def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
                         s -= Y[d, t] * U[iv + t, k]
                     U[iv + d, k] = s * Y[d, d]
             for d in range(nv):
-                u[iv + d] = x[d]
+                u[iv + d] = w[d]
                 for e in range(d + 1):
                     Dinv[iv + d, e] = Y[d, e]
-        if p_ < 0:
-            continue
-        for k in range(6):
-            s = pA[i, k]
-            for d in range(nv):
-                s += U[iv + d, k] * x[d]
-            pa[k] = s
-            for l in range(k, 6):
-                s = IA[i, k, l]
+            if p_ < 0:
+                continue
+            for k in range(6):
+                s = pA[i, k]
                 for d in range(nv):
-                    s -= U[iv + d, k] * U[iv + d, l]
-                Ia[k, l] = s
-                Ia[l, k] = s
+                    s += U[iv + d, k] * w[d]
+                pa[k] = s
+                for l in range(k, 6):
+                    s = IA[i, k, l]
+                    for d in range(nv):
+                        s -= U[iv + d, k] * U[iv + d, l]
+                    Ia[k, l] = s
+                    Ia[l, k] = s
+        else:
+            if not spd_inverse(Y, nv, T):
+                return i
+            for d in range(nv):
+                for e in range(nv):
+                    Dinv[iv + d, e] = T[d, e]
+            if p_ < 0:
+                continue
+            for k in range(6):
+                pa[k] = pA[i, k]
+                for l in range(6):
+                    Ia[k, l] = IA[i, k, l]
+            for d in range(nv):
+                # w = sum_e D_i[d, e] U_e (row d of D_i U_i^T), and its pieces of U D U^T and U D u
+                for k in range(6):
+                    s = 0.0
+                    for e in range(nv):
+                        s += Dinv[iv + d, e] * U[iv + e, k]
+                    w[k] = s
+                for k in range(6):
+                    pa[k] += w[k] * u[iv + d]
+                    for l in range(6):
+                        Ia[k, l] -= U[iv + d, k] * w[l]
         congruence_add(E[i], r[i], Ia, IA[p_], T)
         xform_force_T_add(E[i], r[i], pa, pA[p_])
     return -1
 
 
 @njit(cache=True)
-def ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
-    """Base to tip (the seed's Cholesky algorithm, second loop): L_i^T qd_i = x_i - W_i X_up
-    v_parent, the body velocities v_i, and with ``momenta`` the subtree momenta
-    mu_i = IA_i v_i + pA_i written over pA_i."""
+def recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta, ldlt):
+    """Base to tip, both methods: qd_i from the velocity X_up v_parent the parent passes down,
+    v_i = X_up v_parent + S_i qd_i, and with ``momenta`` the subtree momenta
+    mu_i = IA_i v_i + pA_i written over pA_i.  The sweep's back stroke (``ldlt`` False):
+    qd_i = D_i (u_i - U_i^T X_up v_parent); the Cholesky algorithm's second loop (True):
+    L_i^T qd_i = x_i - W_i X_up v_parent; for one degree of freedom both are the first."""
     n = parent.shape[0]
     nvt = S.shape[0]
     vp = np.empty(6)
@@ -368,21 +273,54 @@ def ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta
             continue
         for k in range(6):
             v[i, k] = vp[k]
+        for d in range(nv):
+            s = u[iv + d]
+            for k in range(6):
+                s -= U[iv + d, k] * vp[k]
+            h[d] = s
         if nv > 0:
+            if ldlt:
+                for d in range(nv):
+                    for e in range(d + 1):
+                        L[d, e] = Dinv[iv + d, e]
+                ltsolve_vec(L, nv, h)
+                for d in range(nv):
+                    qd[iv + d] = h[d]
+            else:
+                for d in range(nv):
+                    s = 0.0
+                    for e in range(nv):
+                        s += Dinv[iv + d, e] * h[e]
+                    qd[iv + d] = s
             for d in range(nv):
-                s = u[iv + d]
                 for k in range(6):
-                    s -= U[iv + d, k] * vp[k]
-                h[d] = s
-                for e in range(d + 1):
-                    L[d, e] = Dinv[iv + d, e]
-            ltsolve_vec(L, nv, h)
-            for d in range(nv):
-                qd[iv + d] = h[d]
-                for k in range(6):
-                    v[i, k] += S[iv + d, k] * h[d]
+                    v[i, k] += S[iv + d, k] * qd[iv + d]
         if momenta:
             subtree_momentum(IA[i], v[i], pA[i])
+
+
+@njit(cache=True)
+def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
+    """The sweep's forward stroke (:func:`elimination_backward_pass`)."""
+    return elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, False)
+
+
+@njit(cache=True)
+def sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
+    """The sweep's back stroke (:func:`recovery_forward_pass`)."""
+    recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta, False)
+
+
+@njit(cache=True)
+def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
+    """The Cholesky algorithm's first loop (:func:`elimination_backward_pass`)."""
+    return elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, True)
+
+
+@njit(cache=True)
+def ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
+    """The Cholesky algorithm's second loop (:func:`recovery_forward_pass`)."""
+    recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta, True)
 
 
 @njit(cache=True, inline="always")
