@@ -3,7 +3,7 @@
 The state is the configuration q (nq) and the generalized momenta p = M(q) v (nv, in partree's v
 coordinates, ``generalized_momentum``).  One evaluation:
 
-1. v from p by the block Cholesky elimination of seed 001's eq. (6)
+1. v from p by the block L^T D L elimination of seed 001's eq. (6)
    (``velocity_from_momentum``, method 'ldlt'), which also gives the body velocities v_i and the
    subtree momenta mu_i (in body i's coordinates);
 2. qdot, the rate of q for the velocity v (:func:`configuration_rate`): qdot = v for angles and
@@ -41,7 +41,7 @@ column b = R_2(q_2)^T a_1 (axis 1 seen from the body) turns with the second angl
 db/dt = -qd_2 (a_2 x b), hence (dS_i/dt)^T mu_i = (-qd_2 (a_2 x b) . mu_ang, 0).
 
 Passes: the joint frames (pass 1 of ABA at zero velocity), :func:`body_wrench_pass` (outward),
-the Cholesky elimination (inward) and recovery (outward) of ``velocity_from_momentum``,
+the L^T D L elimination (inward) and recovery (outward) of ``velocity_from_momentum``,
 :func:`momentum_rate_pass` (inward), and :func:`configuration_rate_kernel`.
 """
 import math
@@ -162,7 +162,7 @@ def momentum_rhs_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
                         ldlt=True):
     """All passes (module docstring): qd receives v, qdot and pdot the state's rates, pA the
     subtree momenta, c the gravity field and a the subtree wrenches F_i.  ``ldlt``: the velocity
-    solve by the block Cholesky elimination (True) or by the sweep (False).  Returns -1, or the
+    solve by the block L^T D L elimination (True) or by the sweep (False).  Returns -1, or the
     body of a singular joint block."""
     momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
                     E, r, v, c, IA, pA, S)
@@ -234,7 +234,7 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", retu
     """Right-hand side of the equations of motion in generalized momenta (seed 001, eqs. 6-7).
 
     Returns (qdot, pdot) for the state (q, p), p = M(q) v, in O(N) and without accelerations:
-    v from p by the block Cholesky elimination, qdot the configuration's rate for v, and
+    v from p by the block L^T D L elimination, qdot the configuration's rate for v, and
     pdot_i = tau_i + S_i^T (F_i - v_i x* mu_i) + (dS_i/dt)^T mu_i with mu_i the subtree momenta
     and F_i the wrench of gravity and the external forces on subtree i.  For spherical and free
     joints p is conjugate to the body-frame velocities and pdot follows the quasi-velocity
@@ -259,7 +259,7 @@ def momentum_rhs(model, t, q, p, tau, f_ext=None, data=None, method="ldlt", retu
         A reusable workspace (``model.create_data()``); the model's own is used when omitted.
     method : {'ldlt', 'sweep'}
         The elimination that solves M v = p (see ``velocity_from_momentum``): the seed's block
-        Cholesky scheme (default) or its sweep.  Both give v to rounding.
+        L^T D L scheme (default) or its sweep.  Both give v to rounding.
     return_velocity : bool
         Also return v (nv,), which the evaluation solves for anyway: the Lie-group integrators of
         ``partree.simulation`` step the configuration with v (velocity coordinates), not qdot.

@@ -29,25 +29,27 @@ IA_i and pA_i (the seed's M*_i and phi*_i) start as the rigid-body inertia I_i a
 the articulated-body algorithm with p in place of tau minus the bias forces: no velocity products
 and no gravity, since momenta are what velocities, not accelerations, balance.
 
-``ldlt`` (the seed's block L^T D L / Cholesky scheme): the same elimination written on the
-Cholesky factor L_i of the joint block Y_i = S_i^T IA_i S_i = L_i L_i^T instead of its inverse,
-so only triangular factors are inverted and every rank update is symmetric; tip to base::
+``ldlt`` (the seed's block L^T D L scheme): the same elimination written on the factors of the
+joint block Y_i = S_i^T IA_i S_i = L_i D_i L_i^T (L_i unit lower triangular, D_i diagonal)
+instead of its inverse, so only unit triangular factors are inverted, no square root is taken,
+and every rank update is symmetric; tip to base::
 
-    x_i = L_i^-1 (p_i - S_i^T pA_i),   W_i = L_i^-1 U_i^T   (the seed's V_i, before X_up),
-    IA_parent += X_up^T (IA_i - W_i^T W_i) X_up,   pA_parent += X_up^T (pA_i + W_i^T x_i),
+    x_i = L_i^-1 (p_i - S_i^T pA_i),   Z_i = L_i^-1 U_i^T   (the seed's V_i, before X_up),
+    IA_parent += X_up^T (IA_i - Z_i^T D_i^-1 Z_i) X_up,   pA_parent += X_up^T (pA_i + Z_i^T D_i^-1 x_i),
 
 then base to tip::
 
-    L_i^T qd_i = x_i - W_i X_up v_parent,   v_i = X_up v_parent + S_i qd_i,   mu_i = IA_i v_i + pA_i.
+    L_i^T qd_i = D_i^-1 (x_i - Z_i X_up v_parent),   v_i = X_up v_parent + S_i qd_i,
+    mu_i = IA_i v_i + pA_i.
 
 Both touch each body a fixed number of times and couple it only with its parent, so the work is
 O(N) for any tree, long chains included, and no matrix of more than 6 x 6 is formed.  (A sparse
 L^T D L of M itself in joint space would fill in along every path to the base: O(N depth), O(N^2)
 for a chain.  Factoring the extended system of eq. 6 instead, whose blocks couple a body only
-with its parent, is what keeps the seed's scheme linear.)  The Cholesky form is the default: its
-updates IA_i - W_i^T W_i are symmetric by construction and it inverts only triangular factors
-(the seed finds it the faster of the two on Cardan chains; docs/performance.md has the figures
-measured here).
+with its parent, is what keeps the seed's scheme linear.)  The L^T D L form is the default: its
+updates are symmetric by construction and it inverts only unit triangular factors (the seed
+finds it the faster of the two on Cardan chains; docs/performance.md has the figures measured
+here).
 
 The joint frames X_up and subspaces S_i come from :func:`momentum_frames`, an outward pass with
 the package's joint dispatch (``partree.joints``) and no velocity terms, which also sets
@@ -55,13 +57,12 @@ IA_i = I_i and pA_i = 0.  Joints of one degree of freedom take a written-out pat
 as in the articulated-body algorithm.  Their joint block is 1 x 1, and the block L^T D L factor of
 a 1 x 1 block is the block itself (unit L, D = Y_i): there the two methods do the same arithmetic,
 without a square root, and they differ in the blocks of multi-DOF joints (Cardan, spherical,
-free), where the Cholesky form factors Y_i instead of inverting it.  One backward and one forward
+free), where the L^T D L form factors Y_i instead of inverting it.  One backward and one forward
 pass (:func:`elimination_backward_pass`, :func:`recovery_forward_pass`) hold both methods.
 
 Workspace (``Model.create_data``): E, r (X_up), S; IA, pA (IA_i, pA_i; after the outward pass
-pA holds mu); U (U_i or W_i, one row per DOF), Dinv (D_i, or L_i with its reciprocal diagonal
-on the diagonal, as ``partree.algorithms.linalg.cholesky`` stores it), u (u_i or x_i), v (body
-velocities), qdd (the joint velocities).
+pA holds mu); U (U_i or Z_i, one row per DOF), Dinv (D_i = Y_i^-1, or L_i's strict lower part
+with D_i^-1 on the diagonal), u (u_i or x_i), v (body velocities), qdd (the joint velocities).
 """
 import numpy as np
 from numba import njit
@@ -69,7 +70,7 @@ from numba import njit
 from .. import checks
 from ..errors import PartreeInputError
 from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
-from .linalg import cholesky, lsolve_vec, ltsolve_vec, spd_inverse
+from .linalg import spd_inverse
 from .packed import (ERR_SHAPE, OK, check_buffers, check_q, check_v, model_buffer, model_views, restrict,
                      workspace_views)
 from .primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
@@ -113,11 +114,12 @@ def elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, ldl
     Y_i = S_i^T U_i; the body's projected inertia and momentum bias added to its parent's.
 
     ``ldlt`` False (the sweep's forward stroke): D_i = Y_i^-1 into Dinv, and
-    IA_i - U_i D_i U_i^T, pA_i + U_i D_i u_i to the parent.  ``ldlt`` True (the Cholesky
-    algorithm's first loop): the factor L_i of Y_i into Dinv (reciprocal diagonal),
-    x_i = L_i^-1 u_i into u, W_i = L_i^-1 U_i^T into U, and IA_i - W_i^T W_i, pA_i + W_i^T x_i to
-    the parent.  A joint of one degree of freedom has a 1 x 1 block, whose L^T D L factor is the
-    block itself: both methods take the same written-out path, D_i = 1 / Y_i.  Returns -1, or the
+    IA_i - U_i D_i U_i^T, pA_i + U_i D_i u_i to the parent.  ``ldlt`` True (the L^T D L
+    algorithm's first loop): Y_i = L_i D_i L_i^T with L_i unit lower triangular (into Dinv's
+    strict lower part, D_i^-1 on its diagonal), x_i = L_i^-1 u_i into u, Z_i = L_i^-1 U_i^T into
+    U, and IA_i - Z_i^T D_i^-1 Z_i, pA_i + Z_i^T D_i^-1 x_i to the parent: triangular factors, no
+    inverse and no square root.  A joint of one degree of freedom has a 1 x 1 block, its own
+    factor (L = 1, D = Y_i): both methods take the same written-out path.  Returns -1, or the
     body whose Y_i is not positive definite."""
     n = parent.shape[0]
     nvt = S.shape[0]
@@ -126,6 +128,7 @@ def elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, ldl
     T = np.empty((6, 6))
     pa = np.empty(6)
     w = np.empty(6)
+    dd = np.empty(6)
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
@@ -182,33 +185,44 @@ def elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, ldl
                 xform_force_T_add(E[i], r[i], pA[i], pA[p_])
             continue
         if ldlt:
-            if not cholesky(Y, nv):
-                return i
+            # Y = L D L^T, L unit lower triangular (in Y's lower part), D in dd: no square roots
             for d in range(nv):
-                w[d] = u[iv + d]
-            lsolve_vec(Y, nv, w)
-            # W = L^-1 U^T, column k of U^T at a time (the rows of U hold U^T's columns)
-            for k in range(6):
-                for d in range(nv):
+                for e in range(d):
+                    s = Y[d, e]
+                    for t in range(e):
+                        s -= Y[d, t] * Y[e, t] * dd[t]
+                    Y[d, e] = s / dd[e]
+                s = Y[d, d]
+                for t in range(d):
+                    s -= Y[d, t] * Y[d, t] * dd[t]
+                if not s > 0.0:
+                    return i
+                dd[d] = s
+            # x = L^-1 u and Z = L^-1 U^T (the rows of U hold U^T's columns), unit triangular
+            for d in range(nv):
+                s = u[iv + d]
+                for t in range(d):
+                    s -= Y[d, t] * u[iv + t]
+                u[iv + d] = s
+                for k in range(6):
                     s = U[iv + d, k]
                     for t in range(d):
                         s -= Y[d, t] * U[iv + t, k]
-                    U[iv + d, k] = s * Y[d, d]
-            for d in range(nv):
-                u[iv + d] = w[d]
-                for e in range(d + 1):
+                    U[iv + d, k] = s
+                for e in range(d):
                     Dinv[iv + d, e] = Y[d, e]
+                Dinv[iv + d, d] = 1.0 / dd[d]
             if p_ < 0:
                 continue
             for k in range(6):
                 s = pA[i, k]
                 for d in range(nv):
-                    s += U[iv + d, k] * w[d]
+                    s += U[iv + d, k] * (u[iv + d] * Dinv[iv + d, d])
                 pa[k] = s
                 for l in range(k, 6):
                     s = IA[i, k, l]
                     for d in range(nv):
-                        s -= U[iv + d, k] * U[iv + d, l]
+                        s -= U[iv + d, k] * Dinv[iv + d, d] * U[iv + d, l]
                     Ia[k, l] = s
                     Ia[l, k] = s
         else:
@@ -244,13 +258,12 @@ def recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, mom
     """Base to tip, both methods: qd_i from the velocity X_up v_parent the parent passes down,
     v_i = X_up v_parent + S_i qd_i, and with ``momenta`` the subtree momenta
     mu_i = IA_i v_i + pA_i written over pA_i.  The sweep's back stroke (``ldlt`` False):
-    qd_i = D_i (u_i - U_i^T X_up v_parent); the Cholesky algorithm's second loop (True):
-    L_i^T qd_i = x_i - W_i X_up v_parent; for one degree of freedom both are the first."""
+    qd_i = D_i (u_i - U_i^T X_up v_parent); the L^T D L algorithm's second loop (True):
+    L_i^T qd_i = D_i^-1 (x_i - Z_i X_up v_parent); for one degree of freedom both are the first."""
     n = parent.shape[0]
     nvt = S.shape[0]
     vp = np.empty(6)
     h = np.empty(6)
-    L = np.empty((6, 6))
     for i in range(n):
         iv = idx_v[i]
         nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
@@ -280,12 +293,12 @@ def recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, mom
             h[d] = s
         if nv > 0:
             if ldlt:
-                for d in range(nv):
-                    for e in range(d + 1):
-                        L[d, e] = Dinv[iv + d, e]
-                ltsolve_vec(L, nv, h)
-                for d in range(nv):
-                    qd[iv + d] = h[d]
+                # L^T qd = D^-1 h, L unit lower triangular: back substitution
+                for d in range(nv - 1, -1, -1):
+                    s = h[d] * Dinv[iv + d, d]
+                    for t in range(d + 1, nv):
+                        s -= Dinv[iv + t, d] * qd[iv + t]
+                    qd[iv + d] = s
             else:
                 for d in range(nv):
                     s = 0.0
@@ -313,13 +326,13 @@ def sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, moment
 
 @njit(cache=True)
 def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
-    """The Cholesky algorithm's first loop (:func:`elimination_backward_pass`)."""
+    """The L^T D L algorithm's first loop (:func:`elimination_backward_pass`)."""
     return elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, True)
 
 
 @njit(cache=True)
 def ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
-    """The Cholesky algorithm's second loop (:func:`recovery_forward_pass`)."""
+    """The L^T D L algorithm's second loop (:func:`recovery_forward_pass`)."""
     recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta, True)
 
 
@@ -352,7 +365,7 @@ def subtree_momentum(IA_i, v_i, pA_i):
 @njit(cache=True)
 def velocity_from_momentum_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
                                   q, p, ldlt, momenta, E, r, v, c, IA, pA, S, U, Dinv, u, qd):
-    """The three passes: frames, elimination tip to base (``ldlt`` True: Cholesky, else the
+    """The three passes: frames, elimination tip to base (``ldlt`` True: L^T D L, else the
     sweep), recovery base to tip.  qd receives the joint velocities, v the body velocities and,
     with ``momenta``, pA the subtree momenta.  Returns -1 or the body of a singular joint block."""
     momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
@@ -381,7 +394,7 @@ def singular_joint(model, bad):
 def check_method(method):
     """``method`` if it is one of :data:`METHODS`, else a clear error."""
     if not isinstance(method, str) or method not in METHODS:
-        raise PartreeInputError(f"method is {method!r}; velocity_from_momentum knows 'ldlt' (block Cholesky, "
+        raise PartreeInputError(f"method is {method!r}; velocity_from_momentum knows 'ldlt' (block L^T D L, "
                                 f"the default) and 'sweep' (Vereshchagin's elimination)")
     return method
 
@@ -441,8 +454,8 @@ def velocity_from_momentum(model, q, p, method="ldlt", data=None, out=None, chec
         Generalized momenta (nv,), in partree's v coordinates (``generalized_momentum``): for a
         spherical or free joint the momenta conjugate to its body-frame velocities.
     method : {'ldlt', 'sweep'}
-        'ldlt': the seed's block Cholesky (L^T D L) scheme, which factors each joint block and
-        inverts only triangular factors (the default); 'sweep': Vereshchagin's elimination, the
+        'ldlt': the seed's block L^T D L scheme, which factors each joint block and
+        inverts only unit triangular factors (the default); 'sweep': Vereshchagin's elimination, the
         articulated-body recursion with p in place of tau minus the bias forces.
     data : Data, optional
         A reusable workspace (``model.create_data()``); the model's own is used when omitted.

@@ -372,7 +372,7 @@ class MomentumDynamics:
     dyn : Dynamics
         The joint inputs (and the model).
     method : {'ldlt', 'sweep'}
-        The elimination of M v = p: the seed's block Cholesky scheme or its sweep.
+        The elimination of M v = p: the seed's block L^T D L scheme or its sweep.
     """
 
     returns_rate = True

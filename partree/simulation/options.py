@@ -389,9 +389,9 @@ class SimulationOptions:
         self.formulation = form
         if form == "momentum" and bk != "serial":
             raise PartreeInputError(f"formulation 'momentum' runs on the serial backend, not {bk!r}: the parallel "
-                                    f"engine's part kernels eliminate accelerations (ABA's handle relation); the "
-                                    f"momentum solve M v = p has the same structure but no part kernel yet. "
-                                    f"Use backend 'serial', or formulation 'velocity' on {bk!r}")
+                                    f"engine solves M v = p (partree.parallel.velocity_from_momentum), but dp/dt "
+                                    f"needs every subtree's momentum and wrench summed across the parts, a pass it "
+                                    f"does not have. Use backend 'serial', or formulation 'velocity' on {bk!r}")
         if bk != "serial" and self.integrator == "gauss6":
             raise PartreeInputError("integrator 'gauss6' runs on the serial backend (its stage iteration keeps the "
                                     "whole state); the distributed backends run 'rk4', 'dopri5', 'dop853' or "

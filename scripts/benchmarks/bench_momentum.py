@@ -5,16 +5,17 @@
     python scripts/benchmarks/bench_momentum.py --huge           # and a chain of 10^5 bodies
     python scripts/benchmarks/bench_momentum.py --quick          # 5 and 10 bodies, few rounds (a check that it runs)
     python scripts/benchmarks/bench_momentum.py --json out.json
+    python scripts/benchmarks/bench_momentum.py --sizes 5 --solve 100000 1000000   # the velocity solve vs ABA
 
 Seed 001 integrates chains of 5 to 50 bodies joined by 2-DOF Cardan joints with a sixth-order
 method and compares its two O(N) solutions of the momentum equations for the velocities: the
-sweep, and the block L^T D L (Cholesky) scheme, which it finds 1.3-1.4 times faster.  Here the
+sweep, and the block L^T D L scheme, which it finds 1.3-1.4 times faster.  Here the
 chains are ``cardan:n=N`` near their hanging position (seeded), and the sixth-order method is
 ``gauss6`` (the 3-stage Gauss-Legendre method, ``partree.simulation.Gauss6``).  Variants, each
 one step of ``--dt`` of a running integration (the state carried on from step to step):
 
 ``momentum ldlt``   gauss6 on (q, p), each evaluation ``partree.momentum_rhs`` with the block
-                    Cholesky velocity solve (``MomentumDynamics(dyn, 'ldlt')``, what
+                    L^T D L velocity solve (``MomentumDynamics(dyn, 'ldlt')``, what
                     ``simulate(..., formulation='momentum')`` runs)
 ``momentum sweep``  the same with the sweep (``MomentumDynamics(dyn, 'sweep')``)
 ``velocity ABA``    gauss6 on (q, qd), each evaluation ``partree.aba`` (``Dynamics``)
@@ -123,11 +124,39 @@ def bench_size(n, dt, rounds, reps):
     return {"n": n, "nv": m.nv, "dt": dt, "step": steps, "per_step": per_step, "evaluation": evals, "accuracy": acc}
 
 
+def bench_solve(n, rounds):
+    """The velocity solve M v = p (``partree.velocity_from_momentum``, ldlt and sweep) against ABA
+    on trees of n bodies: Featherstone's chain (``autotree:nb=n,bf=1``), binary tree (``bf=2``)
+    and the Cardan chain (``cardan:n=n``); one call per variant and round, interleaved, best
+    round; the solve checked against the momenta it came from."""
+    out = {}
+    for spec in (f"autotree:nb={n},bf=1", f"autotree:nb={n},bf=2", f"cardan:n={n}"):
+        m = partree.resolve_model(spec)
+        rng = np.random.default_rng(0)
+        q, qd, tau = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
+        p = partree.generalized_momentum(m, q, qd)
+        d = m.create_data()
+        outv = np.empty(m.nv)
+        t = interleaved({"aba": lambda: partree.aba(m, q, qd, tau, data=d, out=outv),
+                         "solve ldlt": lambda: partree.velocity_from_momentum(m, q, p, "ldlt", d, out=outv),
+                         "solve sweep": lambda: partree.velocity_from_momentum(m, q, p, "sweep", d, out=outv)},
+                        rounds, 1)
+        v = partree.velocity_from_momentum(m, q, p)
+        err = float(np.abs(partree.generalized_momentum(m, q, v) - p).max() / np.abs(p).max())
+        out[spec] = {"n": m.n, "nv": m.nv, "times_s": t, "momentum_residual": err}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="chain lengths (default 5 10 20 50)")
     ap.add_argument("--huge", action="store_true", help=f"also a chain of {HUGE} bodies (one step per round)")
-    ap.add_argument("--dt", type=float, default=0.005, help="step in s (default 0.005)")
+    ap.add_argument("--dt", type=float, default=0.001,
+                    help="step in s (default 0.001; gauss6's fixed-point iteration diverges at 0.005 on "
+                         "cardan:n=5 near the hanging position)")
+    ap.add_argument("--solve", type=int, nargs="+", default=[], metavar="N",
+                    help="also time the velocity solve against ABA on chains, binary trees and Cardan chains "
+                         "of N bodies (e.g. 100000 1000000)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     ap.add_argument("--reps", type=int, default=20, help="steps per variant and round (default 20)")
     ap.add_argument("--quick", action="store_true", help="5 and 10 bodies, 2 rounds of 3 steps")
@@ -170,9 +199,21 @@ def main(argv=None):
     for r in results:
         print(f"{r['n']:6d}  momentum form's v against the velocity form's qd {r['accuracy']['momentum_vs_velocity']:.1e}, "
               f"sweep against ldlt {r['accuracy']['sweep_vs_ldlt']:.1e}")
+    solves = {}
+    for n in a.solve:
+        solves.update(bench_solve(n, max(3, rounds)))
+    if solves:
+        print("\n== the velocity solve against ABA, one call (ms); ratios to ABA ==")
+        print(f"{'model':>26s} {'ABA':>9s} {'ldlt':>9s} {'sweep':>9s} {'ldlt/ABA':>9s} {'sweep/ABA':>9s} "
+              f"{'sweep/ldlt':>10s} {'residual':>9s}")
+        for spec, r in solves.items():
+            t = r["times_s"]
+            print(f"{spec:>26s} {t['aba'] * 1e3:9.2f} {t['solve ldlt'] * 1e3:9.2f} {t['solve sweep'] * 1e3:9.2f} "
+                  f"{t['solve ldlt'] / t['aba']:9.2f} {t['solve sweep'] / t['aba']:9.2f} "
+                  f"{t['solve sweep'] / t['solve ldlt']:10.2f} {r['momentum_residual']:9.1e}")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"info": info, "results": results}, fh, indent=1)
+            json.dump({"info": info, "results": results, "solve": solves}, fh, indent=1)
         print(f"wrote {a.json}")
     return results
 

@@ -11,7 +11,7 @@ bodies joined by 2-DOF Cardan joints with a sixth-order method.  Here the same c
 the turned z) are integrated by ``partree.simulate`` in both forms:
 
 - ``formulation='momentum'``: the state (q, p), p = M(q) qd, each evaluation one O(N)
-  ``partree.momentum_rhs`` (qd = M^-1 p by the block Cholesky elimination, dp/dt without
+  ``partree.momentum_rhs`` (qd = M^-1 p by the block L^T D L elimination, dp/dt without
   accelerations);
 - ``formulation='velocity'``: the state (q, qd), each evaluation ``partree.aba``;
 
