@@ -18,6 +18,7 @@ from .algorithms.loop_constraints import loop_constraints
 from .algorithms.constrained_dynamics import constrained_dynamics
 from .algorithms.loop_correction import assemble, correct_state
 from .algorithms.rnea import joint_wrenches, rnea
+from .algorithms.hybrid_dynamics import hybrid_dynamics
 from .configuration import integrate
 from .io import load_mjcf, load_model, load_urdf, save_model
 from .model import Data, Model
@@ -32,7 +33,7 @@ from .parallel import constraint_forces, forward_dynamics
 
 __version__ = "0.1.0"
 __all__ = ["Model", "Data", "Loop", "ModelBuilder", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
-           "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "joint_wrenches", "crba", "bias_forces",
+           "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "hybrid_dynamics", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
            "center_of_mass", "momentum", "generalized_momentum", "velocity_from_momentum", "momentum_rhs", "apply_impulse", "generalized_impulse", "loop_constraints", "constrained_dynamics", "correct_state", "assemble", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
            "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "loops", "models", "spatial"]

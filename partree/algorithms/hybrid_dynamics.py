@@ -1,0 +1,391 @@
+"""Hybrid dynamics in O(N): the articulated-body algorithm with some joints' accelerations given.
+
+Every joint is either *passive* (its force tau is given, its acceleration qdd is unknown: forward
+dynamics) or *active* (its acceleration is given, the force that drives it is unknown: inverse
+dynamics).  This is the articulated-body hybrid dynamics algorithm of Featherstone (*Rigid Body
+Dynamics Algorithms*, 2008, ch. 9 "Hybrid Dynamics"): ABA's three passes with a per-joint flag.
+
+1. ABA's pass 1 as it is (:func:`partree.algorithms.aba.aba_forward_pass1_in`): X_up, S, v, c,
+   the rigid-body inertias IA = I and bias forces pA = v x* I v - f_ext;
+2. :func:`hybrid_backward_pass`, inward.  A passive joint is ABA's step: U = IA S, D = S^T U,
+   u = tau - S^T pA, and the parent receives the articulated inertia IA - U D^-1 U^T and the bias
+   pA + Ia c + U D^-1 u.  Across an active joint the child's acceleration relative to its parent
+   is known, S qdd, so nothing is eliminated: the parent receives the child's full articulated
+   inertia IA and the bias of the known motion, pA + IA (c + S qdd);
+3. :func:`hybrid_forward_pass2`, outward from a0 = [0; -g].  A passive joint is ABA's step,
+   qdd = D^-1 (u - U^T a'), a = a' + S qdd with a' = X_up a_parent + c.  An active joint takes its
+   given qdd, a = a' + S qdd, and its force is the projection of the wrench its articulated body
+   needs, tau = S^T (IA a + pA) (RNEA's tau = S^T f with f = IA a + pA the joint wrench).
+
+With every joint passive this is ABA; with every joint active the inward pass sums the rigid-body
+inertias and forces of each subtree and the outward pass is RNEA's, so tau equals RNEA's.  The
+joint wrench f_i = IA_i a_i + pA_i, in body i's frame as [n; f], is available for every body
+after pass 3, for either kind of joint (the one RNEA returns for the resulting motion).
+
+A fixed joint has no coordinates: both kinds pass the same thing to the parent.  Only a passive
+joint's block D can be singular (a massless subtree moved along the joint): the kernels return
+that body and :func:`hybrid_dynamics` names the joint.  As in ABA, the 1-DOF step is written out
+in both passes and multi-DOF passive joints go through
+:func:`partree.algorithms.aba.articulated_project`.
+
+Kernel arguments are ABA's (``partree.algorithms.aba``), plus ``active`` (n,) bool: the flag of
+each joint; ``qdd_in`` (nv,): the given accelerations (read for active joints); ``tau_out``
+(nv,): the joint forces (given ones copied, active ones computed); ``W`` (n, 6) and
+``want_w``: the joint wrenches, written when asked for.
+"""
+import numpy as np
+from numba import njit
+
+from .. import checks
+from ..errors import PartreeInputError
+from .aba import PASS1_SCRATCH, aba_forward_pass1_in, articulated_project
+from .linalg import spd_inverse
+from .packed import raw_view
+from .primitives import congruence_add, xform_force_T_add, xform_motion
+
+#: scratch values of the inward and the outward pass, and of the whole algorithm
+BACKWARD_SCRATCH, PASS2_SCRATCH = 126, 18
+SCRATCH = 6 + max(PASS1_SCRATCH, BACKWARD_SCRATCH, PASS2_SCRATCH)
+
+
+@njit(cache=True)
+def hybrid_backward_pass(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u):
+    """Pass 2, inward: articulated inertias IA and bias forces pA (in place); U, D^-1, u of the
+    passive joints.  Returns -1, or the body whose passive joint has a singular D."""
+    return hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u,
+                                   np.empty(BACKWARD_SCRATCH))
+
+
+@njit(cache=True)
+def hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u, sc):
+    """:func:`hybrid_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values)."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    T = raw_view(sc, 0, (6, 6))
+    Ia = raw_view(sc, 36, (6, 6))
+    D = raw_view(sc, 72, (6, 6))
+    tmp = raw_view(sc, 108, (6,))
+    pa = raw_view(sc, 114, (6,))
+    ac = raw_view(sc, 120, (6,))
+    for i in range(n - 1, -1, -1):
+        iv = idx_v[i]
+        nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
+        p = parent[i]
+        if active[i]:
+            # known relative motion: the parent gets IA itself and pA + IA (c + S qdd)
+            if p < 0:
+                continue
+            if nv == 1:
+                w = qdd_in[iv]
+                for k in range(6):
+                    ac[k] = c[i, k] + S[iv, k] * w
+            else:
+                for k in range(6):
+                    ac[k] = c[i, k]
+                for d in range(nv):
+                    w = qdd_in[iv + d]
+                    for k in range(6):
+                        ac[k] += S[iv + d, k] * w
+            for k in range(6):
+                s = pA[i, k]
+                for l in range(6):
+                    s += IA[i, k, l] * ac[l]
+                pa[k] = s
+            congruence_add(E[i], r[i], IA[i], IA[p], T)
+            xform_force_T_add(E[i], r[i], pa, pA[p])
+            continue
+        if nv == 1:
+            # ABA's step, written out: U = IA s, D = s^T U, u = tau - s^T pA
+            Dd = 0.0
+            uu = tau[iv]
+            for k in range(6):
+                sk = 0.0
+                for l in range(6):
+                    sk += IA[i, k, l] * S[iv, l]
+                U[iv, k] = sk
+                Dd += S[iv, k] * sk
+                uu -= S[iv, k] * pA[i, k]
+            if not Dd > 0.0:
+                return i
+            Dinv[iv, 0] = 1.0 / Dd
+            u[iv] = uu
+            if p < 0:
+                continue
+            Di = 1.0 / Dd
+            for k in range(6):
+                tmp[k] = U[iv, k] * Di
+            for k in range(6):
+                for l in range(6):
+                    Ia[k, l] = IA[i, k, l] - tmp[k] * U[iv, l]
+            w = uu * Di
+            for k in range(6):
+                s = pA[i, k] + U[iv, k] * w
+                for l in range(6):
+                    s += Ia[k, l] * c[i, l]
+                pa[k] = s
+        else:
+            for d in range(nv):
+                for k in range(6):
+                    s = 0.0
+                    for l in range(6):
+                        s += IA[i, k, l] * S[iv + d, l]
+                    U[iv + d, k] = s
+                s = tau[iv + d]
+                for k in range(6):
+                    s -= S[iv + d, k] * pA[i, k]
+                u[iv + d] = s
+            for d in range(nv):
+                for e in range(nv):
+                    s = 0.0
+                    for k in range(6):
+                        s += S[iv + d, k] * U[iv + e, k]
+                    D[d, e] = s
+            if nv > 1:
+                if not spd_inverse(D, nv, T):
+                    return i
+                for d in range(nv):
+                    for e in range(nv):
+                        Dinv[iv + d, e] = T[d, e]
+            if p < 0:
+                continue
+            articulated_project(IA[i], pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
+        congruence_add(E[i], r[i], Ia, IA[p], T)
+        xform_force_T_add(E[i], r[i], pa, pA[p])
+    return -1
+
+
+@njit(cache=True)
+def hybrid_forward_pass2(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
+                         tau_out, W, want_w):
+    """Pass 3, outward from ``a_base`` (a0 = [0; -g]): accelerations a; qdd (given ones copied,
+    passive ones ABA's D^-1 (u - U^T a')); tau_out (passive ones copied, active ones
+    S^T (IA a + pA)); with ``want_w`` the joint wrenches IA a + pA of every body in W."""
+    hybrid_forward_pass2_in(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
+                            tau_out, W, want_w, np.empty(PASS2_SCRATCH))
+
+
+@njit(cache=True)
+def hybrid_forward_pass2_in(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
+                            tau_out, W, want_w, sc):
+    """:func:`hybrid_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values)."""
+    n = parent.shape[0]
+    nvt = S.shape[0]
+    tmp = raw_view(sc, 0, (6,))
+    h = raw_view(sc, 6, (6,))
+    f = raw_view(sc, 12, (6,))
+    for i in range(n):
+        iv = idx_v[i]
+        nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
+        p = parent[i]
+        if p < 0:
+            xform_motion(E[i], r[i], a_base, tmp)
+        else:
+            xform_motion(E[i], r[i], a[p], tmp)
+        for k in range(6):
+            a[i, k] = tmp[k] + c[i, k]
+        if active[i]:
+            if nv == 1:
+                # written out: a = a' + s qdd, tau = s^T (IA a + pA)
+                x = qdd_in[iv]
+                qdd[iv] = x
+                for k in range(6):
+                    a[i, k] += S[iv, k] * x
+                t = 0.0
+                for k in range(6):
+                    s = pA[i, k]
+                    for l in range(6):
+                        s += IA[i, k, l] * a[i, l]
+                    f[k] = s
+                    t += S[iv, k] * s
+                tau_out[iv] = t
+            else:
+                for d in range(nv):
+                    x = qdd_in[iv + d]
+                    qdd[iv + d] = x
+                    for k in range(6):
+                        a[i, k] += S[iv + d, k] * x
+                for k in range(6):
+                    s = pA[i, k]
+                    for l in range(6):
+                        s += IA[i, k, l] * a[i, l]
+                    f[k] = s
+                for d in range(nv):
+                    t = 0.0
+                    for k in range(6):
+                        t += S[iv + d, k] * f[k]
+                    tau_out[iv + d] = t
+            if want_w:
+                for k in range(6):
+                    W[i, k] = f[k]
+            continue
+        if nv == 1:
+            s = u[iv]
+            for k in range(6):
+                s -= U[iv, k] * a[i, k]
+            x = Dinv[iv, 0] * s
+            qdd[iv] = x
+            tau_out[iv] = tau[iv]
+            for k in range(6):
+                a[i, k] += S[iv, k] * x
+        else:
+            for d in range(nv):
+                s = u[iv + d]
+                for k in range(6):
+                    s -= U[iv + d, k] * a[i, k]
+                h[d] = s
+            for d in range(nv):
+                s = 0.0
+                for e in range(nv):
+                    s += Dinv[iv + d, e] * h[e]
+                qdd[iv + d] = s
+                tau_out[iv + d] = tau[iv + d]
+            for d in range(nv):
+                for k in range(6):
+                    a[i, k] += S[iv + d, k] * qdd[iv + d]
+        if want_w:
+            for k in range(6):
+                s = pA[i, k]
+                for l in range(6):
+                    s += IA[i, k, l] * a[i, l]
+                W[i, k] = s
+
+
+@njit(cache=True)
+def hybrid_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
+                  q, qd, tau, qdd_in, active, f_ext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u, qdd,
+                  tau_out, W, want_w):
+    """The three passes (arguments: see the module docstring).  Returns -1 on success, else the
+    body whose passive joint has a singular joint-space inertia D."""
+    sc = np.empty(SCRATCH)
+    a0 = raw_view(sc, 0, (6,))
+    work = raw_view(sc, 6, (SCRATCH - 6,))
+    aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                         f_ext, has_fext, E, r, v, c, IA, pA, S, work)
+    bad = hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u, work)
+    if bad >= 0:
+        return bad
+    a0[0] = 0.0
+    a0[1] = 0.0
+    a0[2] = 0.0
+    a0[3] = -gravity[0]
+    a0[4] = -gravity[1]
+    a0[5] = -gravity[2]
+    hybrid_forward_pass2_in(parent, idx_v, active, a0, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
+                            tau_out, W, want_w, work)
+    return -1
+
+
+def active_mask(model, active):
+    """The (n,) boolean flags of ``active``: a boolean mask over the model's joints (one entry per
+    body, fixed joints included) or joint names (a list, tuple or set of them, or one name)."""
+    if isinstance(active, str):
+        active = [active]
+    if isinstance(active, (set, frozenset)):
+        active = sorted(active, key=str)
+    arr = np.asarray(active) if not isinstance(active, np.ndarray) else active
+    if arr.ndim == 1 and arr.size == 0 and not isinstance(active, np.ndarray):
+        return np.zeros(model.n, dtype=np.bool_)        # no names: every joint passive
+    if arr.dtype == np.bool_:
+        if arr.shape != (model.n,):
+            raise PartreeInputError(f"active has shape {arr.shape}; model {model.name!r} needs a boolean mask of "
+                                    f"({model.n},), one flag per joint (fixed joints included), or joint names")
+        return np.ascontiguousarray(arr)
+    if arr.ndim == 1 and arr.dtype.kind in "UO" and all(isinstance(x, str) for x in arr.tolist()):
+        known = {name: i for i, name in enumerate(model.joint_names)}
+        unknown = [x for x in arr.tolist() if x not in known]
+        if unknown:
+            raise PartreeInputError(f"active names joints that model {model.name!r} does not have: {unknown} "
+                                    f"(its joints: {_few(model.joint_names)})")
+        mask = np.zeros(model.n, dtype=np.bool_)
+        mask[[known[x] for x in arr.tolist()]] = True
+        return mask
+    raise PartreeInputError(f"active must be a boolean mask of ({model.n},), one flag per joint, or a list of "
+                            f"joint names; got {type(active).__name__} of dtype {arr.dtype}"
+                            + (" (integers: joint indices are not accepted, pass a boolean mask)"
+                               if arr.dtype.kind in "iu" else ""))
+
+
+def _few(names, k=8):
+    names = list(names)
+    return ", ".join(repr(x) for x in names[:k]) + (f", ... ({len(names)} in all)" if len(names) > k else "")
+
+
+def _given(model, x, name, ignored):
+    """``x`` checked as an (nv,) vector whose ``ignored`` entries (the other kind of joint's) are
+    set to zero first, so that only the entries that are read must be finite."""
+    if x is not None and not np.iscomplexobj(x):
+        try:
+            arr = np.array(x, dtype=np.float64)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.shape == (model.nv,):
+            arr[ignored] = 0.0
+            x = arr
+    return checks.vector(model, x, model.nv, name, "nv")
+
+
+def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, return_wrenches=False):
+    """Hybrid dynamics: accelerations of the passive joints and forces of the active ones, in O(N).
+
+    Each joint is active (its acceleration is given, e.g. a motor following a trajectory, and the
+    force that produces it is computed) or passive (its force is given and its acceleration is
+    computed).  One call runs the articulated-body hybrid dynamics algorithm (Featherstone, ch. 9):
+    ABA's passes with active joints passing their child's full articulated inertia and the bias
+    of the known motion to the parent.  All joints passive gives ``partree.aba``, all active
+    ``partree.rnea``.
+
+    Parameters
+    ----------
+    model : Model
+    q, qd : ndarray
+        Configuration (nq,) and velocity (nv,).
+    tau : ndarray
+        Joint forces (nv,); read for the passive joints only (the other entries are ignored and
+        may be anything, NaN included).
+    qdd : ndarray
+        Joint accelerations (nv,); read for the active joints only (likewise).
+    active : array_like of bool, or list of str
+        A boolean mask of (n,), one flag per joint (body), True for active; or the names of the
+        active joints.  A fixed joint has no coordinates, so its flag changes nothing.
+    f_ext : ndarray or dict, optional
+        External wrenches [n; f] on the bodies, in body coordinates (see :func:`partree.aba`).
+    data : Data, optional
+        A reusable workspace (``model.create_data()``); the model's own when omitted.
+    return_wrenches : bool
+        Also return the (n, 6) joint wrenches [n; f], row i the wrench the parent transmits to
+        body i across joint i in body i's frame: those of ``partree.rnea(q, qd, qdd_full,
+        return_wrenches=True)``.
+
+    Returns
+    -------
+    qdd_full, tau_full : ndarray
+        (nv,) each: the given accelerations of the active joints and the computed ones of the
+        passive joints; the given forces of the passive joints and the computed ones of the
+        active joints.  With ``return_wrenches=True`` a third item, the (n, 6) joint wrenches.
+
+    Raises
+    ------
+    PartreeInputError
+        For inputs of the wrong size or not finite where they are read, unknown joint names, and
+        a passive joint whose subtree has no inertia along its motion (its acceleration is then
+        undefined; making that joint active is one way out).
+    """
+    mask = active_mask(model, active)
+    q, qd = checks.state(model, q, qd)
+    dof_active = np.repeat(mask, model.nv_j)
+    tau = _given(model, tau, "tau", dof_active)
+    qdd = _given(model, qdd, "qdd", ~dof_active)
+    F, has_f = checks.external_forces(model, f_ext)
+    d = checks.data_for(model, data)
+    qdd_out = np.empty(model.nv)
+    tau_out = np.empty(model.nv)
+    W = np.empty((model.n, 6)) if return_wrenches else np.empty((1, 6))
+    bad = hybrid_kernel(*checks.model_args(model), model.gravity, q, qd, tau, qdd, mask, F, has_f,
+                        d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, qdd_out, tau_out,
+                        W, return_wrenches)
+    if bad >= 0:
+        raise PartreeInputError(
+            f"passive joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
+            f"along the joint's motion (massless subtree?); its acceleration is undefined (make the "
+            f"joint active, or give the subtree inertia)")
+    return (qdd_out, tau_out, W) if return_wrenches else (qdd_out, tau_out)
