@@ -28,12 +28,14 @@ def state(m, rng, with_fext):
     return q, qd, tau, qdd, F
 
 
-def dense_split(m, q, qd, tau, qdd, mask, F=None):
+def dense_split(m, q, qd, tau, qdd, mask, F=None, dof_active=None):
     """The partitioned solve with M from CRBA and the bias C = rnea(q, qd, 0):
-    M_pp qdd_p = tau_p - C_p - M_pa qdd_a, then tau_a = M_ap qdd_p + M_aa qdd_a + C_a."""
+    M_pp qdd_p = tau_p - C_p - M_pa qdd_a, then tau_a = M_ap qdd_p + M_aa qdd_a + C_a.
+    ``mask`` flags joints; ``dof_active``, when given, flags dofs instead."""
     M = partree.crba(m, q)
     C = partree.rnea(m, q, qd, np.zeros(m.nv), F)
-    dof_active = np.repeat(np.asarray(mask, dtype=bool), m.nv_j)
+    if dof_active is None:
+        dof_active = np.repeat(np.asarray(mask, dtype=bool), m.nv_j)
     a, p = np.flatnonzero(dof_active), np.flatnonzero(~dof_active)
     qdd_full = np.array(qdd, dtype=float)
     qdd_full[p] = np.linalg.solve(M[np.ix_(p, p)], tau[p] - C[p] - M[np.ix_(p, a)] @ qdd_full[a])
@@ -221,3 +223,31 @@ def test_singular_passive_joint_names_the_joint_and_an_active_one_is_fine(rng):
     qdd_d, tau_d = dense_split(m, q, qd, tau, qdd, mask)
     assert rel(qdd_h, qdd_d) < 1e-10 and rel(tau_h, tau_d) < 1e-10
     assert tau_h[3] == pytest.approx(0.0, abs=1e-12)      # a massless link needs no force
+
+
+def test_simulation_dynamics_prescribed_motion(rng):
+    """``Dynamics(prescribed=...)``: whole joints prescribed go through hybrid_dynamics; a joint of
+    several dofs with its first dof alone prescribed (the dict form) keeps the dense split."""
+    from partree.simulation.dynamics import Dynamics
+
+    m = random_tree(12, seed=8, joint_types=("revolute", "spherical", "universal"))
+    rev = [m.joint_names[i] for i in range(m.n) if m.nv_j[i] == 1][:2]
+    multi = [m.joint_names[i] for i in range(m.n) if m.nv_j[i] > 1][:1]
+    assert len(rev) == 2 and len(multi) == 1
+
+    def motion(t):
+        return (0.1 * np.sin(t), 0.1 * np.cos(t), -0.1 * np.sin(t))
+
+    q, qd = m.random_configuration(rng), m.random_velocity(rng)
+    tau = rng.normal(size=m.nv)
+    for names, whole in ((rev, True), (rev + multi, False)):
+        dyn = Dynamics(m, prescribed={j: motion for j in names})
+        assert (dyn._active_joints is not None) == whole
+        qdd_h, tau_h = dyn.hybrid(0.4, q, qd, tau)
+        dofs = np.array([m.v_slice(j).start for j in names])
+        dof_active = np.zeros(m.nv, dtype=bool)
+        dof_active[dofs] = True
+        qdd = np.zeros(m.nv)
+        qdd[dofs] = motion(0.4)[2]
+        qdd_d, tau_d = dense_split(m, q, qd, tau, qdd, None, dof_active=dof_active)
+        assert rel(qdd_h, qdd_d) < 1e-10 and rel(tau_h, tau_d) < 1e-10

@@ -16,9 +16,11 @@ joint inputs.)
 - prescribed motion (hybrid dynamics, seed 002): an object with ``prescribed(model, t) ->
   (dofs, q, qd, qdd)`` (``partree.models.seeds.HybridInputs``) or a dict {joint name: callable
   t -> (q, qd, qdd)}.  Those joints follow the given acceleration and the torque they need is
-  computed: with M the mass matrix (CRBA) split into active (a) and passive (p) blocks and
-  C = bias forces, M_pp qdd_p = tau_p - C_p - M_pa qdd_a and tau_a = M_a. qdd + C_a.  This dense
-  solve is O(nv^3): meant for the small seed models.
+  computed by ``partree.hybrid_dynamics``, ABA's passes with those joints flagged active, O(N).
+  A joint of several dofs of which only some are prescribed is not a per-joint flag: such a run
+  solves the dense split instead, with M the mass matrix (CRBA) split into active (a) and passive
+  (p) blocks and C = bias forces, M_pp qdd_p = tau_p - C_p - M_pa qdd_a and
+  tau_a = M_a. qdd + C_a, which is O(nv^3).
 
 Each evaluation runs ``partree.aba`` (``backend='serial'``), or, for ``backend='mpi'`` /
 ``'dask'``, ``partree.parallel.forward_dynamics`` on the whole state (full vectors in, qdd out:
@@ -40,6 +42,7 @@ from ..algorithms.constrained_dynamics import constrained_dynamics
 from ..algorithms.loop_constraints import constraint_terms
 from ..algorithms.loop_correction import DENSE_LIMIT, mass_metric, simulation_metric, singular_band_acceleration
 from ..algorithms.crba import bias_forces, crba
+from ..algorithms.hybrid_dynamics import hybrid_dynamics
 from ..algorithms.rnea import rnea
 from ..errors import PartreeInputError
 
@@ -205,6 +208,7 @@ class Dynamics:
         # ---- prescribed motion
         self.prescribed = None
         self.prescribed_spec = prescribed
+        self._active_joints = None
         if prescribed is not None:
             if hasattr(prescribed, "prescribed"):
                 self.prescribed = lambda t, _p=prescribed: _p.prescribed(model, t)
@@ -221,6 +225,12 @@ class Dynamics:
             else:
                 raise PartreeInputError("prescribed must be a HybridInputs-like object or {joint: t -> (q, qd, qdd)}")
             self.passive_dofs = np.setdiff1d(np.arange(nv), self.active_dofs)
+            # the joints whose every dof is prescribed: the per-joint flags of hybrid_dynamics
+            joint_of = np.repeat(np.arange(model.n), model.nv_j)
+            mask = np.zeros(model.n, dtype=bool)
+            mask[joint_of[self.active_dofs]] = True
+            whole = np.array_equal(np.flatnonzero(np.repeat(mask, model.nv_j)), np.unique(self.active_dofs))
+            self._active_joints = mask if whole else None
         self.last_tau = None
 
     # ---------------------------------------------------------------- inputs
@@ -294,6 +304,10 @@ class Dynamics:
     def hybrid(self, t, q, v, tau, fe=None):
         """(qdd, tau) of the hybrid problem: prescribed qdd on the active dofs, given tau on the rest."""
         dofs, _, _, qdd_a = self.prescribed(t)
+        if self._active_joints is not None:
+            qdd = np.zeros(self.model.nv)
+            qdd[dofs] = qdd_a
+            return hybrid_dynamics(self.model, q, v, tau, qdd, self._active_joints, fe, self.data)
         a, p = self.active_dofs, self.passive_dofs
         M = crba(self.model, q, data=self.data)
         C = bias_forces(self.model, q, v, fe, self.data)
