@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import partree
-from partree.algorithms.aba import aba_backward_pass, aba_forward_pass1
+from partree import checks
+from partree.algorithms.aba import aba_backward_pass, aba_forward_pass1, aba_kernel
 from partree.errors import PartreeInputError
 from partree import joints as J
 from partree.models import auto_tree, binary_tree, chain, random_tree
@@ -114,8 +115,9 @@ def cases(m):
                                                       gravity=G),
                                   lambda: auto_tree(40, 1.5, skew=0.3)])
 def test_whole_model_part_is_aba_bit_for_bit(make, early):
-    """One part of all bodies, no handles: velocity, reduce, solve is ABA, the same bits (qdd and
-    every body's acceleration)."""
+    """One part of all bodies, no handles: velocity, reduce, solve is ABA's kernel on the model's
+    arrays, the same bits (qdd and every body's acceleration); ``partree.aba``, whose compiled call
+    merges welded bodies (``partree.algorithms.welded``), to rounding (its backward error)."""
     m = make()
     q, qd, tau, F = state(m, 1)
     pk = PartKernel(m, np.arange(m.n), [], early_kinematics=early)
@@ -126,8 +128,16 @@ def test_whole_model_part_is_aba_bit_for_bit(make, early):
         pk.reduce(np.zeros(6), tau[pk.vsel], f)
         qdd = pk.solve(a0_of(m), np.zeros((0, 6)))
         d = m.create_data()
-        assert np.array_equal(qdd, partree.aba(m, q, qd, tau, f_ext=f, data=d))
+        Fk, has = (np.zeros((1, 6)), False) if f is None else (f, True)
+        assert aba_kernel(*checks.model_args(m), m.gravity, q, qd, tau, Fk, has, d.E, d.r, d.v, d.c, d.IA, d.pA,
+                          d.a, d.S, d.U, d.Dinv, d.u, d.qdd) == -1
+        assert np.array_equal(qdd, d.qdd)
         assert np.array_equal(pk.a, d.a)
+        # judged by its normwise backward error (M's condition number here is about 3e8)
+        ref = partree.aba(m, q, qd, tau, f_ext=f)
+        res = np.abs(partree.rnea(m, q, qd, ref, f_ext=f, return_wrenches=True)[0] - tau).max()
+        M = partree.crba(m, q)
+        assert res <= 1e-14 * (np.abs(M).sum(axis=1).max() * np.abs(ref).max() + np.abs(tau).max())
 
 
 def test_whole_model_part_of_a_random_tree_is_aba_to_rounding():

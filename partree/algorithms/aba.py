@@ -10,6 +10,11 @@ Three passes over the regular numbering, each a compiled function of its own, as
    parent (:func:`articulated_project` for joints of more than one degree of freedom);
 3. :func:`aba_forward_pass2`, outward: accelerations a and qdd from the base acceleration.
 
+Passes 2 and 3 are written once for hybrid dynamics (:func:`hybrid_backward_pass`,
+:func:`hybrid_forward_pass2`: a per-joint flag marks the joints whose acceleration is given, as
+in Featherstone's hybrid articulated-body algorithm, ``partree.hybrid_dynamics``); ABA runs them
+with no joint flagged, one predictable branch per body.
+
 The parallel engine's parts run the same passes (``partree.parallel.kernels``): its
 back-substitution is :func:`aba_forward_pass2`, its reduce kernel pass 2 with the inertias kept
 in hand-over buffers instead of per body, and :func:`articulated_project`.  The per-body step of
@@ -47,8 +52,12 @@ from .primitives import (congruence_add, cross_force, cross_motion, inertia_from
 
 
 #: scratch values of each pass and of the whole algorithm (the passes run one after the other)
-PASS1_SCRATCH, BACKWARD_SCRATCH, PASS2_SCRATCH = 42, 120, 12
+PASS1_SCRATCH, BACKWARD_SCRATCH, PASS2_SCRATCH = 42, 126, 18
 SCRATCH = 6 + BACKWARD_SCRATCH
+#: the flags of ABA's passes: no joint active (every joint's torque given)
+NONE_ACTIVE = np.zeros(0, dtype=np.bool_)
+#: IA of a pass that reads no inertia (ABA's pass 3)
+NO_INERTIAS = np.zeros((0, 6, 6))
 
 
 @njit(cache=True)
@@ -123,7 +132,38 @@ def aba_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u):
 
 @njit(cache=True)
 def aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, sc):
-    """:func:`aba_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values)."""
+    """:func:`aba_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values):
+    :func:`hybrid_backward_pass_in` with every joint passive."""
+    return hybrid_backward_pass_in(parent, idx_v, NONE_ACTIVE, tau, tau, E, r, c, IA, pA, S, U, Dinv, u, sc)
+
+
+@njit(cache=True)
+def aba_forward_pass2(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd):
+    """Pass 3, outward: accelerations a and qdd = D^-1 (u - U^T a_i') from ``a_base``, the
+    acceleration of the bodies' common parent in its own coordinates (a0 = [0; -g] for the base;
+    a part's incoming acceleration in the parallel engine)."""
+    aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, np.empty(PASS2_SCRATCH))
+
+
+@njit(cache=True)
+def aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, sc):
+    """:func:`aba_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values):
+    :func:`hybrid_forward_pass2_in` with every joint passive (IA and pA are not read then)."""
+    hybrid_forward_pass2_in(parent, idx_v, NONE_ACTIVE, a_base, u, u, E, r, S, c, NO_INERTIAS, a, U, Dinv, u, a,
+                            qdd, u, a, False, sc)
+
+
+@njit(cache=True)
+def hybrid_backward_pass(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u):
+    """Pass 2, inward: articulated inertias IA and bias forces pA (in place); U, D^-1, u of the
+    passive joints.  Returns -1, or the body whose passive joint has a singular D."""
+    return hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u,
+                                   np.empty(BACKWARD_SCRATCH))
+
+
+@njit(cache=True)
+def hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u, sc):
+    """:func:`hybrid_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
     T = raw_view(sc, 0, (6, 6))
@@ -131,12 +171,37 @@ def aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, sc)
     D = raw_view(sc, 72, (6, 6))
     tmp = raw_view(sc, 108, (6,))
     pa = raw_view(sc, 114, (6,))
+    ac = raw_view(sc, 120, (6,))
+    hybrid = active.shape[0] > 0
     for i in range(n - 1, -1, -1):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
         p = parent[i]
+        if hybrid and active[i]:
+            # known relative motion: the parent gets IA itself and pA + IA (c + S qdd)
+            if p < 0:
+                continue
+            if nv == 1:
+                w = qdd_in[iv]
+                for k in range(6):
+                    ac[k] = c[i, k] + S[iv, k] * w
+            else:
+                for k in range(6):
+                    ac[k] = c[i, k]
+                for d in range(nv):
+                    w = qdd_in[iv + d]
+                    for k in range(6):
+                        ac[k] += S[iv + d, k] * w
+            for k in range(6):
+                s = pA[i, k]
+                for l in range(6):
+                    s += IA[i, k, l] * ac[l]
+                pa[k] = s
+            congruence_add(E[i], r[i], IA[i], IA[p], T)
+            xform_force_T_add(E[i], r[i], pa, pA[p])
+            continue
         if nv == 1:
-            # the common case, written out: U = IA s, D = s^T U, u = tau - s^T pA
+            # ABA's step, written out: U = IA s, D = s^T U, u = tau - s^T pA
             Dd = 0.0
             uu = tau[iv]
             for k in range(6):
@@ -196,20 +261,25 @@ def aba_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, sc)
 
 
 @njit(cache=True)
-def aba_forward_pass2(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd):
-    """Pass 3, outward: accelerations a and qdd = D^-1 (u - U^T a_i') from ``a_base``, the
-    acceleration of the bodies' common parent in its own coordinates (a0 = [0; -g] for the base;
-    a part's incoming acceleration in the parallel engine)."""
-    aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, np.empty(PASS2_SCRATCH))
+def hybrid_forward_pass2(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
+                         tau_out, W, want_w):
+    """Pass 3, outward from ``a_base`` (a0 = [0; -g]): accelerations a; qdd (given ones copied,
+    passive ones ABA's D^-1 (u - U^T a')); tau_out (passive ones copied, active ones
+    S^T (IA a + pA)); with ``want_w`` the joint wrenches IA a + pA of every body in W."""
+    hybrid_forward_pass2_in(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
+                            tau_out, W, want_w, np.empty(PASS2_SCRATCH))
 
 
 @njit(cache=True)
-def aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, sc):
-    """:func:`aba_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values)."""
+def hybrid_forward_pass2_in(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
+                            tau_out, W, want_w, sc):
+    """:func:`hybrid_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values)."""
     n = parent.shape[0]
     nvt = S.shape[0]
     tmp = raw_view(sc, 0, (6,))
     h = raw_view(sc, 6, (6,))
+    f = raw_view(sc, 12, (6,))
+    hybrid = active.shape[0] > 0
     for i in range(n):
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
@@ -220,28 +290,73 @@ def aba_forward_pass2_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, 
             xform_motion(E[i], r[i], a[p], tmp)
         for k in range(6):
             a[i, k] = tmp[k] + c[i, k]
+        if hybrid and active[i]:
+            if nv == 1:
+                # written out: a = a' + s qdd, tau = s^T (IA a + pA)
+                x = qdd_in[iv]
+                qdd[iv] = x
+                for k in range(6):
+                    a[i, k] += S[iv, k] * x
+                t = 0.0
+                for k in range(6):
+                    s = pA[i, k]
+                    for l in range(6):
+                        s += IA[i, k, l] * a[i, l]
+                    f[k] = s
+                    t += S[iv, k] * s
+                tau_out[iv] = t
+            else:
+                for d in range(nv):
+                    x = qdd_in[iv + d]
+                    qdd[iv + d] = x
+                    for k in range(6):
+                        a[i, k] += S[iv + d, k] * x
+                for k in range(6):
+                    s = pA[i, k]
+                    for l in range(6):
+                        s += IA[i, k, l] * a[i, l]
+                    f[k] = s
+                for d in range(nv):
+                    t = 0.0
+                    for k in range(6):
+                        t += S[iv + d, k] * f[k]
+                    tau_out[iv + d] = t
+            if want_w:
+                for k in range(6):
+                    W[i, k] = f[k]
+            continue
         if nv == 1:
             s = u[iv]
             for k in range(6):
                 s -= U[iv, k] * a[i, k]
             x = Dinv[iv, 0] * s
             qdd[iv] = x
+            if hybrid:
+                tau_out[iv] = tau[iv]
             for k in range(6):
                 a[i, k] += S[iv, k] * x
-            continue
-        for d in range(nv):
-            s = u[iv + d]
+        else:
+            for d in range(nv):
+                s = u[iv + d]
+                for k in range(6):
+                    s -= U[iv + d, k] * a[i, k]
+                h[d] = s
+            for d in range(nv):
+                s = 0.0
+                for e in range(nv):
+                    s += Dinv[iv + d, e] * h[e]
+                qdd[iv + d] = s
+                if hybrid:
+                    tau_out[iv + d] = tau[iv + d]
+            for d in range(nv):
+                for k in range(6):
+                    a[i, k] += S[iv + d, k] * qdd[iv + d]
+        if want_w:
             for k in range(6):
-                s -= U[iv + d, k] * a[i, k]
-            h[d] = s
-        for d in range(nv):
-            s = 0.0
-            for e in range(nv):
-                s += Dinv[iv + d, e] * h[e]
-            qdd[iv + d] = s
-        for d in range(nv):
-            for k in range(6):
-                a[i, k] += S[iv + d, k] * qdd[iv + d]
+                s = pA[i, k]
+                for l in range(6):
+                    s += IA[i, k, l] * a[i, l]
+                W[i, k] = s
 
 
 @njit(cache=True)

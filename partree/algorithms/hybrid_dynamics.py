@@ -7,13 +7,13 @@ Dynamics Algorithms*, 2008, ch. 9 "Hybrid Dynamics"): ABA's three passes with a 
 
 1. ABA's pass 1 as it is (:func:`partree.algorithms.aba.aba_forward_pass1_in`): X_up, S, v, c,
    the rigid-body inertias IA = I and bias forces pA = v x* I v - f_ext;
-2. :func:`hybrid_backward_pass`, inward.  A passive joint is ABA's step: U = IA S, D = S^T U,
-   u = tau - S^T pA, and the parent receives the articulated inertia IA - U D^-1 U^T and the bias
+2. :func:`partree.algorithms.aba.hybrid_backward_pass`, inward.  A passive joint is ABA's step:
+   U = IA S, D = S^T U, u = tau - S^T pA, and the parent receives the articulated inertia IA - U D^-1 U^T and the bias
    pA + Ia c + U D^-1 u.  Across an active joint the child's acceleration relative to its parent
    is known, S qdd, so nothing is eliminated: the parent receives the child's full articulated
    inertia IA and the bias of the known motion, pA + IA (c + S qdd);
-3. :func:`hybrid_forward_pass2`, outward from a0 = [0; -g].  A passive joint is ABA's step,
-   qdd = D^-1 (u - U^T a'), a = a' + S qdd with a' = X_up a_parent + c.  An active joint takes its
+3. :func:`partree.algorithms.aba.hybrid_forward_pass2`, outward from a0 = [0; -g].  A passive
+   joint is ABA's step, qdd = D^-1 (u - U^T a'), a = a' + S qdd with a' = X_up a_parent + c.  An active joint takes its
    given qdd, a = a' + S qdd, and its force is the projection of the wrench its articulated body
    needs, tau = S^T (IA a + pA) (RNEA's tau = S^T f with f = IA a + pA the joint wrench).
 
@@ -24,7 +24,8 @@ after pass 3, for either kind of joint (the one RNEA returns for the resulting m
 
 A fixed joint has no coordinates: both kinds pass the same thing to the parent.  Only a passive
 joint's block D can be singular (a massless subtree moved along the joint): the kernels return
-that body and :func:`hybrid_dynamics` names the joint.  As in ABA, the 1-DOF step is written out
+that body and :func:`hybrid_dynamics` names the joint.  The two passes are ABA's own
+(``partree.algorithms.aba``: ABA runs them with no joint active), so the 1-DOF step is written out
 in both passes and multi-DOF passive joints go through
 :func:`partree.algorithms.aba.articulated_project`.
 
@@ -38,216 +39,12 @@ from numba import njit
 
 from .. import checks
 from ..errors import PartreeInputError
-from .aba import PASS1_SCRATCH, aba_forward_pass1_in, articulated_project
-from .linalg import spd_inverse
+from .aba import (BACKWARD_SCRATCH, PASS1_SCRATCH, PASS2_SCRATCH, aba_forward_pass1_in, hybrid_backward_pass_in,
+                  hybrid_forward_pass2_in)
 from .packed import raw_view
-from .primitives import congruence_add, xform_force_T_add, xform_motion
 
-#: scratch values of the inward and the outward pass, and of the whole algorithm
-BACKWARD_SCRATCH, PASS2_SCRATCH = 126, 18
+#: scratch values of the whole algorithm
 SCRATCH = 6 + max(PASS1_SCRATCH, BACKWARD_SCRATCH, PASS2_SCRATCH)
-
-
-@njit(cache=True)
-def hybrid_backward_pass(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u):
-    """Pass 2, inward: articulated inertias IA and bias forces pA (in place); U, D^-1, u of the
-    passive joints.  Returns -1, or the body whose passive joint has a singular D."""
-    return hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u,
-                                   np.empty(BACKWARD_SCRATCH))
-
-
-@njit(cache=True)
-def hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u, sc):
-    """:func:`hybrid_backward_pass` with its scratch arrays taken from ``sc`` (BACKWARD_SCRATCH values)."""
-    n = parent.shape[0]
-    nvt = S.shape[0]
-    T = raw_view(sc, 0, (6, 6))
-    Ia = raw_view(sc, 36, (6, 6))
-    D = raw_view(sc, 72, (6, 6))
-    tmp = raw_view(sc, 108, (6,))
-    pa = raw_view(sc, 114, (6,))
-    ac = raw_view(sc, 120, (6,))
-    for i in range(n - 1, -1, -1):
-        iv = idx_v[i]
-        nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
-        p = parent[i]
-        if active[i]:
-            # known relative motion: the parent gets IA itself and pA + IA (c + S qdd)
-            if p < 0:
-                continue
-            if nv == 1:
-                w = qdd_in[iv]
-                for k in range(6):
-                    ac[k] = c[i, k] + S[iv, k] * w
-            else:
-                for k in range(6):
-                    ac[k] = c[i, k]
-                for d in range(nv):
-                    w = qdd_in[iv + d]
-                    for k in range(6):
-                        ac[k] += S[iv + d, k] * w
-            for k in range(6):
-                s = pA[i, k]
-                for l in range(6):
-                    s += IA[i, k, l] * ac[l]
-                pa[k] = s
-            congruence_add(E[i], r[i], IA[i], IA[p], T)
-            xform_force_T_add(E[i], r[i], pa, pA[p])
-            continue
-        if nv == 1:
-            # ABA's step, written out: U = IA s, D = s^T U, u = tau - s^T pA
-            Dd = 0.0
-            uu = tau[iv]
-            for k in range(6):
-                sk = 0.0
-                for l in range(6):
-                    sk += IA[i, k, l] * S[iv, l]
-                U[iv, k] = sk
-                Dd += S[iv, k] * sk
-                uu -= S[iv, k] * pA[i, k]
-            if not Dd > 0.0:
-                return i
-            Dinv[iv, 0] = 1.0 / Dd
-            u[iv] = uu
-            if p < 0:
-                continue
-            Di = 1.0 / Dd
-            for k in range(6):
-                tmp[k] = U[iv, k] * Di
-            for k in range(6):
-                for l in range(6):
-                    Ia[k, l] = IA[i, k, l] - tmp[k] * U[iv, l]
-            w = uu * Di
-            for k in range(6):
-                s = pA[i, k] + U[iv, k] * w
-                for l in range(6):
-                    s += Ia[k, l] * c[i, l]
-                pa[k] = s
-        else:
-            for d in range(nv):
-                for k in range(6):
-                    s = 0.0
-                    for l in range(6):
-                        s += IA[i, k, l] * S[iv + d, l]
-                    U[iv + d, k] = s
-                s = tau[iv + d]
-                for k in range(6):
-                    s -= S[iv + d, k] * pA[i, k]
-                u[iv + d] = s
-            for d in range(nv):
-                for e in range(nv):
-                    s = 0.0
-                    for k in range(6):
-                        s += S[iv + d, k] * U[iv + e, k]
-                    D[d, e] = s
-            if nv > 1:
-                if not spd_inverse(D, nv, T):
-                    return i
-                for d in range(nv):
-                    for e in range(nv):
-                        Dinv[iv + d, e] = T[d, e]
-            if p < 0:
-                continue
-            articulated_project(IA[i], pA[i], c[i], U, Dinv, u, iv, nv, Ia, pa, tmp)
-        congruence_add(E[i], r[i], Ia, IA[p], T)
-        xform_force_T_add(E[i], r[i], pa, pA[p])
-    return -1
-
-
-@njit(cache=True)
-def hybrid_forward_pass2(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
-                         tau_out, W, want_w):
-    """Pass 3, outward from ``a_base`` (a0 = [0; -g]): accelerations a; qdd (given ones copied,
-    passive ones ABA's D^-1 (u - U^T a')); tau_out (passive ones copied, active ones
-    S^T (IA a + pA)); with ``want_w`` the joint wrenches IA a + pA of every body in W."""
-    hybrid_forward_pass2_in(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
-                            tau_out, W, want_w, np.empty(PASS2_SCRATCH))
-
-
-@njit(cache=True)
-def hybrid_forward_pass2_in(parent, idx_v, active, a_base, tau, qdd_in, E, r, S, c, IA, pA, U, Dinv, u, a, qdd,
-                            tau_out, W, want_w, sc):
-    """:func:`hybrid_forward_pass2` with its scratch arrays taken from ``sc`` (PASS2_SCRATCH values)."""
-    n = parent.shape[0]
-    nvt = S.shape[0]
-    tmp = raw_view(sc, 0, (6,))
-    h = raw_view(sc, 6, (6,))
-    f = raw_view(sc, 12, (6,))
-    for i in range(n):
-        iv = idx_v[i]
-        nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
-        p = parent[i]
-        if p < 0:
-            xform_motion(E[i], r[i], a_base, tmp)
-        else:
-            xform_motion(E[i], r[i], a[p], tmp)
-        for k in range(6):
-            a[i, k] = tmp[k] + c[i, k]
-        if active[i]:
-            if nv == 1:
-                # written out: a = a' + s qdd, tau = s^T (IA a + pA)
-                x = qdd_in[iv]
-                qdd[iv] = x
-                for k in range(6):
-                    a[i, k] += S[iv, k] * x
-                t = 0.0
-                for k in range(6):
-                    s = pA[i, k]
-                    for l in range(6):
-                        s += IA[i, k, l] * a[i, l]
-                    f[k] = s
-                    t += S[iv, k] * s
-                tau_out[iv] = t
-            else:
-                for d in range(nv):
-                    x = qdd_in[iv + d]
-                    qdd[iv + d] = x
-                    for k in range(6):
-                        a[i, k] += S[iv + d, k] * x
-                for k in range(6):
-                    s = pA[i, k]
-                    for l in range(6):
-                        s += IA[i, k, l] * a[i, l]
-                    f[k] = s
-                for d in range(nv):
-                    t = 0.0
-                    for k in range(6):
-                        t += S[iv + d, k] * f[k]
-                    tau_out[iv + d] = t
-            if want_w:
-                for k in range(6):
-                    W[i, k] = f[k]
-            continue
-        if nv == 1:
-            s = u[iv]
-            for k in range(6):
-                s -= U[iv, k] * a[i, k]
-            x = Dinv[iv, 0] * s
-            qdd[iv] = x
-            tau_out[iv] = tau[iv]
-            for k in range(6):
-                a[i, k] += S[iv, k] * x
-        else:
-            for d in range(nv):
-                s = u[iv + d]
-                for k in range(6):
-                    s -= U[iv + d, k] * a[i, k]
-                h[d] = s
-            for d in range(nv):
-                s = 0.0
-                for e in range(nv):
-                    s += Dinv[iv + d, e] * h[e]
-                qdd[iv + d] = s
-                tau_out[iv + d] = tau[iv + d]
-            for d in range(nv):
-                for k in range(6):
-                    a[i, k] += S[iv + d, k] * qdd[iv + d]
-        if want_w:
-            for k in range(6):
-                s = pA[i, k]
-                for l in range(6):
-                    s += IA[i, k, l] * a[i, l]
-                W[i, k] = s
 
 
 @njit(cache=True)
