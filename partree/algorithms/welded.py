@@ -76,7 +76,7 @@ def merge_pays(mb):
     """Whether the model of ``mb`` has welded bodies, at least a :data:`MERGE_FRACTION`-th of
     its bodies (one pass over the joint types)."""
     n = mb[1]
-    jtype = model_views(mb)[1]
+    jtype = raw_view(mb.view(np.int8), 8 * (HEADER + 4 * n + mb[4]), (n,))     # model_views' jtype alone
     nfix = 0
     for i in range(n):
         if jtype[i] == FIXED:
@@ -263,7 +263,7 @@ def computing_model(mb, wb):
     nr = ints[0]
     if nr == 0:
         return mb, n
-    return welded_views(area, n)[0], nr
+    return raw_view(ints, HEADER + 4 + 37 * n, (HEADER + 3 + 40 * n,)), nr      # welded_views' buffer
 
 
 @njit(cache=True)
