@@ -55,8 +55,8 @@ from ..joints import FREE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL
 from .packed import ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, restrict, workspace_views
 from .welded import computing_forces, computing_model, original_body
 from .primitives import cross_force, inertia_times, xform_force_T_add, xform_motion
-from .velocity_from_momentum import (check_method, ldlt_backward_pass, ldlt_forward_pass, momentum_frames, singular_joint,
-                                     sweep_backward_pass, sweep_forward_pass)
+from .velocity_from_momentum import (check_method, elimination_backward_pass, momentum_frames, recovery_forward_pass,
+                                     singular_joint)
 
 
 @njit(cache=True)
@@ -167,16 +167,10 @@ def momentum_rhs_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I
     momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
                     E, r, v, c, IA, pA, S)
     body_wrench_pass(parent, mass, com, I_com, gravity, E, r, f_ext, has_fext, c, a)
-    if ldlt:
-        bad = ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
-        if bad >= 0:
-            return bad
-        ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, True)
-    else:
-        bad = sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
-        if bad >= 0:
-            return bad
-        sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, True)
+    bad = elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, ldlt)
+    if bad >= 0:
+        return bad
+    recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, True, ldlt)
     momentum_rate_pass(parent, jtype, idx_v, tau, E, r, S, v, pA, qd, a, pdot)
     configuration_rate_kernel(jtype, idx_q, idx_v, q, qd, qdot)
     return -1

@@ -312,30 +312,6 @@ def recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, mom
             subtree_momentum(IA[i], v[i], pA[i])
 
 
-@njit(cache=True)
-def sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
-    """The sweep's forward stroke (:func:`elimination_backward_pass`)."""
-    return elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, False)
-
-
-@njit(cache=True)
-def sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
-    """The sweep's back stroke (:func:`recovery_forward_pass`)."""
-    recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta, False)
-
-
-@njit(cache=True)
-def ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u):
-    """The L^T D L algorithm's first loop (:func:`elimination_backward_pass`)."""
-    return elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, True)
-
-
-@njit(cache=True)
-def ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta):
-    """The L^T D L algorithm's second loop (:func:`recovery_forward_pass`)."""
-    recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta, True)
-
-
 @njit(cache=True, inline="always")
 def subtree_momentum(IA_i, v_i, pA_i):
     """pA_i <- IA_i v_i + pA_i: the subtree momentum mu_i once v_i is known (the seed's
@@ -370,16 +346,10 @@ def velocity_from_momentum_kernel(parent, jtype, axis, axis2, E_tree, r_tree, ma
     with ``momenta``, pA the subtree momenta.  Returns -1 or the body of a singular joint block."""
     momentum_frames(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q,
                     E, r, v, c, IA, pA, S)
-    if ldlt:
-        bad = ldlt_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
-        if bad >= 0:
-            return bad
-        ldlt_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta)
-    else:
-        bad = sweep_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u)
-        if bad >= 0:
-            return bad
-        sweep_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta)
+    bad = elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, ldlt)
+    if bad >= 0:
+        return bad
+    recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, momenta, ldlt)
     return -1
 
 
