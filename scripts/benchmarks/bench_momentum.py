@@ -37,13 +37,14 @@ import datetime
 import json
 import os
 import platform
-import time
 
 import numpy as np
 
 import partree
 from partree.simulation import Gauss6, MomentumDynamics, StateSpace
 from partree.simulation.dynamics import Dynamics
+
+from bench_small import interleaved      # the house timing: interleaved rounds, best round
 
 SIZES = (5, 10, 20, 50)
 HUGE = 100_000
@@ -68,23 +69,6 @@ class Runner:
     def step(self):
         self.q, self.y = self.integ.step(self.t, self.q, self.y, self.h)
         self.t += self.h
-
-
-def interleaved(variants, rounds, reps):
-    """{name: best seconds per call}: every round runs ``reps`` calls of each variant in turn."""
-    best = {k: np.inf for k in variants}
-    for fn in variants.values():
-        fn()
-    for r in range(rounds):
-        order = list(variants.items())
-        if r % 2:
-            order.reverse()
-        for k, fn in order:
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            best[k] = min(best[k], (time.perf_counter() - t0) / reps)
-    return best
 
 
 def bench_size(n, dt, rounds, reps):
