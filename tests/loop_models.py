@@ -43,6 +43,32 @@ def local_loop_models():
             with_local_loops(random_tree(100, seed=5), 5, seed=5)]
 
 
+def scissor_pins(units):
+    """The tree scissor mast with its left-out pins between neighbouring units as revolute loops
+    about the pin axis y (B_k's upper end to B_{k+1}'s lower end, closed at q = 0): loops that
+    join two units, so the partitioner lets them span parts."""
+    m = partree.resolve_model(f"scissor:units={units}")
+    return m.with_loops([Loop(f"pin{k}", "revolute", 2 * k + 1, 2 * k + 3, (0.5, 0, 0), (-0.5, 0, 0), axis=(0, 1, 0))
+                         for k in range(units - 1)])
+
+
+def spanning_cases():
+    """(model, part roots) whose partitions split loops, which the engine then solves at the
+    root: a loop cut inside its paths, a loop to the world from a part below others, random
+    trees cut at random bodies, and the forest with its joining loop across parts."""
+    from partree.models.generators import chain as _chain
+    rng = np.random.default_rng(11)
+    span = _chain(20).with_loops([Loop("l", "spherical", 5, 12, (0.5, 0, 0), (0.2, 0, 0))])
+    world = _chain(20).with_loops([Loop("w", "spherical", 15, None, (0.5, 0, 0), (3.0, 4.0, 0))])
+    out = [(span, [8]), (span, [3, 8, 10]), (world, [10]), (world, [3, 16])]
+    for m in local_loop_models()[1:] + [forest()]:
+        both = np.flatnonzero((m.loops.body_a >= 0) & (m.loops.body_b >= 0))[:3]
+        split = np.maximum(m.loops.body_a[both], m.loops.body_b[both])      # the later end: its subtree
+        roots = np.union1d(split, rng.choice(np.arange(1, m.n), size=3, replace=False))   # lacks the other
+        out.append((m, roots[m.parent[roots] >= 0].tolist()))
+    return out
+
+
 def state(m, seed):
     """A random state (q, qd, tau) and random external wrenches."""
     rng = np.random.default_rng(seed)

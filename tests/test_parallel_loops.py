@@ -2,7 +2,8 @@
 ``partree.constrained_dynamics``.
 
 A part holding loops solves them inside (``partree.parallel.loop_part``); the partitioner keeps
-every loop inside one part and puts trees that a loop joins into one part.  Serial engine,
+every loop inside one part (except loops between two units) and puts trees that a loop joins
+into one part; a loop that a partition splits is solved at the root (``partree.parallel.root``).  Serial engine,
 real ``mpiexec -n 2`` / ``-n 3`` and a real Dask ``LocalCluster``."""
 import pickle
 
@@ -17,7 +18,7 @@ from partree.parallel.loop_part import LoopPartKernel
 from partree.parallel.partition import partition, partition_from_roots
 from partree.parallel.serial import SerialEngine
 
-from loop_models import forest, four_bar, local_loop_models, state
+from loop_models import forest, four_bar, local_loop_models, scissor_pins, spanning_cases, state
 
 
 def rel(a, b):
@@ -128,22 +129,47 @@ def test_trees_joined_by_a_loop_share_a_part():
         SerialEngine(fb, 2)
 
 
-def test_a_partition_that_splits_a_loop_is_refused():
-    m = partree.models.chain(20).with_loops([Loop("l", "spherical", 5, 12, (0.5, 0, 0), (0.2, 0, 0))])
-    for roots in ([8], [12], [6]):
+def test_loops_that_span_parts_are_solved_at_the_root():
+    """An explicit partition that splits loops: their ends become handles of their parts and
+    the root solves their rows; every result equals the serial constrained solve."""
+    for m, roots in spanning_cases():
+        q, qd, tau, F = state(m, len(roots))
+        ref = partree.constrained_dynamics(m, q, qd, tau, f_ext=F)
         pt = partition_from_roots(m, roots)
-        with pytest.raises(PartreeInputError, match="would span parts"):
-            SerialEngine(m, pt)
-        with pytest.raises(PartreeInputError, match="would span parts"):
-            forward_dynamics(m, m.neutral(), np.zeros(m.nv), np.zeros(m.nv), parts=pt)
-    SerialEngine(m, partition_from_roots(m, [5, 13]))          # root at the meeting body: whole
-    w = partree.models.chain(20).with_loops([Loop("w", "spherical", 15, None, (0.5, 0, 0), (3.0, 4.0, 0))])
-    with pytest.raises(PartreeInputError, match="would span parts"):
-        SerialEngine(w, partition_from_roots(w, [10]))
-    # the partitioner itself never cuts inside the loop: bodies 6..12 never start a part
+        eng = SerialEngine(m, pt)
+        assert eng.tree.loops is not None and len(eng.tree.loops.ids) >= 1
+        ends = eng.partition.loop_ends
+        for k in range(pt.nparts):           # a loop end is a handle of its part
+            assert set(ends[pt.part_of[ends] == k].tolist()) <= set(pt.handles(k).tolist())
+        _check(eng.constraint_forces(q, qd, tau, F), ref)
+        assert rel(forward_dynamics(m, q, qd, tau, parts=pt, f_ext=F), ref.qdd) < 1e-10
+    # the partitioner itself still keeps a loop inside one part: bodies 6..12 never start a part
+    m = spanning_cases()[0][0]
     for P in range(2, 12):
-        roots = set(SerialEngine(m, P).partition.roots.tolist())
-        assert not roots & set(range(6, 13))
+        assert not set(SerialEngine(m, P).partition.roots.tolist()) & set(range(6, 13))
+        assert SerialEngine(m, P).tree.loops is None
+
+
+def test_loops_between_units_span_parts():
+    """The scissor mast's pins join neighbouring units, which the partitioner keeps whole: the
+    cut between two units splits a pin, solved at the root; the mast's rows are planar (3 of each
+    pin's 5 vanish), which the root's pivoting finds as the serial solve does."""
+    m = scissor_pins(12)
+    rng = np.random.default_rng(2)
+    q = np.zeros(m.nq)
+    lc = partree.loop_constraints(m, q)
+    J = lc.J.toarray() if hasattr(lc.J, "toarray") else np.asarray(lc.J)
+    _, s, vt = np.linalg.svd(J)
+    null = vt[int(np.count_nonzero(s > 1e-9 * s[0])):]
+    qd = null.T @ rng.normal(size=null.shape[0])
+    tau = rng.normal(size=m.nv)
+    ref = partree.constrained_dynamics(m, q, qd, tau)
+    for P in (2, 3, 5):
+        eng = SerialEngine(m, P)
+        roots = eng.partition.roots
+        assert np.all(roots % 2 == 0)                       # parts start at a unit's first bar
+        assert len(eng.tree.loops.ids) == P - 1
+        _check(eng.constraint_forces(q, qd, tau), ref)
 
 
 def test_a_loop_part_travels_without_its_workspace():
@@ -176,7 +202,8 @@ def test_dask_equals_constrained_dynamics():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     client = distributed.Client(cluster)
     try:
-        for m, P in [(local_loop_models()[0], 4), (forest(), 3), (four_bar(), 1)]:
+        spans = [(m, partition_from_roots(m, roots)) for m, roots in spanning_cases()[2:5]]
+        for m, P in [(local_loop_models()[0], 4), (forest(), 3), (four_bar(), 1), (scissor_pins(8), 3)] + spans:
             q, qd, tau, F = state(m, 5)
             ref = partree.constrained_dynamics(m, q, qd, tau, f_ext=F)
             eng = DaskEngine(m, client=client, parts=P)

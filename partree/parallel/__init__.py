@@ -7,7 +7,7 @@ small tree of parts at the root, back-substitute.  Backends: serial (the referen
 ``evaluate_batch`` splits a batch of states (one per row) over the ranks or workers instead.
 """
 from .batch import evaluate_batch
-from .partition import Partition, check_loops, partition, partition_for_ranks
+from .partition import Partition, partition, partition_for_ranks, place_loops
 from .part import PartKernel
 from .serial import SerialEngine, forward_dynamics_serial
 
@@ -18,8 +18,8 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
     """Validate a call before any work starts (no partition built, no worker contacted).
 
     Raises PartreeInputError (a ValueError) for an unknown backend, for a part count
-    that is not in 1..n, a loop that no part can hold whole (``partition.check_loops``), or state
-    / force arrays whose sizes do not match the model."""
+    that is not in 1..n, or state / force arrays whose sizes do not match the model.  A given
+    Partition gets the model's loops placed (``partition.place_loops``)."""
     import numpy as np
 
     from .. import checks
@@ -39,7 +39,7 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
     if isinstance(parts, Partition) and parts.n != model.n:
         raise PartreeInputError(f"the partition is for {parts.n} bodies, model {model.name!r} has {model.n}")
     if isinstance(parts, Partition):
-        check_loops(model, parts)
+        place_loops(model, parts)
     if q is not None:
         checks.state(model, q)
     if qd is not None:

@@ -157,7 +157,7 @@ class DaskEngine:
         if pt is None:
             pt = make_partition(model, None, path_weight, nranks=len(workers))
         self.partition = pt
-        self.tree = R.PartsTree.from_partition(pt)
+        self.tree = R.PartsTree.from_partition(pt, model)
         self.a0 = gravity_a0(model.gravity)
         self._early = early_kinematics_wanted(model, pt, pt.owner_for(len(workers)))
         self.sel = []
@@ -413,7 +413,7 @@ class DaskEngine:
         res = assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:4] for x in out],
                                          method="parallel-dask")
         if len(self.model.loops):
-            attach_loop_forces(res, len(self.model.loops), [x[4] for x in out])
+            attach_loop_forces(res, len(self.model.loops), [x[4] for x in out] + R.root_pieces(self.tree))
         return res
 
     def _state_rounds(self, state, gather, wrenches):

@@ -66,11 +66,13 @@ class _PartShape:
         return d
 
 
-def part_loops(model, bodies, top):
+def part_loops(model, bodies, top, root_loops=None):
     """The loops of ``model`` with an end in the part ``bodies`` (increasing global ids), as a
     :class:`~partree.loops.LoopSet` on the part's local body numbers (-1: the world), and their
-    global numbers.  A loop with one end in the part and the other in another part is refused;
-    so is a loop to the world in a part that does not hang from the base."""
+    global numbers.  Loops marked in ``root_loops`` (bool per loop: solved at the root, see
+    ``partree.parallel.partition.place_loops``) are left out.  Any other loop with one end in the
+    part and the other in another part is refused; so is a loop to the world in a part that does
+    not hang from the base."""
     loops = model.loops
     if not len(loops):
         return LoopSet.empty(), np.zeros(0, dtype=np.int64)
@@ -84,7 +86,10 @@ def part_loops(model, bodies, top):
 
     la, ina = local(loops.body_a)
     lb, inb = local(loops.body_b)
-    mine = np.flatnonzero(ina | inb)
+    mine = ina | inb
+    if root_loops is not None and len(root_loops):
+        mine &= ~np.asarray(root_loops, dtype=bool)
+    mine = np.flatnonzero(mine)
     for l in mine:
         for x, inside in ((loops.body_a[l], ina[l]), (loops.body_b[l], inb[l])):
             if inside:
@@ -112,13 +117,14 @@ class LoopPartKernel(PartKernel):
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
                                           "Ac", "lamc", "lam", "_terms", "_uact", "_kwact")
 
-    def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL):
+    def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
+                 root_loops=None, poses=False):
         b = np.ascontiguousarray(bodies, dtype=np.int64)
         top = bool(b.size and model.parent[b[0]] < 0)
-        self.loops, self.loop_ids = part_loops(model, b, top)
+        self.loops, self.loop_ids = part_loops(model, b, top, root_loops)
         self.rank_tol = float(rank_tol)
         self.a0 = gravity_a0(model.gravity)
-        super().__init__(model, bodies, handles, part_id=part_id, early_kinematics=early_kinematics)
+        super().__init__(model, bodies, handles, part_id=part_id, early_kinematics=early_kinematics, poses=poses)
         self.topo = LoopTopology(_PartShape(self.parent, np.diff(np.append(self.idx_v, self.nv)), self.loops))
         # the path bodies' velocity coordinates (where g's columns of u live)
         ends = np.append(self.idx_v[1:], self.nv)

@@ -161,7 +161,7 @@ class MPIEngine:
             nh = meta["nh"]
             tree = None
             if self.rank == 0 or not by_root:
-                tree = R.PartsTree.from_partition(pt)
+                tree = R.PartsTree.from_partition(pt, model)
                 nh = tree.nh
             # fixed message layouts (doubles per part)
             self._vel_len = msg.velocity_len(nh)
@@ -264,7 +264,7 @@ class MPIEngine:
             if self.nloops:         # the loops' multipliers and wrenches: O(loops), pickled
                 pieces = self.comm.gather([pk.loop_pieces() for pk in self.parts], root=0)
                 if self.rank == 0:
-                    attach_loop_forces(res, self.nloops, [x for rank in pieces for x in rank])
+                    attach_loop_forces(res, self.nloops, [x for rank in pieces for x in rank] + R.root_pieces(self.tree))
             return res
 
     def _gather_flag(self, gather):

@@ -14,7 +14,7 @@ from numba import njit
 
 from ..errors import PartreeInputError
 from . import kernels as K
-from .partition import on_path_mask
+from .partition import on_path_mask, root_loop_mask
 
 
 @njit(cache=True)
@@ -85,12 +85,16 @@ class PartKernel:
     """One part: its slice of the model, its boundary layout, and its workspace.
 
     Built from a model and the part's bodies (increasing global ids, its root first) and handle
-    bodies (global ids); after construction it no longer refers to the model.
+    bodies (global ids); after construction it no longer refers to the model.  ``poses``: the
+    velocity step reports the handles' true transforms T_h even for a part hanging from the base
+    (which otherwise reports the identity, its v_in being zero): the root needs them to place the
+    ends of the loops it solves (``partree.parallel.root.RootLoops``).
     """
 
-    def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False):
+    def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, poses=False):
         b = np.ascontiguousarray(bodies, dtype=np.int64)
         self.part_id = int(part_id)
+        self.poses = bool(poses)
         self.bodies = b
         m = b.size
         self.m = m
@@ -168,7 +172,7 @@ class PartKernel:
         self.vJb = np.zeros((self.kbod.size, 6))
         self.TEb = np.zeros((ns, 3, 3))
         self.Trb = np.zeros((ns, 3))
-        self.vrb = np.zeros((0 if self.top else ns, 6))     # (a part at the base: v, see velocity)
+        self.vrb = np.zeros((0 if self._base_velocities else ns, 6))     # (a part at the base: v, see velocity)
         self.Yst = np.zeros((int(self.yptr[-1]), 6))
         self._reduced = False           # a reduction not yet used by solve (it serves one)
         self._q = np.zeros(self.nq)
@@ -188,6 +192,12 @@ class PartKernel:
         self._F, self._has_f = self._fext, False
         self._g = np.zeros((H, 6))
         self._wrench_ws = None         # constraint-force arrays, allocated on first use
+
+    @property
+    def _base_velocities(self):
+        """A part hanging from the base without ``poses``: its velocity step writes the path
+        bodies' velocities into v and leaves the path transforms to pass 1."""
+        return self.top and not getattr(self, "poses", False)
 
     def __getstate__(self):
         return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
@@ -211,9 +221,9 @@ class PartKernel:
         if self.kbod.size:
             K.velocity_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.kbod, self.kslot, self.slot, self.handles,
-                              not self.top, self.E, self.r,
-                              self.S, self.cJb, self.vJb, self.TEb, self.Trb, self.v if self.top else self.vrb,
-                              self.TE, self.Tr, self.vrel)
+                              not self._base_velocities, self.E, self.r,
+                              self.S, self.cJb, self.vJb, self.TEb, self.Trb,
+                              self.v if self._base_velocities else self.vrb, self.TE, self.Tr, self.vrel)
         return self.TE, self.Tr, self.vrel
 
     def _take_inputs(self, tau, f_ext):
@@ -237,7 +247,7 @@ class PartKernel:
         F, has_f = self._take_inputs(tau, f_ext)
         # a part hanging from the base left its path transforms out of the velocity step (its v_in
         # is zero): pass 1 forms them, for the walk
-        form_T = self.top and self.H > 0
+        form_T = self._base_velocities and self.H > 0
         bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
                               np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
@@ -353,18 +363,23 @@ def early_kinematics_wanted(model, pt, owner):
 
 
 def build_part(model, pt, k, early_kinematics=False):
-    """Part k of the partition ``pt``: a :class:`PartKernel`, or where loops of the model have an
-    end in it a :class:`partree.parallel.loop_part.LoopPartKernel` (the loops solved inside)."""
+    """Part k of the partition ``pt``: a :class:`PartKernel`, or where loops of the model that
+    the part holds whole have an end in it a :class:`partree.parallel.loop_part.LoopPartKernel`
+    (the loops solved inside).  The ends of loops left to the root (``pt.loop_ends``, see
+    ``partree.parallel.partition.place_loops``) are among its handles."""
     bodies = pt.bodies(k)
     loops = getattr(model, "loops", ())
+    poses = pt.loop_ends is not None and pt.loop_ends.size > 0
     if len(loops):
+        root = root_loop_mask(model, pt) if poses else np.zeros(len(loops), dtype=bool)
         on = np.zeros(model.n, dtype=bool)
         on[bodies] = True
-        ends = np.concatenate((loops.body_a, loops.body_b))
+        ends = np.concatenate((loops.body_a[~root], loops.body_b[~root]))
         if np.any(on[ends[ends >= 0]]):
             from .loop_part import LoopPartKernel
-            return LoopPartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics)
-    return PartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics)
+            return LoopPartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics,
+                                  root_loops=root, poses=poses)
+    return PartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics, poses=poses)
 
 
 def gravity_a0(gravity):

@@ -78,6 +78,7 @@ class Partition:
     costs: np.ndarray = field(default=None, repr=False)   # per-part cost incl. path work (path_weight > 0)
     owner: np.ndarray = field(default=None, repr=False)   # rank of every part (``partition_for_ranks``)
     nranks: int = 0                                        # the number of ranks ``owner`` is for
+    loop_ends: np.ndarray = field(default=None, repr=False)  # ends of loops solved at the root (``place_loops``)
     _w: np.ndarray = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -99,8 +100,13 @@ class Partition:
         return (cptr, cidx) if k is None else cidx[cptr[k]:cptr[k + 1]]
 
     def handles(self, k):
-        """Distinct bodies of part k where child parts attach (global ids, increasing)."""
-        return np.unique(self.handle[self.child_parts(k)])
+        """Distinct bodies of part k where child parts attach or a loop solved at the root ends
+        (``loop_ends``, see :func:`place_loops`): global ids, increasing."""
+        h = self.handle[self.child_parts(k)]
+        if self.loop_ends is not None and self.loop_ends.size:
+            e = self.loop_ends
+            h = np.concatenate((h, e[self.part_of[e] == k]))
+        return np.unique(h)
 
     def boundary_joints(self, k):
         """Joints (named by their child body) crossing part k's boundary: its root joint first
@@ -160,6 +166,8 @@ class Partition:
 
     def _nhandles(self):
         h = self.handle[self.handle >= 0]
+        if self.loop_ends is not None and self.loop_ends.size:
+            h = np.concatenate((h, self.loop_ends))
         nh = np.zeros(self.nparts, dtype=np.int64)
         if h.size:
             u = np.unique(h)
@@ -265,6 +273,23 @@ def _labels_from_lists(units, n):
     return labels
 
 
+def unit_spanning_loops(model):
+    """Which loops of ``model`` join two different units of its ``units`` labels (bool per loop),
+    or None where no loop does.  Such loops are meant to cross part boundaries (the pins between
+    neighbouring units of a scissor mast: units are kept whole, so the cut between two units must
+    split them): the partitioner does not keep them inside parts, and where they span parts the
+    engine solves them at the root (:func:`place_loops`)."""
+    loops = getattr(model, "loops", None)
+    labels = getattr(model, "units", None)
+    if loops is None or not len(loops) or labels is None or not isinstance(labels, np.ndarray):
+        return None
+    a, b = loops.body_a, loops.body_b
+    both = (a >= 0) & (b >= 0)
+    span = np.zeros(len(loops), dtype=bool)
+    span[both] = labels[a[both]] != labels[b[both]]
+    return span if span.any() else None
+
+
 def loop_cuttable(model):
     """Bodies that may be part roots without splitting a closed loop, or None for all (a model
     without loops, or a parent array).
@@ -273,13 +298,18 @@ def loop_cuttable(model):
     the world for a loop to the world or between two trees): no body strictly below that meeting
     point on either path may start a part, so that the loop lies in one part and is eliminated
     there (``partree.parallel.loop_part``).  Trees joined by a loop go into one part hanging from
-    the base (:func:`join_looped_trees`)."""
+    the base (:func:`join_looped_trees`).  Loops between two units (:func:`unit_spanning_loops`)
+    are left out: they may span parts."""
     loops = getattr(model, "loops", None)
     if loops is None or not len(loops):
         return None
+    keep = np.ones(len(loops), dtype=bool)
+    span = unit_spanning_loops(model)
+    if span is not None:
+        keep = ~span
     parent = np.ascontiguousarray(model.parent, dtype=np.int64)
     ok = np.ones(parent.shape[0], dtype=np.bool_)
-    _mark_loop_paths(parent, model.depth(), loops.body_a, loops.body_b, ok)
+    _mark_loop_paths(parent, model.depth(), loops.body_a[keep], loops.body_b[keep], ok)
     ok[parent < 0] = True
     return ok
 
@@ -329,7 +359,10 @@ def _tree_groups(model):
         return x
 
     joined = False
-    for a, b in zip(loops.body_a, loops.body_b):
+    span = unit_spanning_loops(model)
+    for l, (a, b) in enumerate(zip(loops.body_a, loops.body_b)):
+        if span is not None and span[l]:
+            continue
         if a >= 0 and b >= 0 and top[a] != top[b]:
             ra, rb = find(int(top[a])), find(int(top[b]))
             if ra != rb:
@@ -376,20 +409,38 @@ def join_looped_trees(model, pt):
     return new
 
 
-def check_loops(model, pt):
-    """Refuse a partition of ``model`` that splits a closed loop across parts (the engine solves
-    each loop inside one part), naming the loop."""
+def root_loop_mask(model, pt):
+    """Which loops of ``model`` the partition ``pt`` leaves to the root (bool per loop): those
+    whose two ends lie in different parts, and loops to the world from a part that does not hang
+    from the base.  Every other loop lies in one part and is eliminated there."""
     loops = getattr(model, "loops", None)
     if loops is None or not len(loops):
-        return
-    for l in range(len(loops)):
-        ends = [int(x) for x in (loops.body_a[l], loops.body_b[l]) if x >= 0]
-        parts = {int(pt.part_of[x]) for x in ends}
-        if len(parts) > 1 or (len(ends) == 1 and pt.part_parent[parts.pop()] >= 0):
-            raise PartreeInputError(f"loop {loops.names[l]!r} (bodies {int(loops.body_a[l])} and "
-                                    f"{int(loops.body_b[l])}) would span parts: the parallel engine solves each "
-                                    f"loop inside one part (a partition made by partree.parallel.partition keeps "
-                                    f"loops whole)")
+        return np.zeros(0, dtype=bool)
+    a, b = loops.body_a, loops.body_b
+    pa = np.where(a >= 0, pt.part_of[np.maximum(a, 0)], -1)
+    pb = np.where(b >= 0, pt.part_of[np.maximum(b, 0)], -1)
+    both = (a >= 0) & (b >= 0)
+    world = ~both
+    p_one = np.where(a >= 0, pa, pb)
+    out = np.zeros(len(loops), dtype=bool)
+    out[both] = pa[both] != pb[both]
+    out[world] = pt.part_parent[p_one[world]] >= 0
+    return out
+
+
+def place_loops(model, pt):
+    """Register on ``pt`` the ends of the loops it leaves to the root (:func:`root_loop_mask`):
+    they become handles of their parts (``Partition.loop_ends``), where the root's loop
+    multipliers act as wrenches and the parts report their accelerations (see
+    ``partree.parallel.root``).  Returns ``pt``."""
+    loops = getattr(model, "loops", None)
+    ends = np.zeros(0, dtype=np.int64)
+    if loops is not None and len(loops):
+        m = root_loop_mask(model, pt)
+        e = np.concatenate((loops.body_a[m], loops.body_b[m]))
+        ends = np.unique(e[e >= 0]).astype(np.int64)
+    pt.loop_ends = ends
+    return pt
 
 
 def _cuttable(model, units):
@@ -855,7 +906,7 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
     if isinstance(parts, Partition):
         if parts.n != model.n:
             raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")
-        check_loops(model, parts)
+        place_loops(model, parts)
         return parts
     groups = _tree_groups(model)
     # trees joined by loops end in one part: ask for as many more parts as merging removes
@@ -865,8 +916,7 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
         if extra:      # no more parts than the loops allow (some ranks may then hold none)
             R = min(R, int(np.count_nonzero(_cuttable(model, None))))
         pt = join_looped_trees(model, partition_for_ranks(model, R, path_weight=path_weight))
-        check_loops(model, pt)
-        return pt
+        return place_loops(model, pt)
     P = (1 if nranks is None else int(nranks)) if parts is None else int(parts)
     if extra:
         ngroups = len(groups) - extra
@@ -879,5 +929,4 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
             raise PartreeInputError(f"cannot make {P} parts of model {model.name!r}: its closed loops leave at most "
                                     f"{most} (no loop is split across parts, and trees joined by a loop share one)")
     pt = join_looped_trees(model, partition(model, min(P + extra, model.n), path_weight=path_weight))
-    check_loops(model, pt)
-    return pt
+    return place_loops(model, pt)

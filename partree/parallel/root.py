@@ -9,6 +9,17 @@ Only boundary data enters here (a few 6x6 matrices per part), never per-body dat
   small dense system (1 - Lam Mh) a = Psi a_in + Lam mh + beta and reports its own
   g_root = (M + Kt Mh Pa) a_in + (m0 + Kt (Mh pa + mh)) to its parent; at the top a_in = a0;
   then going down every part gets its a_in and its handles' wrenches g.
+* :class:`RootLoops`: the closed loops a partition leaves to the root (their two ends in
+  different parts, ``partree.parallel.partition.place_loops``).  Their ends are handles of their
+  parts, where the multipliers lambda act (g_e = -G_e^T lambda) and whose accelerations the
+  parts' handle relations give.  :func:`solve` then carries lambda as extra columns through the
+  same elimination (every relation becomes affine in lambda), forms the loops' rows
+  sum_e G_e a_e = gamma in lambda, solves that r x r system (r the loops' rows) by Cholesky with
+  diagonal pivoting, which picks the independent rows as ``constrained_dynamics`` does (rows
+  found dependent carry no force), and goes down as before.  The rows' terms (G_e, gamma) come
+  from the ends' world poses and velocities, composed from the parts' velocity messages
+  (:func:`compose_velocities` hands them to :meth:`RootLoops.observe`).  Cost: O(P r^2) at the
+  root, nothing per body.
 """
 from __future__ import annotations
 
@@ -16,7 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..algorithms.constrained_dynamics import lower_solve, pivoted_cholesky, upper_solve
+from ..algorithms.loop_constraints import loop_terms
 from ..errors import PartreeInputError
+from ..loops import LoopSet
+from .partition import root_loop_mask
+
+#: the rank tolerance of the root's loop rows (``constrained_dynamics``' default)
+ROOT_RANK_TOL = 1e-7
 
 
 @dataclass
@@ -30,13 +48,15 @@ class PartsTree:
     part_parent: np.ndarray
     hidx: np.ndarray
     nh: np.ndarray
+    loops: "RootLoops" = None
 
     @property
     def nparts(self):
         return int(self.part_parent.shape[0])
 
     @classmethod
-    def from_partition(cls, pt):
+    def from_partition(cls, pt, model=None):
+        """The parts tree of ``pt``; with ``model``, the loops it leaves to the root too."""
         P = pt.nparts
         hidx = -np.ones(P, dtype=np.int64)
         nh = np.zeros(P, dtype=np.int64)
@@ -45,7 +65,94 @@ class PartsTree:
             nh[k] = hs.size
             for c in pt.child_parts(k):
                 hidx[c] = int(np.searchsorted(hs, pt.handle[c]))
-        return cls(part_parent=pt.part_parent.copy(), hidx=hidx, nh=nh)
+        tree = cls(part_parent=pt.part_parent.copy(), hidx=hidx, nh=nh)
+        if model is not None and len(getattr(model, "loops", ())):
+            rl = RootLoops(model, pt)
+            if len(rl.ids):
+                tree.loops = rl
+        return tree
+
+
+class RootLoops:
+    """The loops a partition leaves to the root, and their state at the last evaluation.
+
+    ``ids``: their numbers in ``model.loops``; ``loops``: a :class:`~partree.loops.LoopSet` of
+    them whose "bodies" are end slots (loop j's end A is slot 2 j, end B slot 2 j + 1; -1 the
+    world); ``end_part``, ``end_handle``: where each slot's body is a handle (-1: the world).
+    After :func:`solve`: ``lam`` (their multipliers, in the order of their rows) and ``terms``.
+    """
+
+    def __init__(self, model, pt):
+        mask = root_loop_mask(model, pt)
+        ids = np.flatnonzero(mask).astype(np.int64)
+        lp = model.loops
+        L = ids.size
+        slot_a = np.where(lp.body_a[ids] >= 0, 2 * np.arange(L), -1)
+        slot_b = np.where(lp.body_b[ids] >= 0, 2 * np.arange(L) + 1, -1)
+        self.ids = ids
+        self.loops = LoopSet([lp.names[l] for l in ids], lp.kind[ids], slot_a, slot_b, lp.R_a[ids], lp.p_a[ids],
+                             lp.R_b[ids], lp.p_b[ids], lp.axis[ids], lp.axis2[ids], lp.length[ids])
+        bodies = np.stack((lp.body_a[ids], lp.body_b[ids]), axis=1).reshape(-1)
+        self.end_part = np.where(bodies >= 0, pt.part_of[np.maximum(bodies, 0)], -1).astype(np.int64)
+        self.end_handle = -np.ones(2 * L, dtype=np.int64)
+        for j, (b, p) in enumerate(zip(bodies, self.end_part)):
+            if p >= 0:
+                self.end_handle[j] = int(np.searchsorted(pt.handles(int(p)), b))
+        self.nrow = self.loops.nrow
+        self.terms = None
+        self.lam = np.zeros(self.nrow)
+
+    def observe(self, tree, vel, v_in):
+        """The loops' rows at this state (``terms``: G_e, gamma, phi, T) from the parts' velocity
+        messages ``vel`` (their handles' transforms T_h and relative velocities) and the incoming
+        velocities ``v_in``: each part's frame 0 placed in the world by composing the transforms
+        down the parts tree, then each end's pose and velocity."""
+        P = tree.nparts
+        R0 = np.empty((P, 3, 3))
+        p0 = np.zeros((P, 3))
+        for c in range(P):
+            p = tree.part_parent[c]
+            if p < 0:
+                R0[c] = np.eye(3)
+                p0[c] = 0.0
+            else:
+                TE, Tr, _ = vel[p]
+                k = tree.hidx[c]
+                R0[c] = R0[p] @ TE[k].T
+                p0[c] = p0[p] + R0[p] @ Tr[k]
+        S = self.end_part.size
+        Rw = np.tile(np.eye(3), (max(S, 1), 1, 1))
+        pw = np.zeros((max(S, 1), 3))
+        v = np.zeros((max(S, 1), 6))
+        for j in range(S):
+            p = self.end_part[j]
+            if p < 0:
+                continue
+            TE, Tr, vrel = vel[p]
+            k = self.end_handle[j]
+            Rw[j] = R0[p] @ TE[k].T
+            pw[j] = p0[p] + R0[p] @ Tr[k]
+            v[j] = _xmotion(TE[k], Tr[k], v_in[p]) + vrel[k]
+        try:
+            self.terms = loop_terms(self.loops, Rw, pw, v)
+        except ValueError as e:
+            raise PartreeInputError(str(e)) from None
+
+    def pieces(self):
+        """(global loop numbers, rows, multipliers, cut-joint wrenches [n; f] in frame A) after
+        :func:`solve`, as ``PartKernel.loop_pieces`` gives a part's."""
+        lp, T = self.loops, self.terms.T
+        force = np.zeros((len(lp), 6))
+        for l in range(len(lp)):
+            m, r0 = int(lp.nrows[l]), int(lp.row0[l])
+            force[l] = T[l, :, :m] @ self.lam[r0:r0 + m]
+        return self.ids, lp.nrows, self.lam.copy(), force
+
+
+def root_pieces(tree):
+    """The loop pieces of the loops at the root after a solve (a list of one, or empty), to
+    join the parts' ``loop_pieces`` (``attach_loop_forces``)."""
+    return [] if tree is None or tree.loops is None else [tree.loops.pieces()]
 
 
 def _xmotion(E, r, m):
@@ -55,7 +162,8 @@ def _xmotion(E, r, m):
 
 
 def compose_velocities(tree: PartsTree, vel):
-    """vel[p] = (TE (H,3,3), Tr (H,3), vrel (H,6)) of part p.  Returns v_in (P, 6)."""
+    """vel[p] = (TE (H,3,3), Tr (H,3), vrel (H,6)) of part p.  Returns v_in (P, 6).  With loops
+    at the root (``tree.loops``) their rows at this state are formed too (:meth:`RootLoops.observe`)."""
     P = tree.nparts
     v_in = np.zeros((P, 6))
     for c in range(P):
@@ -64,13 +172,18 @@ def compose_velocities(tree: PartsTree, vel):
             TE, Tr, vrel = vel[p]
             k = tree.hidx[c]
             v_in[c] = _xmotion(TE[k], Tr[k], v_in[p]) + vrel[k]
+    if tree.loops is not None:
+        tree.loops.observe(tree, vel, v_in)
     return v_in
 
 
 def solve(tree: PartsTree, red, a0):
     """red[p] = (M (6,6), m0 (6), Kt (H,6,6), Psi (H,6,6), Lam (H,H,6,6), beta (H,6)).
 
-    Returns (a_in (P,6), g: list of (H_p, 6) arrays) for every part."""
+    Returns (a_in (P,6), g: list of (H_p, 6) arrays) for every part.  With loops at the root
+    (``tree.loops``, observed at this state by :func:`compose_velocities`) see :func:`solve_with_loops`."""
+    if tree.loops is not None:
+        return solve_with_loops(tree, red, a0)
     P = tree.nparts
     pp, hidx, nh = tree.part_parent, tree.hidx, tree.nh
     Mh = [np.zeros((int(nh[p]), 6, 6)) for p in range(P)]
@@ -115,6 +228,113 @@ def solve(tree: PartsTree, red, a0):
         if nh[p]:
             ah[p] = np.einsum("kab,b->ka", Pa[p], a_in[p]) + pa[p]
             g[p] = np.einsum("kab,kb->ka", Mh[p], ah[p]) + mh[p]
+        else:
+            g[p] = np.zeros((0, 6))
+    return a_in, g
+
+
+def solve_with_loops(tree, red, a0, rank_tol=ROOT_RANK_TOL):
+    """:func:`solve` with the multipliers lambda of the loops at the root (``tree.loops``) as r
+    extra columns: the handles' wrenches are g = Mh a + mh + Nh lambda, where Nh holds the
+    loops' -G_e^T at their ends' handles and what the child parts pass up; every a_in and handle
+    acceleration is affine in lambda; the rows sum_e G_e a_e = gamma give lambda (pivoted
+    Cholesky of the symmetric r x r matrix); then a_in and g as in :func:`solve`.  Sets
+    ``tree.loops.lam``."""
+    rl = tree.loops
+    lp, terms = rl.loops, rl.terms
+    if terms is None:
+        raise RuntimeError("the root's loops have no terms at this state: compose_velocities first")
+    G, gamma = terms.G, terms.gamma
+    P = tree.nparts
+    r = rl.nrow
+    pp, hidx, nh = tree.part_parent, tree.hidx, tree.nh
+    Mh = [np.zeros((int(nh[p]), 6, 6)) for p in range(P)]
+    mh = [np.zeros((int(nh[p]), 6)) for p in range(P)]
+    Nh = [np.zeros((int(nh[p]), 6, r)) for p in range(P)]
+    for l in range(len(lp)):
+        m, r0 = int(lp.nrows[l]), int(lp.row0[l])
+        for side in range(2):
+            p = rl.end_part[2 * l + side]
+            if p >= 0:
+                Nh[p][rl.end_handle[2 * l + side], :, r0:r0 + m] -= G[l, side, :m, :].T
+    Pa, pa, Pl = [None] * P, [None] * P, [None] * P
+    for p in range(P - 1, -1, -1):
+        M, m0, Kt, Psi, Lam, beta = red[p]
+        H = int(nh[p])
+        if H:
+            Lb = Lam.transpose(0, 2, 1, 3).reshape(6 * H, 6 * H)
+            LM = np.einsum("jkab,kbc->jakc", Lam, Mh[p]).reshape(6 * H, 6 * H)
+            rhs = np.empty((6 * H, 7 + r))
+            rhs[:, :6] = Psi.reshape(6 * H, 6)
+            rhs[:, 6] = Lb @ mh[p].reshape(6 * H) + beta.reshape(6 * H)
+            rhs[:, 7:] = Lb @ Nh[p].reshape(6 * H, r)
+            try:
+                sol = np.linalg.solve(np.eye(6 * H) - LM, rhs)
+            except np.linalg.LinAlgError as e:
+                raise PartreeInputError(f"part {p}: singular handle system in the root solve ({e})") from None
+            Pa[p] = sol[:, :6].reshape(H, 6, 6)
+            pa[p] = sol[:, 6].reshape(H, 6)
+            Pl[p] = sol[:, 7:].reshape(H, 6, r)
+        q = pp[p]
+        if q >= 0:
+            if H:
+                ga = np.einsum("kab,kbc->kac", Mh[p], Pa[p])
+                gb = np.einsum("kab,kb->ka", Mh[p], pa[p]) + mh[p]
+                gl = np.einsum("kab,kbc->kac", Mh[p], Pl[p]) + Nh[p]
+                Mp = M + np.einsum("kab,kbc->ac", Kt, ga)
+                mp = m0 + np.einsum("kab,kb->a", Kt, gb)
+                Np = np.einsum("kab,kbc->ac", Kt, gl)
+            else:
+                Mp, mp, Np = M, m0, 0.0
+            k = hidx[p]
+            Mh[q][k] += Mp
+            mh[q][k] += mp
+            Nh[q][k] += Np
+    # down: a_in and the handle accelerations, affine in lambda
+    ain0, ainL = np.zeros((P, 6)), np.zeros((P, 6, r))
+    ah0, ahL = [None] * P, [None] * P
+    for p in range(P):
+        q = pp[p]
+        if q < 0:
+            ain0[p] = a0
+        else:
+            ain0[p] = ah0[q][hidx[p]]
+            ainL[p] = ahL[q][hidx[p]]
+        if nh[p]:
+            ah0[p] = np.einsum("kab,b->ka", Pa[p], ain0[p]) + pa[p]
+            ahL[p] = np.einsum("kab,bc->kac", Pa[p], ainL[p]) + Pl[p]
+    # the loops' rows: sum over the ends of G_e a_e = gamma (the world's end moves with a0)
+    C = np.zeros((r, r))
+    c = np.zeros(r)
+    for l in range(len(lp)):
+        m, r0 = int(lp.nrows[l]), int(lp.row0[l])
+        for side in range(2):
+            j = 2 * l + side
+            Ge = G[l, side, :m, :]
+            p = rl.end_part[j]
+            if p < 0:
+                c[r0:r0 + m] += Ge @ a0
+            else:
+                k = rl.end_handle[j]
+                c[r0:r0 + m] += Ge @ ah0[p][k]
+                C[r0:r0 + m] += Ge @ ahL[p][k]
+    lam = np.zeros(r)
+    if r:
+        K = np.ascontiguousarray(0.5 * (C + C.T)).ravel()
+        perm = np.zeros(r, dtype=np.int64)
+        rank = pivoted_cholesky(K, 0, r, 0, r, perm, rank_tol * rank_tol, 0.0)
+        if rank:
+            h = np.ascontiguousarray((gamma - c)[perm[:rank]])
+            lower_solve(K, 0, r, 0, rank, h)
+            upper_solve(K, 0, r, 0, rank, h)
+            lam[perm[:rank]] = h
+    rl.lam = lam
+    a_in = ain0 + np.einsum("pac,c->pa", ainL, lam)
+    g = [None] * P
+    for p in range(P):
+        if nh[p]:
+            ah = ah0[p] + np.einsum("kac,c->ka", ahL[p], lam)
+            g[p] = np.einsum("kab,kb->ka", Mh[p], ah) + mh[p] + np.einsum("kac,c->ka", Nh[p], lam)
         else:
             g[p] = np.zeros((0, 6))
     return a_in, g

@@ -20,7 +20,7 @@ class SerialEngine:
     def __init__(self, model, parts=None, path_weight=PATH_WEIGHT, early_kinematics=False):
         self.model = model
         self.partition = make_partition(model, parts, path_weight)
-        self.tree = R.PartsTree.from_partition(self.partition)
+        self.tree = R.PartsTree.from_partition(self.partition, model)
         self.parts = [build_part(model, self.partition, k, early_kinematics) for k in range(self.partition.nparts)]
         self.a0 = gravity_a0(model.gravity)
         self.owner = np.zeros(self.partition.nparts, dtype=np.int64)
@@ -72,7 +72,7 @@ class SerialEngine:
         pieces = [pk.wrenches() for pk in self.parts]
         res = assemble_constraint_forces(self.model, q, qdd, self._layout, pieces, method="parallel-serial")
         if len(self.model.loops):
-            attach_loop_forces(res, len(self.model.loops), [pk.loop_pieces() for pk in self.parts])
+            attach_loop_forces(res, len(self.model.loops), [pk.loop_pieces() for pk in self.parts] + R.root_pieces(self.tree))
         return res
 
 

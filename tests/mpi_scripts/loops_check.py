@@ -1,7 +1,8 @@
 """Run under mpiexec: models with closed loops over MPI vs serial ``partree.constrained_dynamics``.
 
 Forward dynamics and the joint wrenches (the loop forces applied), the loops kept inside parts by
-the partitioner and solved there; trees joined by a loop share a part.  Prints 'OK <max rel err>'
+the partitioner and solved there; trees joined by a loop share a part; partitions that split
+loops (solved at the root) and the scissor mast's pins between units.  Prints 'OK <max rel err>'
 on rank 0 and exits 0; aborts with a message on a mismatch."""
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from partree.parallel import forward_dynamics
 from partree.parallel.mpi import MPIEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from loop_models import forest, four_bar, local_loop_models, state  # noqa: E402
+from loop_models import forest, four_bar, local_loop_models, scissor_pins, spanning_cases, state  # noqa: E402
+from partree.parallel.partition import partition_from_roots  # noqa: E402
 
 comm = MPI.COMM_WORLD
 size = comm.Get_size()
@@ -27,6 +29,8 @@ def rel(a, b):
 worst = 0.0
 cases = [(m, (None, size + 1, 2 * size + 3)) for m in local_loop_models()]
 cases += [(forest(), (None, size + 1)), (four_bar(), (None, 1))]
+cases += [(m, (partition_from_roots(m, roots),)) for m, roots in spanning_cases()]
+cases += [(scissor_pins(10), (None, size + 2))]
 for mi, (m, counts) in enumerate(cases):
     q, qd, tau, F = state(m, mi)
     ref = partree.constrained_dynamics(m, q, qd, tau, f_ext=F)
