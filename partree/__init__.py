@@ -30,10 +30,11 @@ from .specs import register_generator, resolve_model
 from .simulation import SimulationInterrupted, SimulationOptions, load_results, simulate, simulate_ensemble
 from . import parallel
 from .parallel import constraint_forces, forward_dynamics
+from .parallel.subsystem import SubsystemEquivalent, subsystem_equivalent
 
 __version__ = "0.1.0"
 __all__ = ["Model", "Data", "Loop", "ModelBuilder", "PartreeError", "PartreeInputError", "CheckpointError", "DaskEngineError",
            "MissingDependencyError", "PartreeInertiaWarning", "SimulationInterrupted", "aba", "cfa", "CFAResult", "constraint_bases", "rnea", "hybrid_dynamics", "joint_wrenches", "crba", "bias_forces",
            "mass_matrix_operator", "forward_kinematics", "kinetic_energy", "potential_energy", "energy",
            "center_of_mass", "momentum", "generalized_momentum", "velocity_from_momentum", "momentum_rhs", "apply_impulse", "generalized_impulse", "loop_constraints", "constrained_dynamics", "correct_state", "assemble", "integrate", "load_urdf", "load_mjcf", "save_model", "load_model", "resolve_model",
-           "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "parallel", "io", "specs", "joints", "loops", "models", "spatial"]
+           "register_generator", "set_num_threads", "get_num_threads", "simulate", "simulate_ensemble", "load_results", "SimulationOptions", "forward_dynamics", "constraint_forces", "subsystem_equivalent", "SubsystemEquivalent", "parallel", "io", "specs", "joints", "loops", "models", "spatial"]
