@@ -137,10 +137,24 @@ def test_simulation_refuses_a_state_that_does_not_close_the_loops():
         partree.simulate(m, 0.01, 1e-3, q0=Q0, progress=False, correct="sometimes")
 
 
-def test_simulation_with_loops_on_a_parallel_backend_is_refused():
+def test_simulation_with_loops_on_dask_and_dense_options_on_mpi_are_refused():
     m = four_bar()
-    with pytest.raises(PartreeInputError, match="serial backend"):
-        partree.simulate(m, 0.01, 1e-3, q0=Q0, progress=False, backend="mpi")
+    with pytest.raises(PartreeInputError, match="serial and MPI backends"):
+        partree.simulate(m, 0.01, 1e-3, q0=Q0, progress=False, backend="dask")
+    with pytest.raises(PartreeInputError, match="singular_band"):
+        partree.simulate(m, 0.01, 1e-3, q0=Q0, progress=False, backend="mpi", singular_band=1e-3)
+
+
+def test_simulation_with_loops_over_mpi_equals_the_serial_run():
+    """``mpiexec -n 2`` and ``-n 3``: the engine's corrections (mass metric, on each rank's
+    pieces, loops inside parts and at the root) give the serial run's trajectory."""
+    pytest.importorskip("mpi4py")
+    from test_mpi import MPIEXEC, _ok_line
+    if MPIEXEC is None:
+        pytest.skip("no mpiexec")
+    for n in (2, 3):
+        err, viol = _ok_line(n, "loop_sim_check.py")
+        assert float(err) < 1e-8 and float(viol) < 1e-10
 
 
 def test_results_file_keeps_the_violation(tmp_path):

@@ -231,3 +231,30 @@ def test_dynamics_function_on_the_engine():
     assert rel(ref, partree.constrained_dynamics(m, q, qd, tau).qdd) < 1e-12
     x = Dynamics(m, torques=tau, backend="mpi", parts=3)(0.0, q, qd)
     assert rel(x, ref) < 1e-10
+
+
+def test_the_engines_corrections_are_the_mass_metric_projections():
+    """``SerialEngine.correct_state`` (Gauss-Newton and the velocity projection through the
+    decomposition, ``partree.parallel.correction``) against the dense mass-metric projections of
+    ``partree.correct_state``: the coordinates to the square of the violation corrected (the
+    metric is taken at each iterate rather than the first), the velocity projection at the
+    corrected coordinates exactly; loops inside parts and at the root."""
+    from partree.algorithms.loop_correction import mass_metric, phi_and_jacobian, project_velocity
+
+    rng = np.random.default_rng(4)
+    cases = [(scissor_pins(8), P) for P in (1, 2, 3, 5)]
+    cases += [(m, partition_from_roots(m, roots)) for m, roots in spanning_cases()[:4]]
+    for m, P in cases:
+        q0 = np.zeros(m.nq)
+        if np.abs(partree.loop_constraints(m, q0).phi).max() > 1e-12:
+            q0 = partree.assemble(m, 0.1 * rng.normal(size=m.nq))
+        q = q0 + 1e-6 * rng.normal(size=m.nq)
+        qd = rng.normal(size=m.nv)
+        q_ref = partree.correct_state(m, q, metric="mass")
+        qe, ve = SerialEngine(m, P).correct_state(q, qd)
+        assert np.abs(qe - q_ref).max() < 1e-10
+        assert np.abs(partree.loop_constraints(m, qe).phi).max() < 1e-12
+        J = phi_and_jacobian(m, qe)[1]
+        v_ref = project_velocity(J, qd, W=mass_metric(m, qe, "mass"))
+        assert rel(ve, v_ref) < 1e-10
+        assert np.abs(partree.loop_constraints(m, qe, ve).velocity).max() < 1e-12 * np.abs(qd).max() * 10

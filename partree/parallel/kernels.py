@@ -231,13 +231,15 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
 
 @njit(cache=True)
 def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA):
+           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA, bias=True):
     """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
     kslot[i] < 0, fused in).  ``form_T``: a part hanging from the fixed base, with handles: the
     velocity kernel already formed its path bodies' velocities in v (v_in = 0), and pass 1 forms
     their path transforms T_i = X_i T_p (rows slot[i] of TEb, Trb), which the velocity kernel
     leaves out for such a part; the composition, a chain of dependent products carried in
-    registers along a chain (see _compose_T), overlaps here with pass 1's own work."""
+    registers along a chain (see _compose_T), overlaps here with pass 1's own work.  ``bias``
+    False: the velocities are formed but c and pA are set to zero (no velocity products, no
+    external forces): the passes then solve M x = tau alone (the loop corrections' steps)."""
     n = parent.shape[0]
     prev = -1
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -299,6 +301,10 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
         if has_fext:
             for k in range(6):
                 pA[i, k] -= f_ext[i, k]
+        if not bias:
+            for k in range(6):
+                c[i, k] = 0.0
+                pA[i, k] = 0.0
         if form_T and slot[i] >= 0:
             if p < 0:
                 A, t = _rot(E, i), _vec3(r, i)
@@ -315,7 +321,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                   mass, com, I_com, tau, f_ext, has_fext, v_in,
                   path_ptr, path_idx, cp, kslot, slot, cJb, vJb, form_T, TEb, Trb, yptr, Yst, ylo,
                   acc_first, acc_has, E, r, S, v, c, IA, pA, U, Dinv, u, G,
-                  M, m0, Kt, Psi, Lam, beta):
+                  M, m0, Kt, Psi, Lam, beta, bias=True):
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
     body whose joint-space inertia is singular.
 
@@ -324,7 +330,8 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     child numbered right after its parent (every body of a chain) hands its X^T Ia X over in a
     second buffer, the parent being the next body visited; the other children accumulate in
     IA[p], the first of them (``acc_first``) writing it, and ``acc_has[p]`` says IA[p] holds some.
-    A chain then keeps no 6x6 per body at all: 288 B per body less to write and read again."""
+    A chain then keeps no 6x6 per body at all: 288 B per body less to write and read again.
+    ``bias`` False: no velocity products nor external forces (see :func:`_pass1`)."""
     n = parent.shape[0]
     nvt = S.shape[0]
     T = np.empty((6, 6))
@@ -335,7 +342,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     tmp = np.empty(6)
     pa = np.empty(6)
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA)
+           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA, bias)
     # pass 2 (ABA's, written out; the part's root also forms Ia, pa: its boundary relation)
     handed = False
     for i in range(n - 1, -1, -1):

@@ -42,7 +42,7 @@ from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
-from .part import PartKernel, gravity_a0
+from .part import PartKernel, _bias, gravity_a0, loop_rhs
 
 #: constrained_dynamics' rank tolerance, so that a part picks the rows the serial solve picks
 RANK_TOL = inspect.signature(constrained_dynamics).parameters["rank_tol"].default
@@ -115,7 +115,7 @@ class LoopPartKernel(PartKernel):
     ``loop_ids``)."""
 
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
-                                          "Ac", "lamc", "lam", "_terms", "_uact", "_kwact")
+                                          "Ac", "lamc", "lam", "_terms", "_gamma", "_uact", "_kwact")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
                  root_loops=None, poses=False):
@@ -156,18 +156,22 @@ class LoopPartKernel(PartKernel):
         self.lamc = np.zeros((self.loops.nrow, 1 + 6 * H))
         self.lam = np.zeros(self.loops.nrow)
         self._terms = None
+        self._gamma = None
         self._uact = np.zeros(max(nv, 1))
         self._kwact = np.zeros(nrw)
 
     # ---------------------------------------------------------------- the steps
-    def reduce(self, v_in, tau, f_ext=None):
-        """Step (b), loops eliminated inside the part (see :class:`PartKernel.reduce`)."""
+    def reduce(self, v_in, tau, f_ext=None, rows="dynamics"):
+        """Step (b), loops eliminated inside the part (see :class:`PartKernel.reduce`; the loops'
+        rows take ``loop_rhs(terms, rows)``)."""
+        bias = _bias(rows)
         F, has_f = self._take_inputs(tau, f_ext)
         v_in = np.ascontiguousarray(v_in, dtype=np.float64)
         # pass 1 from v_in; the joint kinematics the velocity step did (kslot >= 0) are reused
         K._pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q, self.idx_v,
                  self._q, self._qd, self.mass, self.com, self.I_com, F, has_f, v_in, self.kslot, self.cJb,
-                 self.vJb, self.slot, False, self.TEb, self.Trb, self.E, self.r, self.S, self.v, self.c, self.pA)
+                 self.vJb, self.slot, False, self.TEb, self.Trb, self.E, self.r, self.S, self.v, self.c, self.pA,
+                 bias)
         rigid_inertias(self.mass, self.com, self.I_com, self.IA)
         world_poses(self.parent, self.E, self.r, self.Rw, self.pw)     # relative to the root's parent frame
         try:
@@ -175,6 +179,7 @@ class LoopPartKernel(PartKernel):
         except ValueError as e:
             raise PartreeInputError(str(e)) from None
         self._terms = terms
+        self._gamma = gamma = np.ascontiguousarray(loop_rhs(terms, rows))
         t = self.topo
         self.Cw[:] = 0.0
         self.Kw[:] = 0.0
@@ -183,7 +188,7 @@ class LoopPartKernel(PartKernel):
         bad = loop_backward_pass(self.parent, self.idx_v, self._tau, self.E, self.r, self.c, self.IA, self.pA, self.S,
                                  self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap,
                                  t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, t.eptr, t.eloop, t.eside, t.epos,
-                                 self.loops.nrows, terms.G, terms.gamma, self.rank_tol ** 2, self.Cw, self.Kw, self.kw,
+                                 self.loops.nrows, terms.G, gamma, self.rank_tol ** 2, self.Cw, self.Kw, self.kw,
                                  self.SC, self.perm, self.rank)
         if bad >= 0:
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
@@ -192,9 +197,10 @@ class LoopPartKernel(PartKernel):
         loop_sensitivities(self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S,
                            self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl,
                            t.prow, t.wrows, t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows,
-                           terms.gamma, self.Cw,
+                           gamma, self.Cw,
                            self.Kw, self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.kwg, self.Ac,
-                           self.lamc, self.top, self.a0, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
+                           self.lamc, self.top, self.a0 if bias else np.zeros(6), self.M, self.m0, self.Kt, self.Psi,
+                           self.Lam, self.beta)
         if self.top:
             # a part hanging from the base: its a_in is the base's a0, folded into beta (Psi = 0);
             # its root relation is not used, and Kt carries Psi^T, as the messages do
@@ -216,10 +222,14 @@ class LoopPartKernel(PartKernel):
         lam = np.zeros(self.loops.nrow)
         loop_forward_pass(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
                           self.S, self.c, self.U, self.Dinv, u, self.a, self.qdd, lam, t.prow, t.wrows, t.wglob,
-                          t.rptr, t.cptr, t.kptr, t.sptr, self._terms.gamma, self.Cw, self.Kw, kw, self.SC, self.perm,
+                          t.rptr, t.cptr, t.kptr, t.sptr, self._gamma, self.Cw, self.Kw, kw, self.SC, self.perm,
                           self.rank)
         self.lam = lam
         return self.qdd
+
+    def loop_violation(self):
+        """max |Phi| of the part's loops at the last ``reduce``."""
+        return float(np.abs(self._terms.phi).max(initial=0.0)) if self._terms is not None else 0.0
 
     def loop_wrenches(self):
         """The loops' wrenches on the part's bodies, (m, 6) in body coordinates, after ``solve``."""

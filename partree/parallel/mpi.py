@@ -322,7 +322,18 @@ class MPIEngine:
         owner = self._model if self._model is not None else self._names
         return CFAResult(owner, "parallel-mpi", qdd, FS, FT, F, q.copy(), idx_s, ns_j, [], Wt)
 
-    def evaluate_local(self, qs, qds, taus, fs=None):
+    def correction_step_local(self, qs, qds, rows):
+        """One step of the loops' corrections over this rank's parts (collective; see
+        :mod:`partree.parallel.correction`): each local part's dx (copies) with J dx = -Phi
+        (``rows='position'``) or -J qd (``'velocity'``) in the mass metric, and max |Phi| over
+        every loop (an allreduce: every rank gets the same)."""
+        from mpi4py import MPI
+
+        out = self.evaluate_local(qs, qds, [np.zeros(pk.nv) for pk in self.parts], None, rows=rows)
+        err = max([pk.loop_violation() for pk in self.parts] + [R.root_violation(self.tree) if self.rank == 0 else 0.0])
+        return [x.copy() for x in out], float(self.comm.allreduce(err, op=MPI.MAX))
+
+    def evaluate_local(self, qs, qds, taus, fs=None, rows="dynamics"):
         """One evaluation over this rank's parts (collective): the engine's four boundary messages
         and nothing else.  ``qs``, ``qds``, ``taus`` (and ``fs``, or None): each local part's own
         slices, in the order of ``parts``.  Returns each part's qdd (views of the parts'
@@ -354,7 +365,7 @@ class MPIEngine:
             fl = None if fs is None else fs[j]
             if fl is not None:
                 check_finite(fl, "f_ext", pk)
-            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], taus[j], fl)
+            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], taus[j], fl, rows=rows)
             bufs.append(msg.pack_reduction(M, m0, Kt, Lam, beta))
         t["local_reduce"] = time.perf_counter() - t1
         allr = self._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
@@ -363,7 +374,7 @@ class MPIEngine:
             tr = time.perf_counter()
             pieces = self._split(allr, self._red_len)
             red = [msg.unpack_reduction(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
-            a_in, g = R.solve(self.tree, red, self.a0)
+            a_in, g = R.solve(self.tree, red, self.a0 if rows == "dynamics" else np.zeros(6), rows=rows)
             sol_full = np.concatenate([msg.pack_solution(a_in[k], g[k]) for k in self._perm])
             t["root_solve"] = time.perf_counter() - tr
         sol = self._scatter("sol", sol_full)

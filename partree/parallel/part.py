@@ -240,10 +240,14 @@ class PartKernel:
         self._F, self._has_f = F, has_f
         return F, has_f
 
-    def reduce(self, v_in, tau, f_ext=None):
+    def reduce(self, v_in, tau, f_ext=None, rows="dynamics"):
         """Step (b). v_in: the incoming velocity; tau: this part's own joint forces; f_ext: this
-        part's external body wrenches (m, 6) in body coordinates, or None.
+        part's external body wrenches (m, 6) in body coordinates, or None.  ``rows``: 'dynamics'
+        (forward dynamics), or for the loops' corrections 'position' / 'velocity': no velocity
+        products nor external forces (the solve is then M x = tau with the loops' rows
+        J x = -Phi or J x = -J qd, see :mod:`partree.parallel.correction`).
         Returns (M, m0, Kt, Psi, Lam, beta)."""
+        bias = _bias(rows)
         F, has_f = self._take_inputs(tau, f_ext)
         # a part hanging from the base left its path transforms out of the velocity step (its v_in
         # is zero): pass 1 forms them, for the walk
@@ -254,7 +258,8 @@ class PartKernel:
                               self.kslot, self.slot, self.cJb, self.vJb, form_T, self.TEb, self.Trb, self.yptr,
                               self.Yst, self.ylo, self.acc_first, self.acc_has,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
-                              self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
+                              self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta,
+                              bias)
         if bad >= 0:
             gb = int(self.bodies[bad])
             raise PartreeInputError(f"body {gb}: its subtree has a singular inertia along the joint's motion "
@@ -314,6 +319,10 @@ class PartKernel:
                         ws["F"], ws["FS"], ws["FT"])
         return ws["F"], ws["FS"], ws["FT"]
 
+    def loop_violation(self):
+        """max |Phi| of the loops the part holds at the last ``reduce`` (0 without loops)."""
+        return 0.0
+
     def loop_pieces(self):
         """The part's closed loops after ``solve``: (global loop numbers, their rows, the
         multipliers, the cut-joint wrenches (Lp, 6)); empty for a part without loops (see
@@ -327,6 +336,25 @@ class PartKernel:
         if self._wrench_ws is None:
             raise RuntimeError("no constraint forces computed yet: call wrenches() after solve()")
         return self._wrench_ws["Wt"]
+
+
+#: what a reduction solves for: forward dynamics, or a loop correction's step (see ``PartKernel.reduce``)
+ROWS = ("dynamics", "position", "velocity")
+
+
+def _bias(rows):
+    """Whether a reduction for ``rows`` keeps the velocity products and external forces."""
+    if rows not in ROWS:
+        raise PartreeInputError(f"rows must be one of {', '.join(ROWS)}; got {rows!r}")
+    return rows == "dynamics"
+
+
+def loop_rhs(terms, rows):
+    """The right-hand side of the loops' rows J x = rhs for ``rows``: gamma (dynamics), -Phi
+    (position step) or -J qd (velocity step)."""
+    if rows == "dynamics":
+        return terms.gamma
+    return -(terms.phi if rows == "position" else terms.velocity)
 
 
 def _accumulation_flags(parent):

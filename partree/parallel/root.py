@@ -31,6 +31,7 @@ from ..algorithms.constrained_dynamics import lower_solve, pivoted_cholesky, upp
 from ..algorithms.loop_constraints import loop_terms
 from ..errors import PartreeInputError
 from ..loops import LoopSet
+from .part import loop_rhs
 from .partition import root_loop_mask
 
 #: the rank tolerance of the root's loop rows (``constrained_dynamics``' default)
@@ -149,6 +150,13 @@ class RootLoops:
         return self.ids, lp.nrows, self.lam.copy(), force
 
 
+def root_violation(tree):
+    """max |Phi| of the loops at the root at the last observed state (0 without them)."""
+    if tree is None or tree.loops is None or tree.loops.terms is None:
+        return 0.0
+    return float(np.abs(tree.loops.terms.phi).max(initial=0.0))
+
+
 def root_pieces(tree):
     """The loop pieces of the loops at the root after a solve (a list of one, or empty), to
     join the parts' ``loop_pieces`` (``attach_loop_forces``)."""
@@ -177,13 +185,14 @@ def compose_velocities(tree: PartsTree, vel):
     return v_in
 
 
-def solve(tree: PartsTree, red, a0):
+def solve(tree: PartsTree, red, a0, rows="dynamics"):
     """red[p] = (M (6,6), m0 (6), Kt (H,6,6), Psi (H,6,6), Lam (H,H,6,6), beta (H,6)).
 
     Returns (a_in (P,6), g: list of (H_p, 6) arrays) for every part.  With loops at the root
-    (``tree.loops``, observed at this state by :func:`compose_velocities`) see :func:`solve_with_loops`."""
+    (``tree.loops``, observed at this state by :func:`compose_velocities`) see :func:`solve_with_loops`;
+    ``rows`` says what their rows equal (``partree.parallel.part.loop_rhs``)."""
     if tree.loops is not None:
-        return solve_with_loops(tree, red, a0)
+        return solve_with_loops(tree, red, a0, rows=rows)
     P = tree.nparts
     pp, hidx, nh = tree.part_parent, tree.hidx, tree.nh
     Mh = [np.zeros((int(nh[p]), 6, 6)) for p in range(P)]
@@ -233,7 +242,7 @@ def solve(tree: PartsTree, red, a0):
     return a_in, g
 
 
-def solve_with_loops(tree, red, a0, rank_tol=ROOT_RANK_TOL):
+def solve_with_loops(tree, red, a0, rank_tol=ROOT_RANK_TOL, rows="dynamics"):
     """:func:`solve` with the multipliers lambda of the loops at the root (``tree.loops``) as r
     extra columns: the handles' wrenches are g = Mh a + mh + Nh lambda, where Nh holds the
     loops' -G_e^T at their ends' handles and what the child parts pass up; every a_in and handle
@@ -244,7 +253,7 @@ def solve_with_loops(tree, red, a0, rank_tol=ROOT_RANK_TOL):
     lp, terms = rl.loops, rl.terms
     if terms is None:
         raise RuntimeError("the root's loops have no terms at this state: compose_velocities first")
-    G, gamma = terms.G, terms.gamma
+    G, gamma = terms.G, loop_rhs(terms, rows)
     P = tree.nparts
     r = rl.nrow
     pp, hidx, nh = tree.part_parent, tree.hidx, tree.nh

@@ -49,15 +49,37 @@ class SerialEngine:
         q, qd = checks.state(model, q, qd)
         tau = checks.vector(model, tau, model.nv, "tau", "nv")
         F, has_f = checks.external_forces(model, f_ext)
+        return self._evaluate(q, qd, tau, F if has_f else None, "dynamics")
+
+    def _evaluate(self, q, qd, tau, F, rows):
         vel = [pk.velocity(q[pk.qix], qd[pk.vix]) for pk in self.parts]
         v_in = R.compose_velocities(self.tree, vel)
-        red = [pk.reduce(v_in[k], tau[pk.vix], F[pk.bix] if has_f else None)
+        red = [pk.reduce(v_in[k], tau[pk.vix], None if F is None else F[pk.bix], rows=rows)
                for k, pk in enumerate(self.parts)]
-        a_in, g = R.solve(self.tree, red, self.a0)
-        qdd = np.empty(model.nv)
+        a_in, g = R.solve(self.tree, red, self.a0 if rows == "dynamics" else np.zeros(6), rows=rows)
+        qdd = np.empty(self.model.nv)
         for k, pk in enumerate(self.parts):
             qdd[pk.vix] = pk.solve(a_in[k], g[k])
         return qdd
+
+    def correction_step(self, q, qd, rows):
+        """One step of the loops' corrections through the decomposition (see
+        :mod:`partree.parallel.correction`): (dx, max |Phi| at q), dx the smallest change in the
+        kinetic-energy metric with J dx = -Phi (``rows='position'``) or J dx = -J qd
+        (``'velocity'``)."""
+        dx = self._evaluate(q, qd, np.zeros(self.model.nv), None, rows)
+        err = max([pk.loop_violation() for pk in self.parts] + [R.root_violation(self.tree)])
+        return dx, err
+
+    def correct_state(self, q, qd, tol=1e-12, max_iter=20, polish=0):
+        """``partree.correct_state(model, q, qd, metric='mass')`` through the decomposition, in
+        O(N) (:func:`partree.parallel.correction.correct`)."""
+        from ..configuration import integrate
+        from .correction import correct
+
+        q, qd = checks.state(self.model, q, qd)
+        return correct(self.correction_step, lambda x, dv: integrate(self.model, x, dv), q, qd, tol=tol,
+                       max_iter=max_iter, polish=polish)
 
     def constraint_forces(self, q, qd, tau, f_ext=None):
         """The constraint force algorithm through the decomposition: a ``CFAResult`` (qdd, every

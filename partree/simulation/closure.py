@@ -8,7 +8,9 @@ point.
 
 The corrections are the smallest in the kinetic-energy metric (``metric='mass'`` of
 :func:`partree.correct_state`; the Euclidean one for models with more than 256 degrees of
-freedom, ``loop_correction.MASS_LIMIT``).  This is what carries a run through singular
+freedom, ``loop_correction.MASS_LIMIT``); on the distributed backends (MPI) the engine's
+corrections in the mass metric, O(N) and never on the whole state (:class:`EngineLoopClosure`,
+``partree.parallel.correction``).  This is what carries a run through singular
 configurations (a four-bar whose bars align): there the integrator's error in the directions
 losing rank is divided by a vanishing singular value, and it enters the accelerations as
 M^-1 J^T dlambda, which a mass-metric correction removes whole while a Euclidean one keeps part
@@ -19,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.loop_constraints import loop_constraints
+from ..parallel.correction import correct as engine_correct
 from ..algorithms.loop_correction import (correct_state, mass_metric, phi_and_jacobian, project_velocity,
                                           simulation_metric)
 from ..errors import PartreeInputError
@@ -76,3 +79,27 @@ class LoopClosure:
             return q, project_velocity(phi_and_jacobian(self.model, q)[1], v,
                                     W=mass_metric(self.model, q, self.metric))
         return q, v
+
+
+class EngineLoopClosure:
+    """The loops' correction of a distributed run, on the pieces of the state each process holds:
+    :func:`partree.parallel.correction.correct` with the backend's collective correction step.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(q, qd, rows) -> (dx, max |Phi|)`` over this process's pieces (collective).
+    retract : callable
+        ``retract(q, dv) -> q (+) dv`` on the same pieces (``StateSpace.retract``).
+    correct, tol :
+        As for :class:`LoopClosure` ('full' projects q and qd, 'velocity' qd only).
+    """
+
+    def __init__(self, step, retract, correct="full", tol=1e-12):
+        self.step, self.retract, self.correct, self.tol = step, retract, correct, tol
+
+    def __call__(self, q, v):
+        if self.correct == "none":
+            return q, v
+        return engine_correct(self.step, self.retract, q, v, tol=self.tol, polish=2,
+                              positions=self.correct == "full")

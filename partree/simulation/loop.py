@@ -470,6 +470,11 @@ class Backend:
         momentum form, ``(integrator, q, p)``: the loop then carries p where it says v)."""
         raise NotImplementedError
 
+    def step_closure(self, closure):
+        """The loops' correction after each step on this backend's state: ``closure`` itself
+        (a :class:`~.closure.LoopClosure` on the whole state) unless the backend distributes it."""
+        return closure
+
     def put_state(self, integ, info, state):
         """Resume: distribute the root's loaded ``state`` (dict q, v[, fsal]) and set the
         integrator's state from ``info``.  Returns ``(q, v)``."""
@@ -669,6 +674,8 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
     with backend.guard():
         integ, q, v = backend.start(model, dyn, opts, q_full, v_full, space)
         del q_full, v_full
+        if closure is not None:
+            closure = backend.step_closure(closure)
         adaptive = bool(getattr(integ, "adaptive", False))
         tick = opts.dt * opts.save_every if adaptive else opts.dt
         n_ticks = max(1, int(math.ceil(opts.t_end / tick - 1e-9)))

@@ -211,13 +211,31 @@ class MPIBackend(DistributedBackend):
                              path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
         L = LocalLayout(self.eng.parts)
         self.f = MPILocalDynamics(self.eng, L, dyn.restrict(L.vsel, L.qsel, L.bodies))
-        space = StateSpace(L, allreduce=ordered_allreduce(self.comm))
+        space = self.space = StateSpace(L, allreduce=ordered_allreduce(self.comm))
         kw = dict(rtol=opts.rtol, atol=opts.atol, h0=opts.h0, max_steps=opts.max_steps)
         if opts.h_max is not None:
             kw["h_max"] = opts.h_max
         integ = make_integrator(opts.integrator, self.f, space, **kw)
         self.gather = MPIGather(self.comm, L)
         return integ, q[L.qsel].copy(), v[L.vsel].copy()
+
+    def step_closure(self, closure):
+        """The loops' correction on this rank's pieces (:class:`~.closure.EngineLoopClosure`):
+        each step is one engine evaluation (``MPIEngine.correction_step_local``)."""
+        from .closure import EngineLoopClosure
+
+        L = self.f.layout
+        P = len(self.eng.parts)
+
+        def step(q, v, rows):
+            out, err = self.eng.correction_step_local([q[L.qsl[j]] for j in range(P)],
+                                                      [v[L.vsl[j]] for j in range(P)], rows)
+            dx = np.empty(L.nv)
+            for j in range(P):
+                dx[L.vsl[j]] = out[j]
+            return dx, err
+
+        return EngineLoopClosure(step, self.space.retract, closure.correct, closure.tol)
 
     def put_state(self, integ, info, state):
         st = state if self.root else {}
