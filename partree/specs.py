@@ -267,7 +267,9 @@ def _body_count(name, kwargs):
         if p in kwargs and isinstance(kwargs[p], (int, float)) and not isinstance(kwargs[p], bool):
             return kwargs[p]
     if key == "scissor" and isinstance(kwargs.get("units"), (int, float)):
-        return 3 * kwargs["units"]
+        # planar: at most 3 bodies a unit (with hubs); spatial sections: 3 per side and unit
+        sides = {"triangle": 3, "square": 4}.get(str(kwargs.get("section", "planar")).lower(), 1)
+        return 3 * sides * kwargs["units"] + (sides if sides > 1 else 1)
     return None
 
 
