@@ -11,8 +11,9 @@ loops a partition splits at the root, as in the dynamics; no mass matrix or Jaco
 
 :func:`correct` holds the iteration, written once for every backend: it takes the backend's
 ``step(q, qd, rows) -> (dx, max |Phi| at q)`` (collective where the state is distributed: the
-violation is the maximum over all processes, so that all take the same decisions) and its
-``retract(q, dv) -> q (+) dv``.  The steps and their line search are those of
+violation is the maximum over all processes, so that all take the same decisions), its
+``retract(q, dv, s) -> q (+) s dv`` and ``add(qd, dx) -> qd + dx`` (the vectors may live on
+workers: the iteration only combines them through these).  The steps and their line search are those of
 ``partree.algorithms.loop_correction`` (``correct_state`` with ``metric='mass'``), whose metric
 is M at the first iterate while these take M at each one: the results agree to the square of
 the violation corrected.
@@ -37,7 +38,7 @@ def project_positions(step, retract, q, qd, tol=1e-12, max_iter=20, polish=0):
             break
         s = 1.0
         for _ in range(30):
-            qn = retract(q, s * dv)
+            qn = retract(q, dv, s)
             dvn, en = step(qn, qd, "position")
             if en < err or s < 1e-6 or err <= tol:
                 break
@@ -49,10 +50,10 @@ def project_positions(step, retract, q, qd, tol=1e-12, max_iter=20, polish=0):
                             f"{max_iter} Gauss-Newton steps")
 
 
-def correct(step, retract, q, qd, tol=1e-12, max_iter=20, polish=0, positions=True):
+def correct(step, retract, q, qd, tol=1e-12, max_iter=20, polish=0, positions=True, add=None):
     """(q, qd) on the manifold: the coordinates by :func:`project_positions` (unless
     ``positions`` is False), then qd + dx with J dx = -J qd in the mass metric."""
     if positions:
         q, _ = project_positions(step, retract, q, qd, tol, max_iter, polish)
     dx, _ = step(q, qd, "velocity")
-    return q, qd + dx
+    return q, (qd + dx) if add is None else add(qd, dx)

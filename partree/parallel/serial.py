@@ -78,7 +78,7 @@ class SerialEngine:
         from .correction import correct
 
         q, qd = checks.state(self.model, q, qd)
-        return correct(self.correction_step, lambda x, dv: integrate(self.model, x, dv), q, qd, tol=tol,
+        return correct(self.correction_step, lambda x, dv, s: integrate(self.model, x, s * dv), q, qd, tol=tol,
                        max_iter=max_iter, polish=polish)
 
     def constraint_forces(self, q, qd, tau, f_ext=None):

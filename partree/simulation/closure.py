@@ -8,7 +8,7 @@ point.
 
 The corrections are the smallest in the kinetic-energy metric (``metric='mass'`` of
 :func:`partree.correct_state`; the Euclidean one for models with more than 256 degrees of
-freedom, ``loop_correction.MASS_LIMIT``); on the distributed backends (MPI) the engine's
+freedom, ``loop_correction.MASS_LIMIT``); on the distributed backends (MPI, Dask) the engine's
 corrections in the mass metric, O(N) and never on the whole state (:class:`EngineLoopClosure`,
 ``partree.parallel.correction``).  This is what carries a run through singular
 configurations (a four-bar whose bars align): there the integrator's error in the directions
@@ -90,16 +90,18 @@ class EngineLoopClosure:
     step : callable
         ``step(q, qd, rows) -> (dx, max |Phi|)`` over this process's pieces (collective).
     retract : callable
-        ``retract(q, dv) -> q (+) dv`` on the same pieces (``StateSpace.retract``).
+        ``retract(q, dv, s) -> q (+) s dv`` on the same pieces (``StateSpace.retract``).
     correct, tol :
         As for :class:`LoopClosure` ('full' projects q and qd, 'velocity' qd only).
+    add : callable, optional
+        ``add(v, dx) -> v + dx`` for vectors that are not arrays (the Dask backend's).
     """
 
-    def __init__(self, step, retract, correct="full", tol=1e-12):
-        self.step, self.retract, self.correct, self.tol = step, retract, correct, tol
+    def __init__(self, step, retract, correct="full", tol=1e-12, add=None):
+        self.step, self.retract, self.correct, self.tol, self.add = step, retract, correct, tol, add
 
     def __call__(self, q, v):
         if self.correct == "none":
             return q, v
         return engine_correct(self.step, self.retract, q, v, tol=self.tol, polish=2,
-                              positions=self.correct == "full")
+                              positions=self.correct == "full", add=self.add)

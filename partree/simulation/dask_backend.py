@@ -139,6 +139,12 @@ class SimActor:
             if key is not None:
                 x[key] = arr
 
+    def _op_retract(self, out, q, dv, s):
+        self.x[out[0]] = self.sp.retract(self.x[q], s * self.x[dv])
+
+    def _op_add(self, out, v, dx):
+        self.x[out[0]] = self.x[v] + self.x[dx]
+
     def _op_se_step(self, out, q, v, a, h):
         x = self.x
         v1 = x[v] + h * x[a]
@@ -154,6 +160,13 @@ class SimActor:
         self._run(ops)
         tau = self.inputs.tau(t, self.x[q], self.x[v])
         return tuple(a.copy() for a in self.pk.reduce(v_in, tau, self.inputs.f_ext))
+
+    def reduce_rows(self, ops, q, v, v_in, rows):
+        """A loop correction's reduction (no joint forces; ``PartKernel.reduce(..., rows)``) and
+        the part's loop violation max |Phi|."""
+        self._run(ops)
+        red = tuple(a.copy() for a in self.pk.reduce(v_in, np.zeros(self.pk.nv), None, rows=rows))
+        return red, self.pk.loop_violation()
 
     def erk_error(self, ops, kind, q, v, q1, v1, h, atol, rtol, coefs, coefs2, Kq, Kv):
         self._run(ops)
@@ -392,6 +405,19 @@ class DaskLocalDynamics:
         ctx.queue_each("solve", [(qdd.key, a_in[k], g[k]) for k in range(ctx.nparts)])
         return qdd
 
+    def correction_step(self, q, v, rows):
+        """One step of the loops' corrections (``partree.parallel.correction``): two round
+        trips as for an evaluation; dx stays on the workers, the violation comes back."""
+        eng, ctx, R = self.eng, self.ctx, self.R
+        vel = ctx.call("velocity", (q, v))
+        v_in = R.compose_velocities(eng.tree, vel)
+        got = ctx.call("reduce_rows", [(q, v, v_in[k], rows) for k in range(ctx.nparts)])
+        a_in, g = R.solve(eng.tree, [x[0] for x in got], np.zeros(6), rows=rows)
+        err = max([float(x[1]) for x in got] + [R.root_violation(eng.tree)])
+        dx = ctx.new()
+        ctx.queue_each("solve", [(dx.key, a_in[k], g[k]) for k in range(ctx.nparts)])
+        return dx, err
+
     def tau(self, t, q, v):
         """The joint forces at (t, q, v) (a DaskVector; for recording)."""
         out = self.ctx.new()
@@ -453,6 +479,15 @@ class DaskBackend(DistributedBackend):
             kw["h_max"] = opts.h_max
         integ = dask_integrator(opts.integrator, self.f, ctx, **kw)
         return integ, ctx.put([q[s_] for s_ in self.qsel]), ctx.put([v[s_] for s_ in self.vsel])
+
+    def step_closure(self, closure):
+        """The loops' correction on the workers (:class:`~.closure.EngineLoopClosure`): each
+        step two round trips, the retractions and the final sum queued on the actors."""
+        from .closure import EngineLoopClosure
+
+        ctx = self.ctx
+        return EngineLoopClosure(self.f.correction_step, lambda q, dv, s: ctx.op("retract", 1, q, dv, float(s))[0],
+                                 closure.correct, closure.tol, add=lambda v, dx: ctx.op("add", 1, v, dx)[0])
 
     def put_state(self, integ, info, state):
         istate = dict(info["integrator"])

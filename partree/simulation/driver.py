@@ -134,13 +134,9 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
     if opts.backend != "serial" and (dynamics is not None or space is not None):
         raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
                                 "backends (they build their own local ones)")
-    if opts.backend not in ("serial", "mpi") and len(getattr(model, "loops", ())):
-        raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: its simulation runs on the "
-                                f"serial and MPI backends (partree.forward_dynamics and partree.constraint_forces "
-                                f"solve loops on every backend)")
-    if opts.backend == "mpi" and opts.singular_band and len(getattr(model, "loops", ())):
+    if opts.backend != "serial" and opts.singular_band and len(getattr(model, "loops", ())):
         raise PartreeInputError("singular_band (the dense tangent-space acceleration correction) is for serial "
-                                "runs; the MPI backend's corrections are the engine's, in the mass metric")
+                                "runs; the distributed backends' corrections are the engine's, in the mass metric")
     backend = make_backend(opts.backend, comm=comm, client=client)
     return run_loop(backend, model, opts, inputs, dynamics=dynamics, space=space, step_hook=_step_hook,
                     probe=_probe)

@@ -235,7 +235,7 @@ class MPIBackend(DistributedBackend):
                 dx[L.vsl[j]] = out[j]
             return dx, err
 
-        return EngineLoopClosure(step, self.space.retract, closure.correct, closure.tol)
+        return EngineLoopClosure(step, lambda q, dv, s: self.space.retract(q, s * dv), closure.correct, closure.tol)
 
     def put_state(self, integ, info, state):
         st = state if self.root else {}

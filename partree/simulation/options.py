@@ -230,8 +230,8 @@ class SimulationOptions:
         nothing (the violation then drifts with the integration error).  The projections are
         the smallest changes in the kinetic-energy metric (``metric='mass'``; on the serial
         backend the Euclidean one for models with more than 256 degrees of freedom, on the MPI
-        backend always the mass metric, through the engine: ``partree.parallel.correction``;
-        the Dask backend does not run models with loops): at a singular configuration (a
+        and Dask backends always the mass metric, through the engine:
+        ``partree.parallel.correction``): at a singular configuration (a
         four-bar whose bars align) the integration error in the directions losing rank is
         divided by the vanishing singular value and enters the accelerations as
         M^-1 J^T dlambda, which these projections remove whole, so that runs pass singular
