@@ -1,6 +1,8 @@
 """Closed scissor masts (seed 004, partree.models.scissor): the planar mast with every pin as a
 loop on a slider or pinned support, the spatial (triangle, square) masts, their mobility, the
 driving-force law, the geometry of deployment, the spec strings and the inputs refused."""
+import pickle
+
 import numpy as np
 import pytest
 
@@ -263,3 +265,43 @@ def test_the_drive_refuses_masts_it_cannot_drive():
         ScissorDrive(partree.resolve_model("chain:n=3"))
     with pytest.raises(ValueError, match="ramp"):
         ScissorDrive(scissor_mast(3, closed=True), ramp=-1.0)
+
+
+def test_the_carriage_force_alone_gives_the_drives_motion_on_every_backend_form():
+    """``carriage_torques``: the drive's force on the carriage as a per-joint function of time
+    (what the distributed backends and ``partree simulate --drive`` take) moves the mast as the
+    whole ScissorDrive does (the fixed pin's end force only adds to its pin's reaction)."""
+    m = partree.resolve_model("scissor:units=3,closed=true,support=slider")
+    drive = ScissorDrive(m)
+    ct = drive.carriage_torques()
+    assert list(ct) == [m.joint_names[m.scissor.carriage]]
+    f = next(iter(ct.values()))
+    assert f(0.0) == pytest.approx(drive.hold) and f(1.0) == pytest.approx(2 * drive.hold)
+    assert pickle.loads(pickle.dumps(f))(0.05) == f(0.05)
+    a = partree.simulate(m, 0.2, 1e-3, torques=drive, progress=False)
+    b = partree.simulate(m, 0.2, 1e-3, torques=ct, progress=False)
+    assert np.abs(a.q - b.q).max() < 1e-10
+    with pytest.raises(ValueError, match="carriage_torques"):
+        ScissorDrive(m, top=True).carriage_torques()
+    with pytest.raises(ValueError, match="carriage_torques"):
+        ScissorDrive(partree.resolve_model("scissor:units=2,section=triangle")).carriage_torques()
+
+
+def test_cli_drive(tmp_path):
+    """``partree simulate ... --drive`` deploys a closed mast; other models are refused."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "mast.npz"
+    p = subprocess.run([sys.executable, "-m", "partree", "simulate", "scissor:units=3,closed=true,support=slider",
+                        "--drive", "--t-end", "0.1", "--dt", "1e-3", "--out", str(out), "--no-progress"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = partree.load_results(str(out))
+    assert res.violation.max() < 1e-9
+    m = partree.resolve_model("scissor:units=3,closed=true,support=slider")
+    angle = [scissor_angle(m, q) for q in res.q]
+    assert angle[-1] > angle[0]
+    p = subprocess.run([sys.executable, "-m", "partree", "simulate", "chain:n=3", "--drive", "--t-end", "0.01",
+                        "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode != 0 and "--drive" in p.stderr

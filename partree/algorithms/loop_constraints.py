@@ -588,6 +588,19 @@ def constraint_terms(model, q, qd=None, dense=False, need_gamma=True):
     return terms, J, gamma
 
 
+def loop_rows(model, q, qd=None):
+    """The loops' :class:`LoopTerms` at (q, qd) (checked): phi, the velocity rows J qd, G, T, in
+    O(N + loops), without forming J (whose entries run from every loop end to the root: O(N^2)
+    for loops far down a chain)."""
+    q, qd = checks.state(model, q, np.zeros(model.nv) if qd is None else qd)
+    E, r, v, c, IA, pA, S, Rw, pw = state_kinematics(model, q, qd)
+    try:
+        return loop_terms(model.loops, Rw, pw, v)
+    except ValueError as e:
+        from ..errors import PartreeInputError
+        raise PartreeInputError(str(e)) from None
+
+
 def loop_constraints(model, q, qd=None):
     """The loops' constraints at (q, qd): violation phi, sparse Jacobian J, bias gamma.
 

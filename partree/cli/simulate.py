@@ -138,6 +138,10 @@ def add_parser(subparsers):
         help="record the wrench of these joints (the built-in job records every joint's)")
     arg("--damping", type=float, default=None, help="joint damping (same for every dof)")
     arg("--stiffness", type=float, default=None, help="joint stiffness (same for every dof)")
+    arg("--drive", action="store_true",
+        help="closed scissor masts on a slider (scissor:units=U,closed=true): seed 004's driving force at "
+             "the base, the force that holds the mast at rest doubled over 0.1 s, which deploys it "
+             "(partree.models.scissor.ScissorDrive, applied on the carriage; every backend)")
     arg("--state", choices=("neutral", "random"), default="neutral",
         help="initial state: neutral at rest (default) or random (seeded)")
     arg("--seed", type=int, default=0, help="seed of --state random")
@@ -285,6 +289,16 @@ def run(a):
             if a.state == "random":
                 rng = np.random.default_rng(a.seed)
                 kw.update(q0=model.random_configuration(rng, 0.5), qd0=model.random_velocity(rng, 0.5))
+            if a.drive:
+                from ..models.scissor import ScissorDrive
+
+                if getattr(model, "scissor", None) is None:
+                    raise PartreeInputError(f"--drive is for closed scissor masts (scissor:units=U,closed=true); "
+                                            f"model {model.name!r} has no drive law")
+                try:
+                    kw["torques"] = ScissorDrive(model).carriage_torques()
+                except ValueError as e:
+                    raise PartreeInputError(f"--drive: {e}") from None
         if root:
             print(f"{model!r}")
             if builtin:

@@ -735,6 +735,10 @@ class ScissorDrive:
             return float(self._force(t))
         return self._force * r
 
+    def carriage_torques(self):
+        """This drive as per-joint forces of time (:func:`carriage_torques`)."""
+        return carriage_torques(self)
+
     def generalized(self, q, F):
         """Joint forces (nv,) of the forces F at configuration q."""
         from ..algorithms.kinematics import forward_kinematics
@@ -760,6 +764,53 @@ class ScissorDrive:
 
     def __call__(self, t, q, qd):
         return self.generalized(q, self.force(t))
+
+
+class CarriageForce:
+    """A :class:`ScissorDrive`'s force F(t) on the carriage's slider joint: a function of time
+    alone, so that it travels to the parts of a distributed run (a per-joint torque of
+    ``partree.simulate``).  ``sign`` is the joint force of a unit pull towards the fixed pin."""
+
+    def __init__(self, drive, sign):
+        self.hold, self.gain, self.ramp, self.sign = drive.hold, drive.gain, drive.ramp, float(sign)
+        self._force = drive._force
+
+    def __call__(self, t):
+        r = 1.0 if self.ramp == 0 else min(1.0, max(0.0, float(t)) / self.ramp)
+        if self._force is None:
+            F = self.hold * (1.0 + self.gain * r)
+        elif callable(self._force):
+            F = float(self._force(t))
+        else:
+            F = self._force * r
+        return self.sign * F
+
+    def __repr__(self):
+        return f"CarriageForce(hold={self.hold!r}, gain={self.gain!r}, ramp={self.ramp!r}, sign={self.sign!r})"
+
+
+def carriage_torques(drive):
+    """The drive of a planar mast on a slider as per-joint forces of time: ``{carriage joint:
+    CarriageForce}``, for ``torques=`` on every backend (``partree simulate --drive``).
+
+    The force at the fixed pin's end (A) acts at a point the ground pin holds: it does no work
+    on any motion the loops allow and only adds to that pin's reaction.  The carriage's force
+    alone therefore gives the same motion as the whole :class:`ScissorDrive`; the ground pin's
+    reaction differs by the force at A.  Refused for ``top=True`` and the spatial sections,
+    whose driving forces act through loops (the base hubs' sliders) or on moving bars."""
+    lay, m = drive.layout, drive.model
+    if lay.sides != 1 or lay.carriage < 0 or drive.top:
+        raise ValueError("carriage_torques is for the planar mast on a slider driven at its base (top=False); "
+                         "use the ScissorDrive itself (a function of the whole state, serial backend)")
+    from ..algorithms.kinematics import forward_kinematics
+
+    kin = forward_kinematics(m, m.neutral())
+    pts = [kin.p[b] + kin.R[b] @ x for b, x in lay.base_points()]
+    inward = np.mean(pts, axis=0) - pts[0]          # the carriage's end (B_0's lower end) is the first
+    inward[2] = 0.0
+    c = lay.carriage
+    axis = kin.R[c] @ m.axis[c]
+    return {m.joint_names[c]: CarriageForce(drive, float(axis @ inward / np.linalg.norm(inward)))}
 
 
 def scissor_drive(model, force=None, gain=1.0, ramp=0.1, top=False):
