@@ -305,3 +305,19 @@ def test_cli_drive(tmp_path):
     p = subprocess.run([sys.executable, "-m", "partree", "simulate", "chain:n=3", "--drive", "--t-end", "0.01",
                         "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
     assert p.returncode != 0 and "--drive" in p.stderr
+
+
+def test_lock_up_is_refused_by_the_drive_and_stays_finite_with_the_carriage_force():
+    """Driven hard, the mast reaches lock-up (base ends together, every bar upright): the
+    ScissorDrive refuses the state with a clear error; the carriage force (a function of time,
+    blind to the state) carries the run through it, finite and closed: the carriage passes the
+    fixed pin and the planar mechanism opens again the other way (the model has no stop)."""
+    m = partree.resolve_model("scissor:units=3,closed=true,support=slider")
+    with pytest.raises(PartreeInputError, match="lock-up"):
+        partree.simulate(m, 0.6, 1e-3, torques=ScissorDrive(m, force=2000.0, ramp=0.0), progress=False)
+    res = partree.simulate(m, 0.6, 1e-3, torques=ScissorDrive(m, force=2000.0, ramp=0.0).carriage_torques(),
+                           progress=False, save_every=20)
+    assert np.all(np.isfinite(res.q)) and np.all(np.isfinite(res.qd))
+    assert res.violation.max() < 1e-9
+    c = m.scissor.carriage
+    assert res.q[:, m.idx_q[c]].max() > m.scissor.length * np.cos(m.scissor.angle)     # past the fixed pin

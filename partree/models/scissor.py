@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import joints as J
 from ..loops import KINDS, LoopSet
+from ..errors import PartreeInputError
 from ..model import Model
 from ..spatial import roty
 from .generators import VALIDATE_LIMIT, diag_inertia
@@ -45,6 +46,7 @@ SCISSOR_ANGLE_DEG = 30.0         # deg, paper (initial angle theta_1)
 SCISSOR_UNITS = 3                # paper (a 3-level scissor mechanism)
 CARRIAGE_MASS = 0.01             # kg, chosen: the slider carriage (about 2.4 % of a bar)
 CARRIAGE_SIZE = 0.03             # m, chosen: the carriage, a uniform cube (its inertia only)
+LOCKUP_SPREAD = 1e-3             # of a bar length: base ends closer than this are at lock-up (ScissorDrive)
 CORNER_HUB_MASS = 0.05           # kg, chosen: the corner hubs of the spatial sections
 HUB_RADIUS = 0.02                # m, chosen: hubs are uniform solid spheres
 #: closest approach of the angle to the lock-ups at 0 and 90 deg (rad) that a closed mast accepts:
@@ -739,12 +741,13 @@ class ScissorDrive:
         """This drive as per-joint forces of time (:func:`carriage_torques`)."""
         return carriage_torques(self)
 
-    def generalized(self, q, F):
-        """Joint forces (nv,) of the forces F at configuration q."""
+    def generalized(self, q, F, kin=None):
+        """Joint forces (nv,) of the forces F at configuration q (``kin``: its kinematics, if
+        already at hand)."""
         from ..algorithms.kinematics import forward_kinematics
 
         m = self.model
-        kin = forward_kinematics(m, q)
+        kin = forward_kinematics(m, q) if kin is None else kin
         tau = np.zeros(m.nv)
         it = iter(self._paths)
         for pts in self._levels:
@@ -763,13 +766,38 @@ class ScissorDrive:
         return tau
 
     def __call__(self, t, q, qd):
-        return self.generalized(q, self.force(t))
+        from ..algorithms.kinematics import forward_kinematics
+
+        kin = forward_kinematics(self.model, q)
+        self.check_lockup(t, q, kin)
+        return self.generalized(q, self.force(t), kin)
+
+    def check_lockup(self, t, q, kin=None):
+        """Refuse a state at lock-up: the base ends (A and C) drawn together to within
+        ``LOCKUP_SPREAD`` of a bar length, every bar upright and aligned (theta_1 = 90 deg).
+        There the mechanism is singular and gains a rotation of the folded mast about its
+        coincident base ends, which a drive would spin it into: a real mast has a stop there,
+        which the model does not hold."""
+        from ..algorithms.kinematics import forward_kinematics
+
+        kin = forward_kinematics(self.model, q) if kin is None else kin
+        P = np.array([kin.p[b] + kin.R[b] @ x for b, x in self._levels[0]])
+        spread = float(np.abs(P[:, :2] - P[:, :2].mean(axis=0)).max())
+        if spread < LOCKUP_SPREAD * self.layout.length:
+            raise PartreeInputError(f"the scissor mast reached lock-up at t = {float(t):.6g} s: its base ends are "
+                                    f"{spread:.3g} m apart, every bar upright (theta_1 = 90 deg); the mechanism is "
+                                    f"singular there and the model has no stop: end the run before (t_end) or "
+                                    f"lower the driving force")
 
 
 class CarriageForce:
     """A :class:`ScissorDrive`'s force F(t) on the carriage's slider joint: a function of time
     alone, so that it travels to the parts of a distributed run (a per-joint torque of
-    ``partree.simulate``).  ``sign`` is the joint force of a unit pull towards the fixed pin."""
+    ``partree.simulate``).  ``sign`` is the joint force of a unit pull towards the fixed pin.
+    Being a function of time, it does not see the state and cannot refuse lock-up as
+    :meth:`ScissorDrive.check_lockup` does: a run driven past it stays finite and closed, the
+    carriage passing the fixed pin and the planar mechanism opening again the other way (the
+    model has no stop)."""
 
     def __init__(self, drive, sign):
         self.hold, self.gain, self.ramp, self.sign = drive.hold, drive.gain, drive.ramp, float(sign)
