@@ -248,3 +248,27 @@ def test_cli_without_matplotlib_names_the_extra(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "partree[plot]" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "a.png").exists()
+
+
+def test_closed_loops_are_drawn_to_their_cut_joints():
+    """A model with loops: each loop end's body is drawn from its origin to its frame of the cut
+    joint (the rest of a scissor bar), the cut joints as markers, and they follow an animation."""
+    m = partree.resolve_model("scissor:units=3,closed=true,support=slider")
+    d = TreeDrawing(m)
+    joints, coms = d.points(m.neutral())
+    o, e = d._loop_points
+    L = m.loops
+    assert o.shape == e.shape == (int(np.count_nonzero(L.body_a >= 0) + np.count_nonzero(L.body_b >= 0)), 3)
+    # the loops close at q = 0: the two ends of each loop between bodies meet
+    k = 0
+    for a_, b_ in zip(L.body_a, L.body_b):
+        if a_ >= 0 and b_ >= 0:
+            assert np.abs(e[k] - e[k + 1]).max() < 1e-12
+        k += int(a_ >= 0) + int(b_ >= 0)
+    fig = new_figure()
+    ax = fig.add_subplot(projection="3d")
+    art = d.draw(ax, joints, coms)
+    assert "loops" in art and "cuts" in art
+    q1 = m.neutral() + 0.01
+    d.update(art, *d.points(q1))
+    assert np.allclose(np.asarray(art["loops"]._segments3d)[:, 1], d._loop_points[1])

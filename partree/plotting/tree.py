@@ -409,6 +409,20 @@ class TreeDrawing:
         self.names = None
         if n <= int(labels):
             self.names = [model.joint_names[int(i)] for i in b]
+        # closed loops whose bodies are drawn (or the world): each body's origin to its frame of
+        # the cut joint (the rest of a scissor bar, a coupler's tip), the cut joint a marker
+        self.loop_ends = None
+        loops = getattr(model, "loops", ())
+        if len(loops):
+            drawn = np.zeros(n, dtype=bool)
+            drawn[b] = True
+            a_, b_ = loops.body_a, loops.body_b
+            ok = ((a_ < 0) | drawn[np.maximum(a_, 0)]) & ((b_ < 0) | drawn[np.maximum(b_, 0)])
+            ends = [(int(x), p) for l in np.flatnonzero(ok)
+                    for x, p in ((a_[l], loops.p_a[l]), (b_[l], loops.p_b[l])) if x >= 0]
+            if ends:
+                self.loop_ends = (np.array([e[0] for e in ends], dtype=np.int64), np.array([e[1] for e in ends]))
+        self._loop_points = None
 
     # ------------------------------------------------------------------ geometry
     @property
@@ -435,6 +449,9 @@ class TreeDrawing:
         b = self.bodies
         joints = kin.p[b]
         coms = joints + np.einsum("nij,nj->ni", kin.R[b], self.model.com[b]) if self.com else None
+        if self.loop_ends is not None:       # kept for the next draw / update (with these points)
+            x, p = self.loop_ends
+            self._loop_points = (kin.p[x], kin.p[x] + np.einsum("nij,nj->ni", kin.R[x], p))
         return joints, coms
 
     def visible_points(self, joints, coms):
@@ -442,6 +459,8 @@ class TreeDrawing:
         parts = [joints, self.base_points]
         if coms is not None:
             parts.append(coms)
+        if self._loop_points is not None:
+            parts.append(self._loop_points[1])
         return np.concatenate(parts)
 
     def _segments(self, joints, coms):
@@ -499,6 +518,13 @@ class TreeDrawing:
             if self.com and k <= 500:
                 art["coms"] = ax.scatter(*coms.T, s=0.45 * ms, color="0.15", marker="o", depthshade=False,
                                          zorder=3, label="centre of mass")
+        if self._loop_points is not None:
+            o, e = self._loop_points
+            art["loops"] = ax.add_collection3d(Line3DCollection(np.stack([o, e], axis=1), colors=seg_c[:1],
+                                                                linewidths=lw, capstyle="round", zorder=2))
+            if not self.large:
+                art["cuts"] = ax.scatter(*e.T, s=ms, marker="o", facecolor="0.85", edgecolor="C3",
+                                         linewidths=1.0, depthshade=False, zorder=3, label="loop (cut joint)")
         if self.base_points.size:
             art["base"] = ax.scatter(*self.base_points.T, s=70 if k <= 500 else 40, marker="s", color="black",
                                      depthshade=False, zorder=4, label="base (fixed)")
@@ -546,6 +572,11 @@ class TreeDrawing:
             art["coms"]._offsets3d = tuple(coms.T)
         if "floating" in art:
             art["floating"]._offsets3d = tuple(joints[self.free_root].T)
+        if "loops" in art and self._loop_points is not None:
+            o, e = self._loop_points
+            art["loops"].set_segments(np.stack([o, e], axis=1))
+            if "cuts" in art:
+                art["cuts"]._offsets3d = tuple(e.T)
         if "labels" in art:
             for t in art["labels"]:
                 t.remove()
