@@ -10,7 +10,7 @@ r = -J qd for the velocity projection (eq. 28).  The loops inside parts are elim
 loops a partition splits at the root, as in the dynamics; no mass matrix or Jacobian is formed.
 
 :func:`correct` holds the iteration, written once for every backend: it takes the backend's
-``step(q, qd, rows) -> (dx, max |Phi| at q)`` (collective where the state is distributed: the
+``step(q, qd, rows) -> (dx, max abs(Phi) at q)`` (collective where the state is distributed: the
 violation is the maximum over all processes, so that all take the same decisions), its
 ``retract(q, dv, s) -> q (+) s dv`` and ``add(qd, dx) -> qd + dx`` (the vectors may live on
 workers: the iteration only combines them through these).  The steps and their line search are those of
@@ -24,7 +24,7 @@ from ..errors import PartreeInputError
 
 
 def project_positions(step, retract, q, qd, tol=1e-12, max_iter=20, polish=0):
-    """Gauss-Newton steps in the mass metric until max |Phi| <= tol, then up to ``polish`` more
+    """Gauss-Newton steps in the mass metric until max abs(Phi) <= tol, then up to ``polish`` more
     while they still reduce it.  Returns (q, violation)."""
     dv, err = step(q, qd, "position")
     err0 = err

@@ -228,7 +228,7 @@ class LoopPartKernel(PartKernel):
         return self.qdd
 
     def loop_violation(self):
-        """max |Phi| of the part's loops at the last ``reduce``."""
+        """max abs(Phi) of the part's loops at the last ``reduce``."""
         return float(np.abs(self._terms.phi).max(initial=0.0)) if self._terms is not None else 0.0
 
     def loop_wrenches(self):

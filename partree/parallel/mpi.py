@@ -325,7 +325,7 @@ class MPIEngine:
     def correction_step_local(self, qs, qds, rows):
         """One step of the loops' corrections over this rank's parts (collective; see
         :mod:`partree.parallel.correction`): each local part's dx (copies) with J dx = -Phi
-        (``rows='position'``) or -J qd (``'velocity'``) in the mass metric, and max |Phi| over
+        (``rows='position'``) or -J qd (``'velocity'``) in the mass metric, and max abs(Phi) over
         every loop (an allreduce: every rank gets the same)."""
         from mpi4py import MPI
 

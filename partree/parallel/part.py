@@ -320,7 +320,7 @@ class PartKernel:
         return ws["F"], ws["FS"], ws["FT"]
 
     def loop_violation(self):
-        """max |Phi| of the loops the part holds at the last ``reduce`` (0 without loops)."""
+        """max abs(Phi) of the loops the part holds at the last ``reduce`` (0 without loops)."""
         return 0.0
 
     def loop_pieces(self):

@@ -151,7 +151,7 @@ class RootLoops:
 
 
 def root_violation(tree):
-    """max |Phi| of the loops at the root at the last observed state (0 without them)."""
+    """max abs(Phi) of the loops at the root at the last observed state (0 without them)."""
     if tree is None or tree.loops is None or tree.loops.terms is None:
         return 0.0
     return float(np.abs(tree.loops.terms.phi).max(initial=0.0))

@@ -64,7 +64,7 @@ class SerialEngine:
 
     def correction_step(self, q, qd, rows):
         """One step of the loops' corrections through the decomposition (see
-        :mod:`partree.parallel.correction`): (dx, max |Phi| at q), dx the smallest change in the
+        :mod:`partree.parallel.correction`): (dx, max abs(Phi) at q), dx the smallest change in the
         kinetic-energy metric with J dx = -Phi (``rows='position'``) or J dx = -J qd
         (``'velocity'``)."""
         dx = self._evaluate(q, qd, np.zeros(self.model.nv), None, rows)

@@ -108,7 +108,7 @@ class EngineLoopClosure:
     Parameters
     ----------
     step : callable
-        ``step(q, qd, rows) -> (dx, max |Phi|)`` over this process's pieces (collective).
+        ``step(q, qd, rows) -> (dx, max abs(Phi))`` over this process's pieces (collective).
     retract : callable
         ``retract(q, dv, s) -> q (+) s dv`` on the same pieces (``StateSpace.retract``).
     correct, tol :
