@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+import partree
 from partree.simulation import load_results
 
 
@@ -82,3 +83,39 @@ def test_command_line_rebuilt_when_not_run_as_partree_simulate(tmp_path):
     cmd = load_results(tmp_path / "r.npz").command
     assert cmd == ["partree", "simulate", "chain:n=3", "--t-end", "0.02", "--dt", "0.01", "--out",
                    str(tmp_path / "r.npz"), "--no-plot", "--wrench-joints", "j0", "--no-progress"]
+
+
+def test_prescribe_runs_hybrid_dynamics_from_json(tmp_path):
+    """``--prescribe``: the named joints follow their motions (sine, polynomial) from the start,
+    the run equals ``simulate(..., prescribed=...)``; bad specifications are refused by name."""
+    import json
+
+    from partree.simulation.motions import PolynomialMotion, SineMotion, initial_state
+
+    spec = {"j1": {"sine": {"amplitude": 0.3, "omega": 2.0, "phase": 0.1}}, "j3": {"polynomial": [0.2, 0.5, -0.25]}}
+    (tmp_path / "motion.json").write_text(json.dumps(spec))
+    p = _cli(["chain:n=4", "--prescribe", "motion.json", "--t-end", "0.2", "--dt", "1e-3", "--out", "h.npz",
+              "--no-progress"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = partree.load_results(str(tmp_path / "h.npz"))
+    assert np.abs(res.q[:, 1] - 0.3 * np.sin(2.0 * res.t + 0.1)).max() < 1e-10
+    assert np.abs(res.q[:, 3] - (0.2 + 0.5 * res.t - 0.25 * res.t ** 2)).max() < 1e-10
+    m = partree.resolve_model("chain:n=4")
+    pres = {"j1": SineMotion(0.3, 2.0, 0.1), "j3": PolynomialMotion([0.2, 0.5, -0.25])}
+    q0, qd0 = initial_state(m, pres, m.neutral(), np.zeros(m.nv))
+    ref = partree.simulate(m, 0.2, 1e-3, q0=q0, qd0=qd0, prescribed=pres, progress=False)
+    assert np.abs(ref.q - res.q).max() < 1e-12
+    # the motions' derivatives are the derivatives of q
+    for f in pres.values():
+        h = 1e-5
+        q_m, q_0, q_p = f(0.3 - h)[0], f(0.3), f(0.3 + h)[0]
+        assert abs((q_p - q_m) / (2 * h) - q_0[1]) < 1e-8 and abs((q_p - 2 * q_0[0] + q_m) / h ** 2 - q_0[2]) < 1e-4
+    for bad, msg in [('{"nope": {"sine": {"amplitude": 1, "omega": 1}}}', "no joint 'nope'"),
+                     ('{"j1": {"cosine": {}}}', "unknown prescribed motion"),
+                     ('{"j1": {"sine": {"amplitude": 1}}}', "needs amplitude and omega"),
+                     ('not json', "not a JSON object")]:
+        p = _cli(["chain:n=4", "--prescribe", bad, "--t-end", "0.01", "--no-progress"], cwd=tmp_path)
+        assert p.returncode != 0 and msg in p.stderr, p.stderr
+    p = _cli(["chain:n=3,joint=spherical", "--prescribe", '{"j1": {"polynomial": [0]}}', "--t-end", "0.01",
+              "--no-progress"], cwd=tmp_path)
+    assert p.returncode != 0 and "one-DOF" in p.stderr

@@ -138,6 +138,11 @@ def add_parser(subparsers):
         help="record the wrench of these joints (the built-in job records every joint's)")
     arg("--damping", type=float, default=None, help="joint damping (same for every dof)")
     arg("--stiffness", type=float, default=None, help="joint stiffness (same for every dof)")
+    arg("--prescribe", default=None, metavar="JSON",
+        help="prescribed motion of one-DOF joints (hybrid dynamics, serial backend): a JSON object or "
+             "file {\"joint\": motion}, motion {\"sine\": {\"amplitude\": A, \"omega\": w, \"phase\": p, "
+             "\"offset\": c}} or {\"polynomial\": [c0, c1, ...]}; those joints start on their motion, "
+             "e.g. --prescribe '{\"j1\": {\"sine\": {\"amplitude\": 0.05, \"omega\": 1}}}'")
     arg("--drive", action="store_true",
         help="closed scissor masts on a slider (scissor:units=U,closed=true): seed 004's driving force at "
              "the base, the force that holds the mast at rest doubled over 0.1 s, which deploys it "
@@ -289,6 +294,12 @@ def run(a):
             if a.state == "random":
                 rng = np.random.default_rng(a.seed)
                 kw.update(q0=model.random_configuration(rng, 0.5), qd0=model.random_velocity(rng, 0.5))
+            if a.prescribe is not None:
+                from ..simulation.motions import initial_state, prescribed_from_json
+
+                kw["prescribed"] = prescribed_from_json(a.prescribe, model)
+                kw["q0"], kw["qd0"] = initial_state(model, kw["prescribed"], kw.get("q0", model.neutral()),
+                                                    kw.get("qd0", np.zeros(model.nv)))
             if a.drive:
                 from ..models.scissor import ScissorDrive
 
