@@ -634,3 +634,32 @@ def test_bad_input_is_refused_clearly(case):
     fn, pattern = REFUSED[case]
     with pytest.raises(PartreeInputError, match=pattern):
         fn(_chain())
+
+
+@pytest.mark.parametrize("kind", ["weld", "prismatic", "revolute", "universal", "spherical", "distance"])
+def test_loop_constraints_are_the_derivatives_of_phi_off_closure(kind):
+    """J = Phi_q and gamma = -J' qd at a configuration that does not close the loop (the
+    rotation-vector rows of weld and prismatic loops through the inverse left Jacobian of
+    SO(3)), against central differences along a motion."""
+    from partree.configuration import integrate
+    from partree.models.generators import random_tree
+
+    rng = np.random.default_rng(7)
+    extra = {"length": 0.7} if kind == "distance" else {}
+    m = random_tree(12, seed=2).with_loops([Loop("L", kind, 8, 11, (rotation(rng), (0.1, 0.2, 0.0)),
+                                                 (rotation(rng), (0.0, 0.1, 0.3)), **extra)])
+    q, qd, qdd = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
+    lc = partree.loop_constraints(m, q, qd)
+    assert np.abs(lc.phi).max() > 0.04                      # far from closed
+    J = lc.J.toarray()
+    h = 1e-6
+    for v in (qd, rng.normal(size=m.nv)):
+        fd = (partree.loop_constraints(m, integrate(m, q, h * v)).phi -
+              partree.loop_constraints(m, integrate(m, q, -h * v)).phi) / (2 * h)
+        assert np.abs(J @ v - fd).max() < 1e-7 * max(1.0, np.abs(fd).max())
+    assert np.abs(J @ qd - lc.velocity).max() < 1e-12
+
+    def rows(t):
+        return partree.loop_constraints(m, integrate(m, q, t * qd + 0.5 * t * t * qdd), qd + t * qdd).velocity
+    fd2 = (rows(h) - rows(-h)) / (2 * h)
+    assert np.abs(fd2 - (J @ qdd - lc.gamma)).max() < 1e-6 * max(1.0, np.abs(fd2).max())

@@ -569,9 +569,60 @@ def jacobian(model, terms, S, Rw, pw, dense=False):
     return J
 
 
+def _left_jacobian_inverse(th):
+    """J_l(theta)^-1 of SO(3) for rotation vectors th (K, 3), real or complex (the complex step
+    differentiates it): theta' = J_l^-1 w for R' = [w]x R, R = exp([theta]x)."""
+    K = th.shape[0]
+    out = np.zeros((K, 3, 3), dtype=th.dtype)
+    out[:, 0, 0] = out[:, 1, 1] = out[:, 2, 2] = 1.0
+    S = np.zeros((K, 3, 3), dtype=th.dtype)
+    S[:, 0, 1], S[:, 0, 2], S[:, 1, 2] = -th[:, 2], th[:, 1], -th[:, 0]
+    S[:, 1, 0], S[:, 2, 0], S[:, 2, 1] = th[:, 2], -th[:, 1], th[:, 0]
+    a2 = np.einsum("ki,ki->k", th, th)                # |theta|^2 (no abs: analytic for the complex step)
+    small = np.abs(a2) < 1e-8
+    a = np.sqrt(np.where(small, 1.0, a2))
+    c = np.where(small, 1.0 / 12.0 + a2 / 720.0,
+                 1.0 / np.where(small, 1.0, a2) - (1.0 + np.cos(a)) / (2.0 * a * np.sin(a)))
+    return out - 0.5 * S + c[:, None, None] * (S @ S)
+
+
+def _exact_rotation_rows(loops, terms, J, gamma):
+    """Make the rotation-vector rows of weld and prismatic loops (rows 0-2, Phi = the rotation
+    vector theta of R_A^T R_B) the exact derivatives of Phi: their velocity-level rows are the
+    relative angular velocity w (in A's axes), and theta' = J_l(theta)^-1 w.  J's rows and the
+    velocity rows are multiplied by A = J_l^-1, gamma becomes A gamma - A' w (A' by a complex
+    step along theta' = A w).  At a closed loop theta = 0 and nothing changes.  In place."""
+    sel = np.flatnonzero((loops.kind == WELD) | (loops.kind == PRISMATIC))
+    if sel.size == 0:
+        return
+    r0 = loops.row0[sel]
+    rows = r0[:, None] + np.arange(3)
+    th = terms.phi[rows]
+    if not np.abs(th).max() > 0.0:
+        return
+    A = _left_jacobian_inverse(th)
+    w = terms.velocity[rows]
+    if gamma is not None:
+        h = 1e-30
+        Adot_w = np.einsum("kij,kj->ki", _left_jacobian_inverse(th + 1j * h * np.einsum("kij,kj->ki", A, w)).imag / h, w)
+        gamma[rows] = np.einsum("kij,kj->ki", A, gamma[rows]) - Adot_w
+    terms.velocity[rows] = np.einsum("kij,kj->ki", A, w)
+    flat = rows.reshape(-1)
+    if isinstance(J, np.ndarray):
+        J[flat] = np.einsum("kij,kjn->kin", A, J[rows]).reshape(-1, J.shape[1])
+    else:
+        D = sp.identity(J.shape[0], format="lil")
+        for k in range(sel.size):
+            D[rows[k][:, None], rows[k]] = A[k]
+        J_new = D.tocsr() @ J
+        J.data, J.indices, J.indptr = J_new.data, J_new.indices, J_new.indptr
+
+
 def constraint_terms(model, q, qd=None, dense=False, need_gamma=True):
     """(terms, J, gamma) at (q, qd) for checked inputs: the loop terms, J (sparse, or dense with
-    ``dense``) and the bias gamma of J qdd = gamma (None without ``need_gamma``)."""
+    ``dense``) and the bias gamma of J qdd = gamma (None without ``need_gamma``).  J is Phi's
+    derivative: the rotation-vector rows of weld and prismatic loops are made exact off closure
+    (:func:`_exact_rotation_rows`; ``terms.velocity`` is then J qd for them too)."""
     qd = np.zeros(model.nv) if qd is None else qd
     E, r, v, c, IA, pA, S, Rw, pw = state_kinematics(model, q, qd)
     try:
@@ -585,6 +636,7 @@ def constraint_terms(model, q, qd=None, dense=False, need_gamma=True):
         a0 = np.empty((model.n, 6))
         bias_accelerations(model.parent, E, r, c, a0)
         gamma = terms.gamma - end_rows(model.loops, terms.G, a0)
+    _exact_rotation_rows(model.loops, terms, J, gamma)
     return terms, J, gamma
 
 
@@ -620,10 +672,11 @@ def loop_constraints(model, q, qd=None):
 
     J's columns are the joints on the paths from each loop's two bodies to the root: the joints
     above the two paths' meeting body enter with the difference of the two ends' rows, which
-    vanishes where the loop is closed.  J is the derivative of phi at any state, closed or not,
-    except for the rotation-vector rows of prismatic and weld loops, whose rates are taken as
-    the relative angular velocity (exact where the two frames' axes coincide, as they do when
-    the loop is closed).
+    vanishes where the loop is closed.  J is the derivative of phi at any state, closed or not:
+    the rotation-vector rows of prismatic and weld loops are the relative angular velocity times
+    the inverse left Jacobian of SO(3) at their rotation vector (the identity where the loop is
+    closed), and gamma follows.  (``partree.constrained_dynamics`` and the engine take those rows
+    as the relative angular velocity itself, which spans the same constraint.)
     """
     q, qd = checks.state(model, q, np.zeros(model.nv) if qd is None else qd)
     terms, J, gamma = constraint_terms(model, q, qd)
