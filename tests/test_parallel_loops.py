@@ -258,3 +258,16 @@ def test_the_engines_corrections_are_the_mass_metric_projections():
         v_ref = project_velocity(J, qd, W=mass_metric(m, qe, "mass"))
         assert rel(ve, v_ref) < 1e-10
         assert np.abs(partree.loop_constraints(m, qe, ve).velocity).max() < 1e-12 * np.abs(qd).max() * 10
+
+
+def test_the_engines_corrections_stop_at_the_rounding_floor():
+    """A tolerance below what rounding allows (a mast of 10^4 units, 10 km tall, cannot close its
+    pins better than about 1e-12 m) ends at the floor instead of failing; a state too far to
+    close within the steps allowed is still refused, with its violation."""
+    m = scissor_pins(8)
+    rng = np.random.default_rng(0)
+    q, qd = 1e-6 * rng.normal(size=m.nq), rng.normal(size=m.nv)
+    qe, _ = SerialEngine(m, 3).correct_state(q, qd, tol=1e-22)
+    assert np.abs(partree.loop_constraints(m, qe).phi).max() < 1e-14
+    with pytest.raises(PartreeInputError, match="could not be closed: violation"):
+        SerialEngine(m, 3).correct_state(q + 0.5, qd, tol=1e-22, max_iter=1)

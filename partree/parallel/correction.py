@@ -23,9 +23,16 @@ from __future__ import annotations
 from ..errors import PartreeInputError
 
 
+#: a violation no Gauss-Newton step reduces any more is the rounding floor when below this (the
+#: floor grows with the mechanism's size: about 1e-12 m for a mast of 10^4 units, 10 km tall)
+FLOOR_TOL = 1e-9
+
+
 def project_positions(step, retract, q, qd, tol=1e-12, max_iter=20, polish=0):
     """Gauss-Newton steps in the mass metric until max abs(Phi) <= tol, then up to ``polish`` more
-    while they still reduce it.  Returns (q, violation)."""
+    while they still reduce it.  A violation above ``tol`` that no step reduces any more (the
+    line search exhausted) is accepted as the rounding floor when it is below ``FLOOR_TOL``.
+    Returns (q, violation)."""
     dv, err = step(q, qd, "position")
     err0 = err
     extra = 0
@@ -40,10 +47,10 @@ def project_positions(step, retract, q, qd, tol=1e-12, max_iter=20, polish=0):
         for _ in range(30):
             qn = retract(q, dv, s)
             dvn, en = step(qn, qd, "position")
-            if en < err or s < 1e-6 or err <= tol:
+            if en < err or s < 1e-6 or err <= max(tol, FLOOR_TOL):
                 break
             s *= 0.5
-        if en >= err and err <= tol:
+        if en >= err and err <= max(tol, FLOOR_TOL):
             return q, err                 # the rounding floor: no step reduces it further
         q, dv, err = qn, dvn, en
     raise PartreeInputError(f"the loops could not be closed: violation {err:.3g} (from {err0:.3g}) after "
