@@ -3,8 +3,9 @@
 A loop whose two ends (and the bodies where their paths meet) lie in one part is solved where
 it closes, as in :func:`partree.constrained_dynamics` (seed 004's equivalent subsystem: the
 part's boundary relation stays 6x6 per handle, whatever loops it holds).  The partitioner keeps
-every loop inside one part (``partree.parallel.partition.loop_cuttable``); a loop to the world
-lies in a part that hangs from the base.
+loops inside one part (``partree.parallel.partition.loop_cuttable``); a loop to the world lies
+in a part that hangs from the base.  A loop that a partition splits is left out here and solved
+at the root (``root_loops``; ``partree.parallel.root.RootLoops``).
 
 The part runs the serial loop passes of ``partree.algorithms.constrained_dynamics`` unchanged
 (``loop_backward_pass`` with the handle wrenches g = 0, ``loop_forward_pass`` in the
@@ -96,12 +97,12 @@ def part_loops(model, bodies, top, root_loops=None):
                 continue
             if x >= 0:
                 raise PartreeInputError(f"loop {loops.names[l]!r} joins body {int(loops.body_a[l])} and body "
-                                        f"{int(loops.body_b[l])}, which lie in different parts: the engine keeps "
-                                        f"every loop inside one part (a partition from partree.parallel.partition "
-                                        f"does)")
+                                        f"{int(loops.body_b[l])}, which lie in different parts: such a loop is "
+                                        f"solved at the root (build the part with root_loops from "
+                                        f"partree.parallel.partition.root_loop_mask)")
             if not top:
                 raise PartreeInputError(f"loop {loops.names[l]!r} joins a body to the world, but its part does not "
-                                        f"hang from the base: the engine keeps every loop inside one part")
+                                        f"hang from the base: such a loop is solved at the root (root_loops)")
     sub = LoopSet([loops.names[l] for l in mine], loops.kind[mine], la[mine], lb[mine], loops.R_a[mine],
                   loops.p_a[mine], loops.R_b[mine], loops.p_b[mine], loops.axis[mine], loops.axis2[mine],
                   loops.length[mine])
