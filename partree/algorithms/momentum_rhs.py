@@ -82,6 +82,16 @@ def body_wrench_pass(parent, mass, com, I_com, gravity, E, r, f_ext, has_fext, a
 
 
 @njit(cache=True)
+def subtree_sum_pass(parent, E, r, X):
+    """Inward, in place: X_i becomes the sum over body i's subtree of the force vectors X_j, each
+    moved to body i's coordinates (the children's sums through X_c^T)."""
+    for i in range(parent.shape[0] - 1, -1, -1):
+        p_ = parent[i]
+        if p_ >= 0:
+            xform_force_T_add(E[i], r[i], X[i], X[p_])
+
+
+@njit(cache=True)
 def momentum_rate_pass(parent, jtype, idx_v, tau, E, r, S, v, mu, qd, F, pdot):
     """Inward: F_i summed over each subtree (in place) and
     pdot_i = tau_i + S_i^T (F_i - v_i x* mu_i) + (dS_i/dt)^T mu_i (seed 001's eq. 7)."""

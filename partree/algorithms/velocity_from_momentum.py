@@ -184,7 +184,41 @@ def elimination_backward_pass(parent, idx_v, p, E, r, IA, pA, S, U, Dinv, u, ldl
                 congruence_add(E[i], r[i], IA[i], IA[p_], T)
                 xform_force_T_add(E[i], r[i], pA[i], pA[p_])
             continue
-        if ldlt:
+        if ldlt and nv == 2:
+            # the 2 x 2 block (Cardan and universal joints) written out: Y = L D L^T with
+            # L = [[1, 0], [l, 1]], D = diag(d0, d1); x = L^-1 u, Z = L^-1 U^T
+            d0 = Y[0, 0]
+            if not d0 > 0.0:
+                return i
+            lf = Y[1, 0] / d0
+            d1 = Y[1, 1] - lf * Y[1, 0]
+            if not d1 > 0.0:
+                return i
+            x0 = u[iv]
+            x1 = u[iv + 1] - lf * x0
+            u[iv + 1] = x1
+            for k in range(6):
+                U[iv + 1, k] -= lf * U[iv, k]
+            e0 = 1.0 / d0
+            e1 = 1.0 / d1
+            Dinv[iv, 0] = e0
+            Dinv[iv + 1, 0] = lf
+            Dinv[iv + 1, 1] = e1
+            if p_ < 0:
+                continue
+            w0 = x0 * e0
+            w1 = x1 * e1
+            for k in range(6):
+                z0 = U[iv, k]
+                z1 = U[iv + 1, k]
+                pa[k] = pA[i, k] + z0 * w0 + z1 * w1
+                t0 = z0 * e0
+                t1 = z1 * e1
+                for l in range(k, 6):
+                    y = IA[i, k, l] - t0 * U[iv, l] - t1 * U[iv + 1, l]
+                    Ia[k, l] = y
+                    Ia[l, k] = y
+        elif ldlt:
             # Y = L D L^T, L unit lower triangular (in Y's lower part), D in dd: no square roots
             for d in range(nv):
                 for e in range(d):
@@ -281,6 +315,22 @@ def recovery_forward_pass(parent, idx_v, E, r, S, IA, pA, U, Dinv, u, v, qd, mom
             qd[iv] = x
             for k in range(6):
                 v[i, k] = vp[k] + S[iv, k] * x
+            if momenta:
+                subtree_momentum(IA[i], v[i], pA[i])
+            continue
+        if nv == 2 and ldlt:
+            # the 2 x 2 block written out: L^T qd = D^-1 h with L = [[1, 0], [l, 1]]
+            h0 = u[iv]
+            h1 = u[iv + 1]
+            for k in range(6):
+                h0 -= U[iv, k] * vp[k]
+                h1 -= U[iv + 1, k] * vp[k]
+            x1 = h1 * Dinv[iv + 1, 1]
+            x0 = h0 * Dinv[iv, 0] - Dinv[iv + 1, 0] * x1
+            qd[iv] = x0
+            qd[iv + 1] = x1
+            for k in range(6):
+                v[i, k] = vp[k] + S[iv, k] * x0 + S[iv + 1, k] * x1
             if momenta:
                 subtree_momentum(IA[i], v[i], pA[i])
             continue

@@ -98,12 +98,13 @@ def add_parser(subparsers):
              f"built-in job, {MODEL_DT:g} otherwise")
     arg("--integrator", default="rk4",
         help="rk4 | dopri5 | dop853 | symplectic-euler | gauss6 | scipy[:METHOD] (default rk4); gauss6 is "
-             "the 3-stage Gauss-Legendre method (implicit, order 6, symplectic; serial backend), the "
+             "the 3-stage Gauss-Legendre method (implicit, order 6, symplectic; serial and MPI backends), the "
              "sixth-order method of --formulation momentum")
     arg("--formulation", default="velocity", choices=("velocity", "momentum"),
         help="the equations integrated: velocity (default): the state (q, qd) with ABA's accelerations; "
              "momentum: seed 001's equations in generalized momenta, the state (q, p) with p = M(q) qd, "
-             "qd = M^-1 p and dp/dt in O(N) with no accelerations (serial backend, trees without loops). "
+             "qd = M^-1 p and dp/dt in O(N) with no accelerations (trees without loops; every backend, "
+             "rk4 on Dask). "
              "The results hold q, qd and p; e.g. --formulation momentum --integrator gauss6")
     arg("--rtol", type=float, default=1e-8, help="relative tolerance (adaptive; default 1e-8)")
     arg("--atol", type=float, default=1e-10, help="absolute tolerance (adaptive; default 1e-10)")

@@ -133,6 +133,45 @@ def velocity_from_momentum(model, q, p, backend="serial", parts=None, comm=None,
     return _dispatch("forward_dynamics", model, q, zero, p, backend, parts, comm, client, None)
 
 
+def momentum_rhs(model, q, p, tau=None, backend="serial", parts=None, comm=None, client=None, f_ext=None):
+    """The equations of motion in generalized momenta (seed 001) through the parallel
+    decomposition: (qdot, pdot) equal to :func:`partree.momentum_rhs`'s.
+
+    One evaluation is the engine's rounds at rest with p in place of the joint forces (the
+    parts' reduction, the root solve and the back-substitution give v = M^-1 p, the body
+    velocities and, in the handle wrenches, the child parts' subtree momenta), with each part's
+    total of gravity and external wrenches summed up the parts tree at the root on the way; then
+    every part forms dp/dt of its joints (seed 001's eq. 7) on its own.  Trees only (a model
+    with loops is refused, as by the serial momentum form).
+
+    Arguments as for :func:`forward_dynamics`, with p (nv,) in place of qd and tau optional
+    (default zero); under MPI the result is on rank 0, None on the other ranks.
+    """
+    import importlib
+
+    import numpy as np
+
+    from .. import checks
+    from ..model import Model
+
+    if isinstance(model, Model):
+        p = checks.vector(model, p, model.nv, "p", "nv")
+        tau = np.zeros(model.nv) if tau is None else tau
+    if tau is None:            # a loader or a spec string: the sizes are checked where it is built
+        check_arguments(model, None, None, None, parts, f_ext, backend)
+    else:
+        check_arguments(model, q, np.zeros(np.shape(tau)), tau, parts, f_ext, backend)
+    if backend == "serial":
+        from .serial import SerialEngine
+
+        eng = SerialEngine(model, parts, poses=True)
+        return eng.momentum_rhs(q, p, tau, f_ext)[:2]
+    module = {"mpi": ".mpi", "dask": ".dask_backend"}[backend]
+    fn = getattr(importlib.import_module(module, __name__), f"momentum_rhs_{backend}")
+    where = {"mpi": {"comm": comm}, "dask": {"client": client}}[backend]
+    return fn(model, q, p, tau, parts=parts, f_ext=f_ext, **where)
+
+
 def _tree_at_rest(model):
     """The model's tree without gravity and without loops (arrays shared)."""
     import copy
@@ -174,5 +213,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["forward_dynamics", "velocity_from_momentum", "evaluate_batch", "constraint_forces", "partition", "partition_for_ranks", "Partition", "SerialEngine",
+__all__ = ["forward_dynamics", "velocity_from_momentum", "momentum_rhs", "evaluate_batch", "constraint_forces", "partition", "partition_for_ranks", "Partition", "SerialEngine",
            "MPIEngine", "DaskEngine", "PartKernel", "forward_dynamics_serial", "BACKENDS", "check_arguments"]

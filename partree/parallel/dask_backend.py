@@ -121,10 +121,12 @@ class DaskEngine:
     evaluate : bool
         False: only place the parts on the workers, without the evaluation actors, for a caller
         that drives the parts with actors of its own (the distributed simulation).
+    poses : bool
+        Build the parts for the momentum form too (:meth:`momentum_rhs`; see ``build_part``).
     """
 
     def __init__(self, model, client=None, parts=None, path_weight=PATH_WEIGHT, retries=2, timeout=600.0,
-                 poll=0.25, evaluate=True, workers=2):
+                 poll=0.25, evaluate=True, workers=2, poses=False):
         from ..extras import require
 
         require("distributed", "the Dask backend")
@@ -157,6 +159,7 @@ class DaskEngine:
         if pt is None:
             pt = make_partition(model, None, path_weight, nranks=len(workers))
         self.partition = pt
+        self.poses = bool(poses)
         self.tree = R.PartsTree.from_partition(pt, model)
         self.a0 = gravity_a0(model.gravity)
         self._early = early_kinematics_wanted(model, pt, pt.owner_for(len(workers)))
@@ -196,7 +199,7 @@ class DaskEngine:
         for k in which:
             self.workers[k] = workers[int(owner[k])]
         for k in which:
-            pk = build_part(self.model, self.partition, k, early_kinematics=self._early)
+            pk = build_part(self.model, self.partition, k, early_kinematics=self._early, poses=self.poses)
             # hash=False: two engines on one client built from the same model would otherwise share
             # content-hashed keys, and releasing one engine's futures could drop the other's parts
             self.futures[k] = self.client.scatter(pk, workers=[self.workers[k]], direct=False, hash=False)
@@ -337,6 +340,58 @@ class DaskEngine:
         self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
                           "workers": len(set(self.workers))}
         return out if gather else DaskResult(self, keep)
+
+    def momentum_rhs(self, q, p, tau=None, f_ext=None):
+        """The equations of motion in generalized momenta over the cluster: (qdot, pdot) gathered
+        to the client, equal to ``partree.momentum_rhs``'s (see ``SerialEngine.momentum_rhs``:
+        the same rounds, at rest with p as the joint forces, the parts' totals of gravity and
+        external wrenches summed up the parts tree between the second and third).  The engine
+        must be built with ``poses``."""
+        from ..algorithms.momentum_rhs import configuration_rate
+
+        model = self.model
+        if not self.evaluates:
+            raise PartreeInputError("this engine has no evaluation actors (evaluate=False)")
+        if len(model.loops):
+            raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is built "
+                                    f"for trees only")
+        if not self.poses and self.partition.nparts > 1:
+            raise PartreeInputError("this engine's parts were built without poses=True, which the momentum form "
+                                    "needs (the gravity field is composed down the parts tree)")
+        q, p = checks.state(model, q, p, names=("q", "p"))
+        tau = np.zeros(model.nv) if tau is None else checks.vector(model, tau, model.nv, "tau", "nv")
+        F, has_f = checks.external_forces(model, f_ext)
+        sel = self.sel
+        zero = np.zeros(model.nv)
+
+        def evaluate(deadline):
+            P = len(self.futures)
+            if any(f.status != "finished" for f in self.futures):
+                raise WorkerLost("a part was lost before the evaluation")
+            groups = self._groups()
+
+            def per_worker(method, lead, *extra):
+                calls = {w: self._actor_call(w, method, ks, *lead, *[[e[k] for k in ks] for e in extra])
+                         for w, ks in groups.items()}
+                res = self.collect(list(calls.values()), deadline, method)
+                out = [None] * P
+                for (w, ks), r in zip(groups.items(), res):
+                    for k, x in zip(ks, r):
+                        out[k] = x
+                return out
+
+            vel = per_worker("velocity", (None,), [(q[sel[k][0]], zero[sel[k][1]]) for k in range(P)])
+            g_in = R.compose_field(self.tree, vel, -self.a0)
+            got = per_worker("momentum_reduce", (), g_in,
+                             [(p[sel[k][1]], F[sel[k][2]] if has_f else None) for k in range(P)])
+            a_in, g = R.solve(self.tree, [x[0] for x in got], np.zeros(6), rows="position")
+            Fh = R.subtree_totals(self.tree, vel, [x[1] for x in got])
+            return per_worker("momentum_solve", (), a_in, g, Fh)
+
+        out = self._with_retries(evaluate)
+        v = self._assemble([x[0] for x in out])
+        pdot = self._assemble([x[1] for x in out]) + tau
+        return configuration_rate(model, q, v), pdot
 
     def _actor_call(self, w, method, *args):
         try:
@@ -484,6 +539,25 @@ class _GroupActor:
     def result(self, key):
         return self.results[key]
 
+    def momentum_reduce(self, ks, g_in, pf):
+        """The momentum form's reduction at rest (p as the joint forces) and each part's total of
+        gravity and external wrenches (``PartKernel.momentum_forces``)."""
+        out = []
+        for k, gk, (p, F) in zip(ks, g_in, pf):
+            pk = self.pk[k]
+            red = tuple(x.copy() for x in pk.reduce(np.zeros(6), p, None, rows="position"))
+            out.append((red, pk.momentum_forces(gk[3:], F).copy()))
+        return out
+
+    def momentum_solve(self, ks, a_in, g, Fh):
+        """The back-substitution and each part's (v, pdot) (``PartKernel.momentum_rate``)."""
+        out = []
+        for k, a, gk, fk in zip(ks, a_in, g, Fh):
+            pk = self.pk[k]
+            pk.solve(a, gk)
+            out.append(tuple(x.copy() for x in pk.momentum_rate(fk)))
+        return out
+
 
 class DaskState:
     """A state scattered over the workers of a :class:`DaskEngine`: every part's slices of q, qd,
@@ -594,6 +668,15 @@ def forward_dynamics_dask(model, q, qd, tau, client=None, parts=None, path_weigh
 def constraint_forces_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
     """One constraint-force evaluation over Dask (a ``CFAResult``; keep a DaskEngine to reuse the parts)."""
     return _one_off("constraint_forces", model, q, qd, tau, client, parts, path_weight, f_ext)
+
+
+def momentum_rhs_dask(model, q, p, tau=None, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
+    """One momentum-form evaluation over Dask (``DaskEngine.momentum_rhs``)."""
+    eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight, poses=True)
+    try:
+        return eng.momentum_rhs(q, p, tau, f_ext)
+    finally:
+        eng.close()
 
 
 def _one_off(method, model, q, qd, tau, client, parts, path_weight, f_ext):

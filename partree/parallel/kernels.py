@@ -34,6 +34,10 @@ Kernels:
   solve_kernel     back-substitution: with the known g, u -= Y g along the paths, then pass 3
   wrench_kernel    (constraint forces only) every joint's wrench by RNEA's inward pass from the
                    back-substituted accelerations, the child parts' wrenches g entering at the handles
+  momentum_forces_kernel, momentum_rate_kernel
+                   (the momentum form, seed 001) the bodies' wrenches of gravity and external forces
+                   and the part's total for the root; after a back-substitution at rest with the
+                   momenta p as joint forces, the subtree momenta and dp/dt
 
 External forces: ``f_ext[i]`` (body coordinates, [n; f]) enters pA_i -= f_ext_i as in ABA.
 
@@ -89,6 +93,7 @@ from ..algorithms.primitives import (body_force, congruence_add, cross_force, cr
 from ..algorithms.aba import aba_forward_pass2, articulated_project
 from ..algorithms.linalg import spd_inverse
 from ..algorithms.cfa.bases import project_wrench
+from ..algorithms.momentum_rhs import body_wrench_pass, momentum_rate_pass, subtree_sum_pass
 from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
 
 
@@ -853,3 +858,44 @@ def wrench_kernel(parent, idx_v, idx_s, mass, com, I_com, E, r, v, a, S, tau, Wt
         if p >= 0:
             xform_force_T_add(E[i], r[i], F[i], F[p])
         project_wrench(i, n, nvt, idx_v, idx_s, S, tau, Wt, F, FS, FT, G)
+
+
+@njit(cache=True)
+def momentum_forces_kernel(parent, mass, com, I_com, g_in, E, r, f_ext, has_fext, ag, F, tmp, up):
+    """The momentum form's wrenches of gravity and external forces (after ``reduce_kernel``, which
+    formed E and r): ag_i, the gravity field in body i's coordinates from g_in (the field's
+    linear part in frame 0; its angular part is zero), F_i = I_i ag_i + f_ext,i (kept in F), and
+    ``up``, the part's total sum_i X_i0^T F_i moved to frame 0, which the root adds up the parts
+    tree (the child parts' totals are not in it)."""
+    body_wrench_pass(parent, mass, com, I_com, g_in, E, r, f_ext, has_fext, ag, F)
+    n = parent.shape[0]
+    for i in range(n):
+        for k in range(6):
+            tmp[i, k] = F[i, k]
+    subtree_sum_pass(parent, E, r, tmp)
+    for k in range(6):
+        up[k] = 0.0
+    for i in range(n):
+        if parent[i] < 0:
+            xform_force_T_add(E[i], r[i], tmp[i], up)
+
+
+@njit(cache=True)
+def momentum_rate_kernel(parent, jtype, idx_v, mass, com, I_com, E, r, S, V, v, handles, g, Fh, F, mu, tau, pdot):
+    """dp/dt of the part's joints (seed 001's eq. 7, ``partree.algorithms.momentum_rhs``) after a
+    back-substitution at rest with the momenta as joint forces: V (the pass's body accelerations)
+    are then the body velocities and v (its qdd) the joint velocities.  mu_i = I_i V_i summed over
+    the subtree, with the child parts' subtree momenta entering at the handles as g (the root
+    solve's handle wrenches: at rest they are exactly those momenta); F (from
+    :func:`momentum_forces_kernel`) summed likewise with the child parts' totals Fh at the
+    handles; then pdot_i = tau_i + S_i^T (F_i - V_i x* mu_i) + (dS_i/dt)^T mu_i."""
+    n = parent.shape[0]
+    for i in range(n):
+        inertia_times(mass[i], com[i], I_com[i], V[i], mu[i])
+    for kh in range(handles.shape[0]):
+        h = handles[kh]
+        for k in range(6):
+            mu[h, k] += g[kh, k]
+            F[h, k] += Fh[kh, k]
+    subtree_sum_pass(parent, E, r, mu)
+    momentum_rate_pass(parent, jtype, idx_v, tau, E, r, S, V, mu, v, F, pdot)

@@ -13,6 +13,12 @@ reduction      part -> root              M (6, 6), m0 (6), Kt (H, 6, 6),        
 solution       root -> part              a_in (6), g (H, 6)                           6 + 6 H
 =============  ========================  ==========================================  =====================
 
+The momentum form (seed 001, ``MPIEngine.momentum_local``) uses the same three rounds, at rest,
+with two additions: the root sends each part the gravity field g_in (6) in place of its (zero)
+incoming velocity, the reduction message ends with the part's total of gravity and external
+wrenches (6 more), and the solution message with the child parts' totals at the handles (6 H
+more).
+
 (Psi, the transpose of Kt, does not travel: the root forms it from Kt.)  Every backend that moves
 boundary data as buffers (the MPI engine and the distributed simulation) packs and unpacks them
 here, so the layout is written once.
@@ -70,3 +76,25 @@ def pack_solution(a_in, g):
 def unpack_solution(b, H):
     """(a_in (6,), g (H, 6)) from a solution message (views of ``b``)."""
     return b[:6], b[6:6 + 6 * H].reshape(H, 6)
+
+
+def momentum_reduction_len(H):
+    """Doubles in a part's reduction message in the momentum form: the reduction and the part's
+    total of gravity and external wrenches."""
+    return reduction_len(H) + 6
+
+
+def momentum_solution_len(H):
+    """Doubles in a part's solution message in the momentum form: the solution and the child
+    parts' totals at the handles."""
+    return solution_len(H) + 6 * H
+
+
+def pack_momentum_solution(a_in, g, Fh):
+    """What the root sends a part in the momentum form."""
+    return np.concatenate((a_in, np.ravel(g), np.ravel(Fh)))
+
+
+def unpack_momentum_solution(b, H):
+    """(a_in (6,), g (H, 6), Fh (H, 6)) from a momentum-form solution message."""
+    return b[:6], b[6:6 + 6 * H].reshape(H, 6), b[6 + 6 * H:6 + 12 * H].reshape(H, 6)

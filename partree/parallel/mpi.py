@@ -36,7 +36,8 @@ from ..model import Model
 from ..errors import PartreeInputError
 from . import messages as msg
 from . import root as R
-from .part import attach_loop_forces, build_part, early_kinematics_wanted, gravity_a0, index_ranges
+from .part import (attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted, gravity_a0,
+                   index_ranges)
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -101,11 +102,12 @@ class MPIEngine:
     """Forward dynamics over MPI.  Collective: construct and call on every rank of ``comm``.
 
     ``parts``: number of parts (default: the number of ranks) or a Partition.
-    ``path_weight``: see ``partition``.  ``gather``: collect qdd on rank 0.
+    ``path_weight``: see ``partition``.  ``gather``: collect qdd on rank 0.  ``poses``: build the
+    parts for the momentum form too (:meth:`momentum_local`; see ``build_part``).
     """
 
     def __init__(self, model_or_loader, comm=None, parts=None, path_weight=PATH_WEIGHT, gather=True,
-                 distribute="root"):
+                 distribute="root", poses=False):
         if comm is None:
             from mpi4py import MPI
 
@@ -149,12 +151,14 @@ class MPIEngine:
                     for k in range(P):
                         r = int(self.owner[k])
                         if r != 0:
-                            comm.send(build_part(model, pt, k, early_kinematics=early), dest=r, tag=k)
-                    self.parts = [build_part(model, pt, int(k), early_kinematics=early) for k in self.local_ids]
+                            comm.send(build_part(model, pt, k, early_kinematics=early, poses=poses), dest=r, tag=k)
+                    self.parts = [build_part(model, pt, int(k), early_kinematics=early, poses=poses)
+                                  for k in self.local_ids]
                 else:
                     self.parts = [comm.recv(source=0, tag=int(k)) for k in self.local_ids]
             else:
-                self.parts = [build_part(model, pt, int(k), early_kinematics=early) for k in self.local_ids]
+                self.parts = [build_part(model, pt, int(k), early_kinematics=early, poses=poses)
+                              for k in self.local_ids]
             self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
             self.nloops = int(meta["nloops"])
             self.a0 = gravity_a0(meta["gravity"])
@@ -168,6 +172,8 @@ class MPIEngine:
             self._red_len = msg.reduction_len(nh)
             self._sol_len = msg.solution_len(nh)
             self._v_len = np.full(P, 6)
+            self._redm_len = msg.momentum_reduction_len(nh)
+            self._solm_len = msg.momentum_solution_len(nh)
             self.nparts = P
             self.imbalance = None
             if self.rank == 0:
@@ -183,6 +189,11 @@ class MPIEngine:
                     self._qdd_index = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
                     self._qdd_counts = [int(sum(model.nv_j[pt.bodies(int(k))].sum() for k in order[r]))
                                         for r in range(self.size)]
+                    qs = [index_ranges(model.idx_q[pt.bodies(int(k))], model.nq_j[pt.bodies(int(k))])
+                          for k in self._perm]
+                    self._q_index = np.concatenate(qs) if qs else np.zeros(0, dtype=np.int64)
+                    self._q_counts = [int(sum(model.nq_j[pt.bodies(int(k))].sum() for k in order[r]))
+                                      for r in range(self.size)]
                     # to gather joint wrenches: the bodies in rank-major order, every joint's nv and
                     # the joint names (generated ones cost nothing per body); the model itself only
                     # where the caller holds it anyway
@@ -193,7 +204,8 @@ class MPIEngine:
                     self._model = model_or_loader if isinstance(model_or_loader, Model) else None
             self._counts = {key: [int(arr[self.owner == r].sum()) for r in range(self.size)]
                             for key, arr in (("vel", self._vel_len), ("red", self._red_len),
-                                             ("sol", self._sol_len), ("v", self._v_len))}
+                                             ("sol", self._sol_len), ("v", self._v_len),
+                                            ("redm", self._redm_len), ("solm", self._solm_len))}
             del model, pt
             self.setup_time = time.perf_counter() - t0
         self.last_info = None
@@ -391,6 +403,95 @@ class MPIEngine:
         self.phase_seconds = t
         return out
 
+    def momentum_local(self, qs, ps, fs=None):
+        """The momentum form over this rank's parts (collective; see
+        ``SerialEngine.momentum_rhs``): three rounds as for an evaluation, at rest with the
+        momenta p as joint forces, the gravity field in place of the incoming velocity, the parts'
+        totals of gravity and external wrenches added to the reduction messages and the child
+        parts' totals to the solution messages (``messages.momentum_*``).  ``qs``, ``ps`` (and
+        ``fs``, or None): each local part's own slices.  Returns each part's (v, pdot) without the
+        joint forces (views of the parts' workspaces).  The engine must be built with ``poses``."""
+        check_momentum_parts(self.nloops, self.parts)
+        self._bytes = 0
+        bufs = []
+        for j, pk in enumerate(self.parts):
+            check_finite(qs[j], "q", pk)
+            check_finite(ps[j], "p", pk)
+            bufs.append(msg.pack_velocity(*pk.velocity(qs[j], np.zeros(pk.nv))))
+        allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
+        gin_full = vel = None
+        if self.rank == 0:
+            pieces = self._split(allv, self._vel_len)
+            vel = [msg.unpack_velocity(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
+            g_in = R.compose_field(self.tree, vel, -self.a0)
+            gin_full = np.ascontiguousarray(g_in[self._perm]).ravel()
+        g_loc = self._scatter("v", gin_full).reshape(-1, 6)
+        bufs = []
+        zero = np.zeros(6)
+        for j, pk in enumerate(self.parts):
+            fl = None if fs is None else fs[j]
+            if fl is not None:
+                check_finite(fl, "f_ext", pk)
+            M, m0, Kt, Psi, Lam, beta = pk.reduce(zero, ps[j], None, rows="position")
+            up = pk.momentum_forces(g_loc[j, 3:], fl)
+            bufs.append(np.concatenate((msg.pack_reduction(M, m0, Kt, Lam, beta), up)))
+        allr = self._gather("redm", np.concatenate(bufs) if bufs else np.zeros(0))
+        sol_full = None
+        if self.rank == 0:
+            pieces = self._split(allr, self._redm_len)
+            red = [msg.unpack_reduction(pieces[k][:-6], int(self.nh[k])) for k in range(self.nparts)]
+            a_in, g = R.solve(self.tree, red, zero, rows="position")
+            Fh = R.subtree_totals(self.tree, vel, [pieces[k][-6:] for k in range(self.nparts)])
+            sol_full = np.concatenate([msg.pack_momentum_solution(a_in[k], g[k], Fh[k]) for k in self._perm])
+        sol = self._scatter("solm", sol_full)
+        out = []
+        o = 0
+        for pk in self.parts:
+            a_in, g, Fh = msg.unpack_momentum_solution(sol[o:], pk.H)
+            o += msg.momentum_solution_len(pk.H)
+            pk.solve(a_in, g)
+            out.append(pk.momentum_rate(Fh))
+        self.last_boundary_bytes = self._bytes
+        return out
+
+    def momentum_rhs(self, q, p, tau=None, f_ext=None):
+        """The equations of motion in generalized momenta over the ranks (collective; see
+        :meth:`momentum_local`): (qdot, pdot) gathered to rank 0, None on the other ranks.  The
+        engine must be built with ``poses`` and ``gather``."""
+        from ..algorithms.momentum_rhs import configuration_rate_kernel
+
+        if not self.gather:
+            raise PartreeInputError("momentum_rhs gathers its result: build the engine with gather=True")
+        q = np.asarray(q, dtype=np.float64)
+        p = np.asarray(p, dtype=np.float64)
+        tau = np.zeros(self.nv) if tau is None else np.asarray(tau, dtype=np.float64)
+        for x, nm, size in ((q, "q", self.nq), (p, "p", self.nv), (tau, "tau", self.nv)):
+            if x.shape != (size,):
+                raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
+        fs = None
+        if f_ext is not None:
+            f_ext = np.asarray(f_ext, dtype=np.float64)
+            if f_ext.shape != (self.n, 6):
+                raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
+            fs = [f_ext[pk.bix] for pk in self.parts]
+        out = self.momentum_local([q[pk.qix] for pk in self.parts], [p[pk.vix] for pk in self.parts], fs)
+        qdot, pdot = [], []
+        for pk, (v, pd) in zip(self.parts, out):
+            qd_k = np.empty(pk.nq)
+            configuration_rate_kernel(pk.jtype, pk.idx_q, pk.idx_v, np.ascontiguousarray(q[pk.qix]), v, qd_k)
+            qdot.append(qd_k)
+            pdot.append(pd + tau[pk.vix])
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0))
+        bq = self._gather_to_root(cat(qdot), self._q_counts if self.rank == 0 else None)
+        bp = self._gather_to_root(cat(pdot), self._qdd_counts if self.rank == 0 else None)
+        if self.rank != 0:
+            return None
+        qd_full = np.empty(self.nq)
+        qd_full[self._q_index] = bq
+        pd_full = np.empty(self.nv)
+        pd_full[self._qdd_index] = bp
+        return qd_full, pd_full
+
     def _fd(self, q, qd, tau, f_ext, gather):
         t0 = time.perf_counter()
         q = np.asarray(q, dtype=np.float64)
@@ -446,6 +547,12 @@ def build_vsel(model, pt, k):
 
     b = pt.bodies(k)
     return index_ranges(model.idx_v[b], model.nv_j[b])
+
+
+def momentum_rhs_mpi(model_or_loader, q, p, tau=None, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
+    """One momentum-form evaluation over MPI (``MPIEngine.momentum_rhs``; collective)."""
+    eng = MPIEngine(model_or_loader, comm=comm, parts=parts, path_weight=path_weight, poses=True)
+    return eng.momentum_rhs(q, p, tau, f_ext)
 
 
 def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather):

@@ -148,7 +148,7 @@ class PartKernel:
     #: a Dask worker carries its slice of the model only, a fraction of its workspace's size)
     _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
                   "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
-                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws", "_reduced")
+                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws", "_reduced", "_momentum_ws")
 
     def _allocate(self):
         m, nv, H, ns = self.m, self.nv, self.H, self.ns
@@ -192,6 +192,7 @@ class PartKernel:
         self._F, self._has_f = self._fext, False
         self._g = np.zeros((H, 6))
         self._wrench_ws = None         # constraint-force arrays, allocated on first use
+        self._momentum_ws = None       # the momentum form's arrays, allocated on first use
 
     @property
     def _base_velocities(self):
@@ -319,6 +320,47 @@ class PartKernel:
                         ws["F"], ws["FS"], ws["FT"])
         return ws["F"], ws["FS"], ws["FT"]
 
+    # ---------------------------------------------------------------- the momentum form
+    def momentum_forces(self, g_in, f_ext=None):
+        """The momentum form (seed 001), after a ``reduce`` at rest (qd = 0, the momenta p as
+        joint forces, ``rows='position'``: no velocity products, no gravity at the root): every
+        body's wrench of gravity and external forces F_i = I_i ag_i + f_ext,i, ag the gravity
+        field (``g_in``: its linear part (3,) in frame 0, from the root), kept for
+        :meth:`momentum_rate`.  Returns the part's total moved to frame 0 (6,), which the root
+        adds up the parts tree (``partree.parallel.root.subtree_totals``)."""
+        ws = self._momentum_ws
+        if ws is None:
+            ws = self._momentum_ws = {k: np.zeros((self.m, 6)) for k in ("ag", "F", "tmp", "mu")}
+            ws["up"] = np.zeros(6)
+            ws["pdot"] = np.zeros(self.nv)
+            ws["zero"] = np.zeros(self.nv)
+        if f_ext is None:
+            F, has_f = self._fext, False
+        else:
+            F = np.ascontiguousarray(f_ext, dtype=np.float64)
+            if F.shape != (self.m, 6):
+                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
+            has_f = True
+        K.momentum_forces_kernel(self.parent, self.mass, self.com, self.I_com,
+                                 np.ascontiguousarray(g_in, dtype=np.float64), self.E, self.r, F, has_f, ws["ag"],
+                                 ws["F"], ws["tmp"], ws["up"])
+        return ws["up"]
+
+    def momentum_rate(self, Fh):
+        """After :meth:`momentum_forces` and the ``solve`` of the same evaluation (its qdd is the
+        velocity v = M^-1 p, its body accelerations the body velocities, its handle wrenches g
+        the child parts' subtree momenta): dp/dt of the part's joints without the joint forces
+        (seed 001's eq. 7, which adds them), ``Fh`` (H, 6) the child parts' totals of gravity and
+        external wrenches at the handles.  Returns (v, pdot), views of the workspace."""
+        ws = self._momentum_ws
+        if ws is None:
+            raise RuntimeError("momentum_rate() needs momentum_forces() first")
+        Fh = np.ascontiguousarray(Fh, dtype=np.float64).reshape(self.H, 6)
+        K.momentum_rate_kernel(self.parent, self.jtype, self.idx_v, self.mass, self.com, self.I_com, self.E, self.r,
+                               self.S, self.a, self.qdd, self.handles, self._g, Fh, ws["F"], ws["mu"], ws["zero"],
+                               ws["pdot"])
+        return self.qdd, ws["pdot"]
+
     def loop_violation(self):
         """max abs(Phi) of the loops the part holds at the last ``reduce`` (0 without loops)."""
         return 0.0
@@ -390,16 +432,20 @@ def early_kinematics_wanted(model, pt, owner):
     return bool(per_rank.max() > EARLY_KINEMATICS_FRACTION * pt.n / nranks)
 
 
-def build_part(model, pt, k, early_kinematics=False):
+def build_part(model, pt, k, early_kinematics=False, poses=False):
     """Part k of the partition ``pt``: a :class:`PartKernel`, or where loops of the model that
     the part holds whole have an end in it a :class:`partree.parallel.loop_part.LoopPartKernel`
     (the loops solved inside).  The ends of loops left to the root (``pt.loop_ends``, see
-    ``partree.parallel.partition.place_loops``) are among its handles."""
+    ``partree.parallel.partition.place_loops``) are among its handles.  ``poses``: the parts
+    hanging from the base report their handles' transforms too (``PartKernel``), as the momentum
+    form needs (the root composes the gravity field down the parts tree); parts are built so
+    anyway where loops are left to the root."""
     bodies = pt.bodies(k)
     loops = getattr(model, "loops", ())
-    poses = pt.loop_ends is not None and pt.loop_ends.size > 0
+    at_root = pt.loop_ends is not None and pt.loop_ends.size > 0
+    poses = bool(poses) or at_root
     if len(loops):
-        root = root_loop_mask(model, pt) if poses else np.zeros(len(loops), dtype=bool)
+        root = root_loop_mask(model, pt) if at_root else np.zeros(len(loops), dtype=bool)
         on = np.zeros(model.n, dtype=bool)
         on[bodies] = True
         ends = np.concatenate((loops.body_a[~root], loops.body_b[~root]))
@@ -408,6 +454,18 @@ def build_part(model, pt, k, early_kinematics=False):
             return LoopPartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics,
                                   root_loops=root, poses=poses)
     return PartKernel(model, bodies, pt.handles(k), part_id=k, early_kinematics=early_kinematics, poses=poses)
+
+
+def check_momentum_parts(nloops, parts):
+    """Refuse the momentum form on an engine that cannot evaluate it: a model with loops (the
+    constrained equations in momenta are not built) or parts built without ``poses``."""
+    if nloops:
+        raise PartreeInputError(f"the model has {nloops} loops: the momentum form is built for trees only (the "
+                                f"constrained equations in generalized momenta are not); use the velocity form")
+    for pk in parts:
+        if pk.top and pk.H and not pk.poses:
+            raise PartreeInputError("this engine's parts were built without poses=True, which the momentum form "
+                                    "needs (the gravity field is composed down the parts tree)")
 
 
 def gravity_a0(gravity):

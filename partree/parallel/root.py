@@ -185,6 +185,50 @@ def compose_velocities(tree: PartsTree, vel):
     return v_in
 
 
+def compose_field(tree: PartsTree, vel, top):
+    """A rigid field (no joint motion: the gravity field [0; g]) in every part's frame 0, from
+    ``top`` (6,) in the base's frame: parts hanging from the base get ``top``, the others
+    T_h of their parent's handle applied to the parent's (vel[p] = (TE, Tr, vrel), vrel
+    unused).  The parts hanging from the base must have reported their T_h (built with
+    ``poses``).  Returns (P, 6)."""
+    P = tree.nparts
+    out = np.empty((P, 6))
+    for c in range(P):
+        p = tree.part_parent[c]
+        if p < 0:
+            out[c] = top
+        else:
+            TE, Tr, _ = vel[p]
+            k = tree.hidx[c]
+            out[c] = _xmotion(TE[k], Tr[k], out[p])
+    return out
+
+
+def subtree_totals(tree: PartsTree, vel, up):
+    """Sums of force vectors over the parts tree, leaf parts first: ``up[p]`` (6,) is part p's
+    own total in its frame 0 (the parent's handle frame); a part's whole total is its own plus
+    its handles' sums moved to its frame 0 (X_h^T, X_h = T_h of ``vel[p]``), and each handle's
+    sum is the whole totals of the child parts attached there.  Returns the handles' sums, a
+    list of (H_p, 6) arrays (what each part adds at its handles)."""
+    P = tree.nparts
+    pp, hidx, nh = tree.part_parent, tree.hidx, tree.nh
+    Fh = [np.zeros((int(nh[p]), 6)) for p in range(P)]
+    for p in range(P - 1, -1, -1):
+        q = pp[p]
+        if q < 0:
+            continue
+        tot = np.array(up[p], dtype=np.float64)
+        if nh[p]:
+            TE, Tr, _ = vel[p]
+            for k in range(int(nh[p])):
+                f = Fh[p][k]
+                fl = TE[k].T @ f[3:]
+                tot[:3] += TE[k].T @ f[:3] + np.cross(Tr[k], fl)
+                tot[3:] += fl
+        Fh[q][hidx[p]] += tot
+    return Fh
+
+
 def solve(tree: PartsTree, red, a0, rows="dynamics"):
     """red[p] = (M (6,6), m0 (6), Kt (H,6,6), Psi (H,6,6), Lam (H,H,6,6), beta (H,6)).
 

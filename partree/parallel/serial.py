@@ -9,19 +9,22 @@ import numpy as np
 
 from .. import checks
 from . import root as R
-from .part import (PartLayout, assemble_constraint_forces, attach_loop_forces, build_part, early_kinematics_wanted,
-                   gravity_a0)
+from .part import (PartLayout, assemble_constraint_forces, attach_loop_forces, build_part, check_momentum_parts,
+                   early_kinematics_wanted, gravity_a0)
 from .partition import PATH_WEIGHT, make_partition
 
 
 class SerialEngine:
-    """The decomposition in one process.  ``parts``: a number of parts or a Partition."""
+    """The decomposition in one process.  ``parts``: a number of parts or a Partition.
+    ``poses``: build the parts for the momentum form too (:meth:`momentum_rhs`; see
+    ``build_part``)."""
 
-    def __init__(self, model, parts=None, path_weight=PATH_WEIGHT, early_kinematics=False):
+    def __init__(self, model, parts=None, path_weight=PATH_WEIGHT, early_kinematics=False, poses=False):
         self.model = model
         self.partition = make_partition(model, parts, path_weight)
         self.tree = R.PartsTree.from_partition(self.partition, model)
-        self.parts = [build_part(model, self.partition, k, early_kinematics) for k in range(self.partition.nparts)]
+        self.parts = [build_part(model, self.partition, k, early_kinematics, poses=poses)
+                      for k in range(self.partition.nparts)]
         self.a0 = gravity_a0(model.gravity)
         self.owner = np.zeros(self.partition.nparts, dtype=np.int64)
         self._layout = None
@@ -61,6 +64,40 @@ class SerialEngine:
         for k, pk in enumerate(self.parts):
             qdd[pk.vix] = pk.solve(a_in[k], g[k])
         return qdd
+
+    def momentum_rhs(self, q, p, tau=None, f_ext=None):
+        """The equations of motion in generalized momenta through the decomposition, equal to
+        ``partree.momentum_rhs``: returns (qdot, pdot, v) for the state (q, p), joint forces tau
+        (default zero) and external body wrenches f_ext.  One evaluation at rest with p as the
+        joint forces (the parts' reduction, the root solve and the back-substitution give
+        v = M^-1 p, the body velocities and, in the handle wrenches, the child parts' subtree
+        momenta) plus the parts' totals of gravity and external wrenches summed up the parts tree
+        at the root (:func:`~partree.parallel.root.subtree_totals`); then each part's dp/dt
+        (seed 001's eq. 7).  The engine must be built with ``poses``."""
+        from ..algorithms.momentum_rhs import configuration_rate
+
+        model = self.model
+        check_momentum_parts(len(model.loops), self.parts)
+        q, p = checks.state(model, q, p, names=("q", "p"))
+        tau = np.zeros(model.nv) if tau is None else checks.vector(model, tau, model.nv, "tau", "nv")
+        F, has_f = checks.external_forces(model, f_ext)
+        F = F if has_f else None
+        zero = np.zeros(model.nv)
+        vel = [pk.velocity(q[pk.qix], zero[pk.vix]) for pk in self.parts]
+        g_in = R.compose_field(self.tree, vel, -self.a0)
+        red, up = [], []
+        for k, pk in enumerate(self.parts):
+            red.append(pk.reduce(np.zeros(6), p[pk.vix], None, rows="position"))
+            up.append(pk.momentum_forces(g_in[k, 3:], None if F is None else F[pk.bix]).copy())
+        a_in, g = R.solve(self.tree, red, np.zeros(6), rows="position")
+        Fh = R.subtree_totals(self.tree, vel, up)
+        v = np.empty(model.nv)
+        pdot = np.empty(model.nv)
+        for k, pk in enumerate(self.parts):
+            pk.solve(a_in[k], g[k])
+            v[pk.vix], pdot[pk.vix] = pk.momentum_rate(Fh[k])
+        pdot += tau
+        return configuration_rate(model, q, v), pdot, v
 
     def correction_step(self, q, qd, rows):
         """One step of the loops' corrections through the decomposition (see

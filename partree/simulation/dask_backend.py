@@ -14,7 +14,8 @@ costs no round trip of its own; the adaptive error norm is one more call returni
 partial sums, added in part order.  The client only ever receives boundary data, the partial
 sums, and the state at save points and checkpoints (the client writes the files; a resume sends
 the loaded state to the parts' actors).  Lost workers are not recovered (the state on them is
-gone): the run ends with ``DaskEngineError``.  ``client=None`` starts a LocalCluster with 2
+gone): the run ends with ``DaskEngineError``.  In the momentum form (:class:`DaskLocalMomentum`,
+RK4) an evaluation is three round trips: the engine's momentum rounds.  ``client=None`` starts a LocalCluster with 2
 single-threaded workers, closed at the end.
 """
 from __future__ import annotations
@@ -145,6 +146,28 @@ class SimActor:
     def _op_add(self, out, v, dx):
         self.x[out[0]] = self.x[v] + self.x[dx]
 
+    def _op_momentum_solve(self, out, t, q, a_in, g, Fh):
+        """The momentum form's back-substitution: (v, pdot + tau(t, q, v)) under ``out``."""
+        pk = self.pk
+        pk.solve(a_in, g)
+        v, pdot = pk.momentum_rate(Fh)
+        v = v.copy()
+        self.x[out[0]], self.x[out[1]] = v, pdot + self.inputs.tau(t, self.x[q], v)
+
+    def _op_mstage(self, out, q, y, K, a, c):
+        """A momentum-form RK4 stage: q + c K (retracted), y + c a."""
+        self.x[out[0]], self.x[out[1]] = self.sp.retract(self.x[q], c * self.x[K]), self.x[y] + c * self.x[a]
+
+    def _op_mdexp(self, out, K, w, c):
+        """dexp^-1 of the step c K at the stage velocity w."""
+        self.x[out[0]] = self.sp.dexpinv(c * self.x[K], self.x[w])
+
+    def _op_mfinal(self, out, q, y, w1, a1, a2, a3, a4, K2, K3, K4, h):
+        x = self.x
+        h6 = h / 6.0
+        x[out[0]] = self.sp.retract(x[q], h6 * (x[w1] + 2.0 * x[K2] + 2.0 * x[K3] + x[K4]))
+        x[out[1]] = x[y] + h6 * (x[a1] + 2.0 * x[a2] + 2.0 * x[a3] + x[a4])
+
     def _op_se_step(self, out, q, v, a, h):
         x = self.x
         v1 = x[v] + h * x[a]
@@ -160,6 +183,19 @@ class SimActor:
         self._run(ops)
         tau = self.inputs.tau(t, self.x[q], self.x[v])
         return tuple(a.copy() for a in self.pk.reduce(v_in, tau, self.inputs.f_ext))
+
+    def momentum_velocity(self, ops, q):
+        """The momentum form's velocity round: the handle maps at rest."""
+        self._run(ops)
+        TE, Tr, vrel = self.pk.velocity(self.x[q], np.zeros(self.pk.nv))
+        return TE.copy(), Tr.copy(), vrel.copy()
+
+    def momentum_reduce(self, ops, q, p, g_in):
+        """The momentum form's reduction at rest (p as the joint forces) and the part's total of
+        gravity and external wrenches (``PartKernel.momentum_forces``)."""
+        self._run(ops)
+        red = tuple(a.copy() for a in self.pk.reduce(np.zeros(6), self.x[p], None, rows="position"))
+        return red, self.pk.momentum_forces(g_in[3:], self.inputs.f_ext).copy()
 
     def reduce_rows(self, ops, q, v, v_in, rows):
         """A loop correction's reduction (no joint forces; ``PartKernel.reduce(..., rows)``) and
@@ -377,7 +413,31 @@ def dask_integrator(iname, f, ctx, **kw):
                 return 0.0
             return abs(h) * n5 * n5 / math.sqrt(n5 * n5 + 0.01 * n3 * n3)
 
+    class DaskMomentumRK4(RK4):
+        """RK4 in the momentum form (the RKMK stages of ``RK4.step`` with f returning (w, pdot))."""
+
+        def step(self, t, q, y, h):
+            h = float(h)
+            w1, a1 = self._rates(t, q, y)
+            q2, y2 = ctx.op("mstage", 2, q, y, w1, a1, 0.5 * h)
+            w2, a2 = self._rates(t + 0.5 * h, q2, y2)
+            (K2,) = ctx.op("mdexp", 1, w1, w2, 0.5 * h)
+            q3, y3 = ctx.op("mstage", 2, q, y, K2, a2, 0.5 * h)
+            w3, a3 = self._rates(t + 0.5 * h, q3, y3)
+            (K3,) = ctx.op("mdexp", 1, K2, w3, 0.5 * h)
+            q4, y4 = ctx.op("mstage", 2, q, y, K3, a3, h)
+            w4, a4 = self._rates(t + h, q4, y4)
+            (K4,) = ctx.op("mdexp", 1, K3, w4, h)
+            return tuple(ctx.op("mfinal", 2, q, y, w1, a1, a2, a3, a4, K2, K3, K4, h))
+
     proto = make_integrator(iname, lambda t, q, v: None, None, **kw)     # name checks and aliases
+    if getattr(f, "returns_rate", False):
+        if proto.name != "rk4":
+            from ..errors import PartreeInputError
+
+            raise PartreeInputError(f"the momentum form on the Dask backend integrates with 'rk4', not "
+                                    f"{proto.name!r}; use backend 'mpi' or 'serial' for the others")
+        return DaskMomentumRK4(f, ctx)
     cls = {"rk4": DaskRK4, "symplectic-euler": DaskSymplecticEuler, "dopri5": DaskDOPRI5,
            "dop853": DaskDOP853}[proto.name]
     return cls(f, ctx, **kw) if cls.adaptive else cls(f, ctx)
@@ -425,6 +485,32 @@ class DaskLocalDynamics:
         return out
 
 
+class DaskLocalMomentum(DaskLocalDynamics):
+    """The momentum form on ``DaskVector`` s: ``f(t, q, p) -> (v, pdot)`` (``returns_rate``) in
+    three round trips to the parts' actors (velocity maps at rest; the reduction with the
+    momenta as joint forces and the parts' totals of gravity and external wrenches; the
+    back-substitution and dp/dt queued, with the joint forces at (t, q, v) added there), the
+    root solve and the sums up the parts tree in the client."""
+
+    returns_rate = True
+
+    def __call__(self, t, q, p):
+        eng, ctx, R = self.eng, self.ctx, self.R
+        vel = ctx.call("momentum_velocity", (q,))
+        g_in = R.compose_field(eng.tree, vel, -eng.a0)
+        got = ctx.call("momentum_reduce", [(q, p, g_in[k]) for k in range(ctx.nparts)])
+        a_in, g = R.solve(eng.tree, [x[0] for x in got], np.zeros(6), rows="position")
+        Fh = R.subtree_totals(eng.tree, vel, [x[1] for x in got])
+        w, pdot = ctx.new(), ctx.new()
+        ctx.queue_each("momentum_solve", [((w.key, pdot.key), float(t), _k(q), a_in[k], g[k], Fh[k])
+                                          for k in range(ctx.nparts)])
+        return w, pdot
+
+    def velocity(self, t, q, p):
+        """v = M^-1 p (a DaskVector)."""
+        return self(t, q, p)[0]
+
+
 class DaskBackend(DistributedBackend):
     """The parts and the state's pieces in actors on the workers of ``client`` (see the module
     docstring).
@@ -457,12 +543,18 @@ class DaskBackend(DistributedBackend):
 
             self._own = start_local_cluster()
             self.client = self._own[0]
-        eng = self.eng = DaskEngine(model, client=self.client, parts=opts.parts, evaluate=False,
+        momentum = opts.formulation == "momentum"
+        if momentum and len(getattr(model, "loops", ())):
+            from ..errors import PartreeInputError
+
+            raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is built "
+                                    f"for trees only; use formulation='velocity'")
+        eng = self.eng = DaskEngine(model, client=self.client, parts=opts.parts, evaluate=False, poses=momentum,
                                     path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
         P = self.nparts = len(eng.futures)
         layouts, afuts = [], []
         for k in range(P):
-            L = LocalLayout([build_part(model, eng.partition, k)])
+            L = LocalLayout([build_part(model, eng.partition, k, poses=momentum)])
             L.parts = []                                      # drop the kernel (the worker has it)
             layouts.append(L)
             # the actor wraps the part the engine scattered to its worker (no copy)
@@ -473,11 +565,16 @@ class DaskBackend(DistributedBackend):
         ctx = self.ctx = DaskContext(eng, [a.result(timeout=eng.timeout) for a in afuts])
         self.qsel = [L.qsel for L in layouts]
         self.vsel = [L.vsel for L in layouts]
-        self.f = DaskLocalDynamics(eng, ctx)
+        self.vf = DaskLocalDynamics(eng, ctx)
+        self.f = DaskLocalMomentum(eng, ctx) if momentum else self.vf
         kw = dict(rtol=opts.rtol, atol=opts.atol, h0=opts.h0, max_steps=opts.max_steps)
         if opts.h_max is not None:
             kw["h_max"] = opts.h_max
         integ = dask_integrator(opts.integrator, self.f, ctx, **kw)
+        if momentum:
+            from ..algorithms.generalized_momentum import generalized_momentum
+
+            v = generalized_momentum(model, q, v)          # the state is (q, p)
         return integ, ctx.put([q[s_] for s_ in self.qsel]), ctx.put([v[s_] for s_ in self.vsel])
 
     def step_closure(self, closure):
@@ -511,12 +608,18 @@ class DaskBackend(DistributedBackend):
         return self._full(v.fetch(), self.vsel)
 
     def sample(self, t, q, v, need_qdd):
+        p = None
+        if self.f is not self.vf:      # the momentum form: v carries p; solve for the velocity
+            p, v = v, self.f.velocity(t, q, v)
         vecs = [q, v]                  # one round trip (two more for qdd: an evaluation)
         if need_qdd:
-            vecs += [self.f(t, q, v), self.f.tau(t, q, v)]
+            vecs += [self.vf(t, q, v), self.vf.tau(t, q, v)]
+        if p is not None:
+            vecs.append(p)
         got = self.ctx.fetch(vecs)
         qdd, tau = (self._full(got[2], self.vsel), self._full(got[3], self.vsel)) if need_qdd else (None, None)
-        return self._full(got[0], self.qsel), self._full(got[1], self.vsel), qdd, tau
+        out = self._full(got[0], self.qsel), self._full(got[1], self.vsel), qdd, tau
+        return out if p is None else out + (self._full(got[-1], self.vsel),)
 
     def summary(self):
         if self.eng is None:

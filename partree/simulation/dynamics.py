@@ -379,7 +379,9 @@ class MomentumDynamics:
 
     Prescribed motion (hybrid dynamics) and models with loops have no momentum form here: the
     first makes some velocities inputs rather than functions of p, the second needs the
-    constrained momentum equations (multipliers of the loops), which are not built.
+    constrained momentum equations (multipliers of the loops), which are not built.  The
+    distributed backends evaluate the same equations on their pieces of the state through the
+    parallel engine (``MPIEngine.momentum_local``, the Dask backend's ``DaskLocalMomentum``).
 
     Parameters
     ----------

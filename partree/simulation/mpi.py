@@ -12,7 +12,8 @@ allreduce hook (:func:`ordered_allreduce`).  One evaluation of the dynamics
 Gatherv velocity maps / Scatterv v_in, Gatherv boundary relations / Scatterv a_in and g): O(P)
 boundary data, never the state.  The state is gathered to rank 0 only at save points and
 checkpoints (rank 0 keeps the model: it computes the energy, the optional joint wrenches, and
-writes the files).
+writes the files).  In the momentum form the pieces are of (q, p), and an evaluation
+(:class:`MPILocalMomentum`) is the engine's momentum rounds (``MPIEngine.momentum_local``).
 
 Besides, the time loop agrees on stopping (a signal reached some rank) and on wall-clock
 checkpoints with one ``Allreduce`` of three integers, about every ``loop.POLL_SECONDS`` of wall
@@ -89,6 +90,40 @@ class MPILocalDynamics:
             qdd[L.vsl[j]] = out[j]
         self.last_bytes = self.eng.last_boundary_bytes
         return qdd
+
+
+class MPILocalMomentum(MPILocalDynamics):
+    """The momentum form on this rank's parts: ``f(t, q_loc, p_loc) -> (v_loc, pdot_loc)``
+    (``returns_rate``), collective over the engine's comm: one ``MPIEngine.momentum_local`` (the
+    engine's rounds at rest with the momenta as joint forces) per call, then the joint forces
+    at (t, q, v) added to dp/dt, as :class:`~partree.simulation.dynamics.MomentumDynamics` does
+    on the whole state."""
+
+    returns_rate = True
+
+    def velocity(self, t, q, p):
+        """v = M^-1 p on this rank's joints (collective)."""
+        return self._solve(q, p)[0]
+
+    def _solve(self, q, p):
+        L = self.layout
+        P = len(self.eng.parts)
+        f_ext = self.inputs.f_ext
+        out = self.eng.momentum_local([q[L.qsl[j]] for j in range(P)], [p[L.vsl[j]] for j in range(P)],
+                                      None if f_ext is None else [f_ext[L.bsl[j]] for j in range(P)])
+        v = np.empty(L.nv)
+        pdot = np.empty(L.nv)
+        for j in range(P):
+            v[L.vsl[j]], pdot[L.vsl[j]] = out[j]
+        self.nevals += 1
+        self.last_bytes = self.eng.last_boundary_bytes
+        return v, pdot
+
+    def __call__(self, t, q, p):
+        v, pdot = self._solve(q, p)
+        tau = self.inputs.tau(t, q, v)
+        self.last_tau = tau
+        return v, pdot + tau
 
 
 class MPIGather:
@@ -207,10 +242,22 @@ class MPIBackend(DistributedBackend):
         from ..parallel.mpi import MPIEngine
         from ..parallel.partition import PATH_WEIGHT
 
-        self.eng = MPIEngine(model, comm=self.comm, parts=opts.parts, gather=False,
+        momentum = opts.formulation == "momentum"
+        self.eng = MPIEngine(model, comm=self.comm, parts=opts.parts, gather=False, poses=momentum,
                              path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
         L = LocalLayout(self.eng.parts)
-        self.f = MPILocalDynamics(self.eng, L, dyn.restrict(L.vsel, L.qsel, L.bodies))
+        inputs = dyn.restrict(L.vsel, L.qsel, L.bodies)
+        self.vf = MPILocalDynamics(self.eng, L, inputs)
+        self.f = MPILocalMomentum(self.eng, L, inputs) if momentum else self.vf
+        if momentum:
+            if len(getattr(model, "loops", ())):
+                from ..errors import PartreeInputError
+
+                raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is "
+                                        f"built for trees only; use formulation='velocity'")
+            from ..algorithms.generalized_momentum import generalized_momentum
+
+            v = generalized_momentum(model, q, v)          # the state is (q, p); every rank has the model here
         space = self.space = StateSpace(L, allreduce=ordered_allreduce(self.comm))
         kw = dict(rtol=opts.rtol, atol=opts.atol, h0=opts.h0, max_steps=opts.max_steps)
         if opts.h_max is not None:
@@ -254,13 +301,17 @@ class MPIBackend(DistributedBackend):
         return self.gather.v(v)
 
     def sample(self, t, q, v, need_qdd):
+        p = None
+        if self.f is not self.vf:             # the momentum form: v carries p; solve for the velocity
+            p, v = v, self.f.velocity(t, q, v)
         qg, vg = self.gather.q(q), self.gather.v(v)
         qdd = tau = None
         if need_qdd:
-            qdd_l = self.f(t, q, v)            # collective: every rank evaluates at the save point
+            qdd_l = self.vf(t, q, v)           # collective: every rank evaluates at the save point
             qdd = self.gather.v(qdd_l)
-            tau = self.gather.v(self.f.last_tau)
-        return (qg, vg, qdd, tau) if self.root else None
+            tau = self.gather.v(self.vf.last_tau)
+        got = (qg, vg, qdd, tau) if p is None else (qg, vg, qdd, tau, self.gather.v(p))
+        return got if self.root else None
 
     def summary(self):
         return {"ranks": self.size, "nparts": int(self.eng.nparts) if self.eng is not None else None}

@@ -162,7 +162,7 @@ class SimulationOptions:
         ``dt * save_every`` (the integrator picks its own steps in between).
     integrator : str
         ``'rk4'``, ``'dopri5'``, ``'dop853'``, ``'symplectic-euler'``, ``'gauss6'`` (the
-        three-stage Gauss-Legendre method: implicit, order 6, symplectic; serial backend;
+        three-stage Gauss-Legendre method: implicit, order 6, symplectic; serial and MPI backends;
         aliases ``'rk45'``, ``'euler'``, ``'gauss'``), or ``'scipy'`` / ``'scipy:METHOD'``
         (``scipy.integrate.solve_ivp``; serial backend, models without quaternions).
     formulation : str
@@ -171,8 +171,9 @@ class SimulationOptions:
         p = M(q) qd the generalized momenta, integrated through ``partree.momentum_rhs``
         (qd = M^-1 p and dp/dt in O(N), no accelerations; see
         :class:`~partree.simulation.dynamics.MomentumDynamics`).  Results hold q, qd and p
-        either way.  The momentum form runs on the serial backend, for trees (no loops) and
-        without prescribed motion; ``'gauss6'`` is its sixth-order symplectic integrator.
+        either way.  The momentum form runs for trees (no loops) without prescribed motion, on
+        every backend (the parallel engine's ``momentum_local`` rounds; on Dask with ``'rk4'``);
+        ``'gauss6'`` is its sixth-order symplectic integrator.
     rtol, atol : float
         Relative and absolute tolerances of the adaptive integrators (> 0).
     h0, h_max : float or None
@@ -389,15 +390,13 @@ class SimulationOptions:
             raise PartreeInputError(f"formulation (--formulation) must be one of {', '.join(FORMULATIONS)}; got "
                                     f"{self.formulation!r}")
         self.formulation = form
-        if form == "momentum" and bk != "serial":
-            raise PartreeInputError(f"formulation 'momentum' runs on the serial backend, not {bk!r}: the parallel "
-                                    f"engine solves M v = p (partree.parallel.velocity_from_momentum), but dp/dt "
-                                    f"needs every subtree's momentum and wrench summed across the parts, a pass it "
-                                    f"does not have. Use backend 'serial', or formulation 'velocity' on {bk!r}")
-        if bk != "serial" and self.integrator == "gauss6":
-            raise PartreeInputError("integrator 'gauss6' runs on the serial backend (its stage iteration keeps the "
-                                    "whole state); the distributed backends run 'rk4', 'dopri5', 'dop853' or "
-                                    "'symplectic-euler'")
+        if bk == "dask" and self.integrator == "gauss6":
+            raise PartreeInputError("integrator 'gauss6' runs on the serial and MPI backends (on Dask its stage "
+                                    "iteration would cost a round trip per stage and iteration); the Dask backend "
+                                    "runs 'rk4', 'dopri5', 'dop853' or 'symplectic-euler'")
+        if bk == "dask" and form == "momentum" and self.integrator not in ("rk4",):
+            raise PartreeInputError(f"the momentum form on the Dask backend integrates with 'rk4', not "
+                                    f"{self.integrator!r}; the serial and MPI backends run every integrator")
         if self.parts is not None and not hasattr(self.parts, "nparts"):
             self.parts = _count("parts (--parts)", self.parts)
         self.path_weight = _real("path_weight", self.path_weight, positive=False, allow_none=True)
