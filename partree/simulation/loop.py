@@ -391,8 +391,12 @@ class CheckpointBook:
         idict = integ.state_dict()
         fsal = idict.pop("fsal", None)
         # the integrator's other arrays (the momentum form's FSAL velocity, gauss6's last stages):
-        # serial integrators only, stored as they are
-        iarrays = {k: idict.pop(k) for k in list(idict) if isinstance(idict[k], np.ndarray)}
+        # velocity-sized rows, gathered whole like the state
+        iarrays = {}
+        for key in [key for key in idict if isinstance(idict[key], np.ndarray)]:
+            a = idict.pop(key)
+            rows = [backend.gather_v(r) for r in np.atleast_2d(a)]
+            iarrays[key] = (rows[0] if a.ndim == 1 else np.stack(rows)) if self.root else None
         qg, vg = backend.gather_q(q), backend.gather_v(v)
         fg = None if fsal is None else backend.gather_v(fsal)
         if self.root:

@@ -291,6 +291,16 @@ class MPIBackend(DistributedBackend):
         istate = dict(info["integrator"])
         if info["fsal"]:
             istate["fsal"] = self.gather.scatter_v(st.get("fsal"))
+        from .loop import INTEGRATOR_ARRAY
+
+        for key in istate.pop("arrays", []):        # velocity-sized rows (``CheckpointBook.write``)
+            full = st.get(INTEGRATOR_ARRAY + key)
+            shape = self.comm.bcast(None if full is None else full.shape, root=0)
+            if len(shape) == 1:
+                istate[key] = self.gather.scatter_v(full)
+            else:
+                istate[key] = np.stack([self.gather.scatter_v(None if full is None else full[i])
+                                        for i in range(shape[0])])
         integ.load_state_dict(istate)
         return q, v
 

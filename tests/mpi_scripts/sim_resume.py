@@ -88,6 +88,22 @@ same(res, ref, "dopri5")
 if comm.rank == 0 and abs(res.summary["resumed_from"] - 0.15) > 1e-12:
     fail(f"dopri5 resumed from {res.summary['resumed_from']}", 8)
 
+# (2b) the momentum form: gauss6 (its last stages, velocity-sized arrays, gathered into the
+# checkpoint and scattered back) and dopri5 (its FSAL velocity), interrupted and resumed
+for integ, extra in (("gauss6", dict(t_end=0.02, dt=1e-3)), ("dopri5", DP)):
+    MF = dict(extra, integrator=integ, formulation="momentum")
+    ckm = os.path.join(folder, f"m_{integ}.ckpt")
+    try:
+        simulate(m, checkpoint=ckm, checkpoint_every="1e-9s", _step_hook=stop_at(4), **MF, **kw)
+        fail(f"momentum {integ} not interrupted", 11)
+    except Stop:
+        pass
+    res = simulate(m, checkpoint=ckm, checkpoint_every="1e-9s", resume=True, **MF, **kw)
+    ref = simulate(m, **MF, **kw)
+    same(res, ref, f"momentum {integ}")
+    if comm.rank == 0 and not np.array_equal(res.p, ref.p):
+        fail(f"momentum {integ}: p differs", 12)
+
 # (3) mismatched checkpoints: the same CheckpointError on every rank
 msgs = []
 for what, call in (("options", lambda: simulate(m, checkpoint=ck, resume=True, **dict(DP, rtol=1e-6), **kw)),
