@@ -4,6 +4,9 @@
     python scripts/examples/momentum_seed001.py --steps 100000      # the long runs: 10^5 steps each
     python scripts/examples/momentum_seed001.py --quick             # short runs (tests)
     python scripts/examples/momentum_seed001.py --out figs --json numbers.json
+    python scripts/examples/momentum_seed001.py --n 100000 --steps 20 --systems tree --no-docking
+    mpiexec -n 2 python scripts/examples/momentum_seed001.py --n 1000000 --steps 5 --systems tree \
+        --no-docking --backend mpi                                  # large trees over MPI
 
 Seed 001 integrates the equations of motion in Poisson impulses (generalized momenta) of chains of
 bodies joined by 2-DOF Cardan joints with a sixth-order method.  Here the same chains
@@ -78,16 +81,45 @@ def momentum_drift(m, res):
     return float(np.abs(h - h[0]).max() / max(np.abs(h[0]).max(), 1.0))
 
 
-def conservation(n, steps, dt, seed):
-    """Both systems, every run of :data:`RUNS`: energy (and momentum) errors and time per step."""
+def floating_tree(n, seed, name="floating_cardan_tree"):
+    """A binary tree of n bodies in space (``binary_tree``: 1 m, 1 kg cylinders, the children of a
+    body spread at its outer end), its first body on a free joint and the others on Cardan
+    joints, no gravity; the same seeded motion as :func:`floating_chain`.  Its depth grows as
+    log2 n, so its momenta stay of the size of a short chain's at 10^5..10^6 bodies, where a
+    chain's root momenta (its whole length's angular momentum) leave too few digits for the
+    velocities."""
+    from partree.models.generators import binary_tree
+
+    m = binary_tree(n, joint=["free"] + ["universal"] * (n - 1), gravity=(0.0, 0.0, 0.0),
+                    name=f"{name}(n={n})", validate=True)
+    rng = np.random.default_rng(seed)
+    q0 = m.neutral()
+    q0[7:] = rng.uniform(-0.3, 0.3, size=m.nq - 7)
+    qd0 = np.concatenate([rng.uniform(-0.2, 0.2, 3), rng.uniform(-0.5, 0.5, 3), rng.uniform(-0.5, 0.5, m.nv - 6)])
+    return m, q0, qd0
+
+
+#: the conservation runs' systems (``--systems``)
+SYSTEMS = {"hanging": hanging_chain, "floating": floating_chain, "tree": floating_tree}
+
+
+def conservation(n, steps, dt, seed, systems=("hanging", "floating"), runs=RUNS, backend="serial", comm=None):
+    """Each system, every run of ``runs``: energy (and, floating, momentum) errors and time per
+    step.  With ``backend='mpi'`` the runs are collective over ``comm`` (every rank calls; the
+    numbers are on rank 0, None elsewhere)."""
     out = {}
-    for label, (m, q0, qd0) in (("hanging", hanging_chain(n, seed)), ("floating", floating_chain(n, seed))):
+    root = comm is None or comm.Get_rank() == 0
+    for label in systems:
+        m, q0, qd0 = SYSTEMS[label](n, seed)
         rows = {}
-        for form, integ in RUNS:
+        for form, integ in runs:
+            kw = {} if backend == "serial" else {"backend": backend, "comm": comm}
             t0 = time.perf_counter()
             res = partree.simulate(m, steps * dt, dt, q0=q0, qd0=qd0, integrator=integ, formulation=form,
-                                   save_every=max(1, steps // 400), progress=False, verbose=False)
+                                   save_every=max(1, steps // 400), progress=False, verbose=False, **kw)
             wall = time.perf_counter() - t0
+            if not root:
+                continue
             E = res.energy
             scale = res.summary["energy"]["scale"]
             row = {"max_rel_energy_error": float(np.abs(E - E[0]).max() / scale),
@@ -95,11 +127,11 @@ def conservation(n, steps, dt, seed):
                    "wall_per_step_us": 1e6 * wall / steps, "t": res.t, "energy_error": (E - E[0]) / scale}
             if integ == "gauss6":
                 row["iterations_per_step"] = res.summary["iterations"] / steps
-            if label == "floating":
+            if label != "hanging":
                 row["max_rel_momentum_change"] = momentum_drift(m, res)
             rows[f"{form}/{integ}"] = row
         out[label] = rows
-    return out
+    return out if root else None
 
 
 def _tip_point(m, q, qd, c_body):
@@ -227,28 +259,53 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="short runs (tests): 3 bodies, 200 steps")
     p.add_argument("--out", default=None, help="folder of the figure (needs matplotlib)")
     p.add_argument("--json", default=None, help="write the numbers to this JSON file")
+    p.add_argument("--systems", nargs="+", choices=tuple(SYSTEMS), default=["hanging", "floating"],
+                   help="the conservation runs' systems (default: hanging floating; tree: a floating binary "
+                        "tree of Cardan joints, for 10^5..10^6 bodies)")
+    p.add_argument("--runs", nargs="+", default=[f"{f}/{i}" for f, i in RUNS], metavar="FORM/INTEGRATOR",
+                   help="the conservation runs (default: " + " ".join(f"{f}/{i}" for f, i in RUNS) + ")")
+    p.add_argument("--no-docking", action="store_true", help="leave the docking example out (large systems)")
+    p.add_argument("--backend", choices=("serial", "mpi"), default="serial",
+                   help="the conservation runs' backend; mpi: run under mpiexec, the numbers on rank 0")
     a = p.parse_args(argv)
     n, steps = (3, 200) if a.quick else (a.n, a.steps)
-    numbers = {"n": n, "steps": steps, "dt": a.dt}
-    numbers["conservation"] = conservation(n, steps, a.dt, a.seed)
-    numbers["docking"] = docking(n, a.seed, t_contact=0.5 if a.quick else 2.0, t_after=0.5 if a.quick else 5.0,
-                                 dt=a.dt)
+    runs = []
+    for r in a.runs:
+        form, _, integ = r.partition("/")
+        if form not in ("momentum", "velocity") or not integ:
+            p.error(f"--runs: {r!r} is not FORM/INTEGRATOR with FORM momentum or velocity")
+        runs.append((form, integ))
+    comm = None
+    if a.backend == "mpi":
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+    numbers = {"n": n, "steps": steps, "dt": a.dt, "backend": a.backend,
+               "ranks": 1 if comm is None else comm.Get_size()}
+    numbers["conservation"] = conservation(n, steps, a.dt, a.seed, a.systems, runs, a.backend, comm)
+    if comm is not None and comm.Get_rank() != 0:
+        return [], None
+    if not a.no_docking:
+        numbers["docking"] = docking(n, a.seed, t_contact=0.5 if a.quick else 2.0, t_after=0.5 if a.quick else 5.0,
+                                     dt=a.dt)
     plain = _plain(numbers)
-    print(f"Cardan chains of {n} bodies, {steps} steps of {a.dt:g} s ({steps * a.dt:g} s)")
+    print(f"{n} bodies, {steps} steps of {a.dt:g} s ({steps * a.dt:g} s), backend {a.backend}"
+          f" ({numbers['ranks']} process{'es' if numbers['ranks'] > 1 else ''})")
     for label, rows in plain["conservation"].items():
-        print(f"\n{label} chain            max |dE|/E   end |dE|/E   max |dh|/|h|   us/step   iterations/step")
+        print(f"\n{label:8s}           max |dE|/E   end |dE|/E   max |dh|/|h|   us/step   iterations/step")
         for key, r in rows.items():
             print(f"  {key:18s} {r['max_rel_energy_error']:11.3e}  {r['end_rel_energy_error']:11.3e}  "
                   f"{r.get('max_rel_momentum_change', float('nan')):12.3e}  {r['wall_per_step_us']:8.0f}  "
                   f"{r.get('iterations_per_step', float('nan')):8.1f}")
-    d = plain["docking"]
-    print(f"\ndocking: impulse {d['impulse_norm_N_s']:.4g} N s; relative velocity {d['relative_velocity_before_m_s']:.3g} "
-          f"-> {d['relative_velocity_after_m_s']:.2e} m/s; energy lost {d['energy_lost_J']:.6g} J (Carnot "
-          f"{d['carnot_loss_J']:.6g} J); momentum through the blow {d['momentum_change_through_blow']:.1e}, joined "
-          f"model {d['joined_momentum_vs_before']:.1e}; after: energy {d['after_max_rel_energy_error']:.1e}, momentum "
-          f"{d['after_max_rel_momentum_change']:.1e}")
+    d = plain.get("docking")
+    if d is not None:
+        print(f"\ndocking: impulse {d['impulse_norm_N_s']:.4g} N s; relative velocity "
+              f"{d['relative_velocity_before_m_s']:.3g} -> {d['relative_velocity_after_m_s']:.2e} m/s; energy lost "
+              f"{d['energy_lost_J']:.6g} J (Carnot {d['carnot_loss_J']:.6g} J); momentum through the blow "
+              f"{d['momentum_change_through_blow']:.1e}, joined model {d['joined_momentum_vs_before']:.1e}; after: "
+              f"energy {d['after_max_rel_energy_error']:.1e}, momentum {d['after_max_rel_momentum_change']:.1e}")
     files = []
-    if a.out:
+    if a.out and "docking" in numbers:
         os.makedirs(a.out, exist_ok=True)
         files.append(_figure(a.out, numbers["conservation"], numbers["docking"]))
     if a.json:
