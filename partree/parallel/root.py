@@ -169,17 +169,28 @@ def _xmotion(E, r, m):
     return np.concatenate((w, v))
 
 
+def _compose_down(tree, vel, top, relative):
+    """Parents first: a part hanging from the base gets ``top``; the others T_h x_parent (+ vrel_h
+    with ``relative``) of their parent's handle h, vel[p] = (TE, Tr, vrel)."""
+    P = tree.nparts
+    out = np.empty((P, 6))
+    for c in range(P):
+        p = tree.part_parent[c]
+        if p < 0:
+            out[c] = top
+        else:
+            TE, Tr, vrel = vel[p]
+            k = tree.hidx[c]
+            out[c] = _xmotion(TE[k], Tr[k], out[p])
+            if relative:
+                out[c] += vrel[k]
+    return out
+
+
 def compose_velocities(tree: PartsTree, vel):
     """vel[p] = (TE (H,3,3), Tr (H,3), vrel (H,6)) of part p.  Returns v_in (P, 6).  With loops
     at the root (``tree.loops``) their rows at this state are formed too (:meth:`RootLoops.observe`)."""
-    P = tree.nparts
-    v_in = np.zeros((P, 6))
-    for c in range(P):
-        p = tree.part_parent[c]
-        if p >= 0:
-            TE, Tr, vrel = vel[p]
-            k = tree.hidx[c]
-            v_in[c] = _xmotion(TE[k], Tr[k], v_in[p]) + vrel[k]
+    v_in = _compose_down(tree, vel, np.zeros(6), True)
     if tree.loops is not None:
         tree.loops.observe(tree, vel, v_in)
     return v_in
@@ -191,17 +202,7 @@ def compose_field(tree: PartsTree, vel, top):
     T_h of their parent's handle applied to the parent's (vel[p] = (TE, Tr, vrel), vrel
     unused).  The parts hanging from the base must have reported their T_h (built with
     ``poses``).  Returns (P, 6)."""
-    P = tree.nparts
-    out = np.empty((P, 6))
-    for c in range(P):
-        p = tree.part_parent[c]
-        if p < 0:
-            out[c] = top
-        else:
-            TE, Tr, _ = vel[p]
-            k = tree.hidx[c]
-            out[c] = _xmotion(TE[k], Tr[k], out[p])
-    return out
+    return _compose_down(tree, vel, np.asarray(top, dtype=np.float64), False)
 
 
 def subtree_totals(tree: PartsTree, vel, up):
