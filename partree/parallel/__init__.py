@@ -52,8 +52,10 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
         raise PartreeInputError("qd and tau are required")
 
 
-def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
-    """Forward dynamics qdd through the parallel decomposition (one evaluation).
+def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None,
+                     active=None, qdd_active=None):
+    """Forward dynamics qdd through the parallel decomposition (one evaluation), or with
+    ``active`` hybrid dynamics (``partree.hybrid_dynamics``).
 
     For repeated evaluations keep an engine (:class:`SerialEngine`, :class:`MPIEngine`,
     :class:`DaskEngine`): it partitions the model and places the parts once.
@@ -77,19 +79,32 @@ def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None,
         Dask only; default a LocalCluster with 2 single-threaded workers, closed afterwards.
     f_ext : ndarray, optional
         (n, 6) external body wrenches [n; f] in body coordinates, as for :func:`partree.aba`.
+    active : array_like of bool, or list of str, optional
+        Hybrid dynamics: the joints whose acceleration is given, a boolean mask of (n,) (one flag
+        per joint, fixed joints included) or joint names, as :func:`partree.hybrid_dynamics`
+        takes them.  Their forces are computed, the other joints' accelerations; ``tau`` is
+        then read at the other joints only.  Each part flags its active joints in its reduction
+        (an active joint hands its parent its full articulated inertia and the bias of its
+        known motion); the rounds and the messages are those of forward dynamics.  Trees only.
+    qdd_active : ndarray, optional
+        With ``active``: (nv,) accelerations, read at the active joints only (the other
+        entries are ignored and may be anything, NaN included).
 
     Returns
     -------
-    ndarray or None
-        qdd (nv,); under MPI on rank 0, None on the other ranks.
+    ndarray, tuple or None
+        qdd (nv,); with ``active`` the pair (qdd, tau) of full vectors that
+        :func:`partree.hybrid_dynamics` returns.  Under MPI on rank 0, None on the other ranks.
 
     Raises
     ------
     PartreeInputError
-        Before any work starts, for an unknown backend, ``parts`` not in 1..n, or state and force
-        arrays whose sizes do not match the model.
+        Before any work starts, for an unknown backend, ``parts`` not in 1..n, state and force
+        arrays whose sizes do not match the model, and for ``active``: a mask of the wrong
+        length, unknown joint names, or a model with loops.
     """
-    return _dispatch("forward_dynamics", model, q, qd, tau, backend, parts, comm, client, f_ext)
+    hybrid = None if active is None else (active, qdd_active)
+    return _dispatch("forward_dynamics", model, q, qd, tau, backend, parts, comm, client, f_ext, hybrid)
 
 
 def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
@@ -191,14 +206,27 @@ def _tree_at_rest_of(source):
     return _tree_at_rest(source() if callable(source) else resolve_model(source))
 
 
-def _dispatch(what, model, q, qd, tau, backend, parts, comm, client, f_ext):
-    """``what`` ('forward_dynamics' or 'constraint_forces') on ``backend``, the arguments checked first."""
+def _dispatch(what, model, q, qd, tau, backend, parts, comm, client, f_ext, hybrid=None):
+    """``what`` ('forward_dynamics' or 'constraint_forces') on ``backend``, the arguments checked
+    first; ``hybrid``: None, or (active, qdd_active) of hybrid dynamics."""
     import importlib
 
-    check_arguments(model, q, qd, tau, parts, f_ext, backend)
+    from ..model import Model
+
+    if hybrid is None:
+        check_arguments(model, q, qd, tau, parts, f_ext, backend)
+    else:
+        # tau is read at the passive joints only: checked with the mask (``hybrid_arguments``)
+        check_arguments(model, q, qd, None, parts, f_ext, backend)
+        if isinstance(model, Model):
+            from .part import hybrid_arguments
+
+            hybrid_arguments(model, hybrid[0], hybrid[1], tau)
     module = {"serial": ".serial", "mpi": ".mpi", "dask": ".dask_backend"}[backend]
     fn = getattr(importlib.import_module(module, __name__), f"{what}_{backend}")
     where = {"mpi": {"comm": comm}, "dask": {"client": client}}.get(backend, {})
+    if hybrid is not None:
+        where.update(active=hybrid[0], qdd_active=hybrid[1])
     return fn(model, q, qd, tau, parts=parts, f_ext=f_ext, **where)
 
 

@@ -46,14 +46,20 @@ def _velocity(pk, q, qd):
     return TE.copy(), Tr.copy(), vrel.copy()
 
 
-def _reduce(pk, v_in, tau, f_ext):
-    return tuple(x.copy() for x in pk.reduce(v_in, tau, f_ext))
+def _reduce(pk, v_in, tau, f_ext, active=None, qdd=None):
+    """The part's reduction; ``active``, ``qdd``: hybrid dynamics (``PartKernel.reduce``)."""
+    if active is None:
+        return tuple(x.copy() for x in pk.reduce(v_in, tau, f_ext))
+    return tuple(x.copy() for x in pk.reduce(v_in, tau, f_ext, active=active, qdd=qdd))
 
 
-def _solve(pk, a_in, g, wrenches=False):
+def _solve(pk, a_in, g, wrenches=False, forces=False):
     """qdd of the part, or with ``wrenches`` (qdd, F, FS, FT, loop pieces) (see
-    ``PartKernel.wrenches`` and ``PartKernel.loop_pieces``)."""
+    ``PartKernel.wrenches`` and ``PartKernel.loop_pieces``), or with ``forces`` (hybrid dynamics)
+    (qdd, the part's joint forces)."""
     qdd = pk.solve(a_in, g).copy()
+    if forces:
+        return qdd, pk.joint_forces.copy()
     if not wrenches:
         return qdd
     return (qdd,) + tuple(x.copy() for x in pk.wrenches()) + (pk.loop_pieces(),)
@@ -259,10 +265,25 @@ class DaskEngine:
             st._place(sorted(set(lost) | set(resend)))
 
     # ------------------------------------------------------------------ rounds
-    def forward_dynamics(self, q, qd, tau, f_ext=None):
+    def forward_dynamics(self, q, qd, tau, f_ext=None, active=None, qdd_active=None):
         """qdd (gathered to the client) for the state (q, qd), joint forces tau and optional
-        external body wrenches f_ext, as ``partree.aba``."""
-        return self._evaluate(q, qd, tau, f_ext, wrenches=False)
+        external body wrenches f_ext, as ``partree.aba``.
+
+        Hybrid dynamics with ``active`` (a boolean mask over the joints or joint names, as
+        ``partree.hybrid_dynamics`` takes it) and ``qdd_active`` ((nv,), read at the active
+        joints): returns (qdd, tau), the full vectors ``partree.hybrid_dynamics`` returns.  Each
+        part's flags and given accelerations travel with its reduction call; the rounds are the
+        same."""
+        if active is None:
+            return self._evaluate(q, qd, tau, f_ext, wrenches=False)
+        from .part import hybrid_arguments
+
+        model = self.model
+        q, qd = checks.state(model, q, qd)
+        mask, tau, qdd = hybrid_arguments(model, active, qdd_active, tau)
+        F, has_f = checks.external_forces(model, f_ext)
+        F = F if has_f else None
+        return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, hybrid=(mask, qdd)))
 
     def constraint_forces(self, q, qd, tau, f_ext=None):
         """The constraint force algorithm over the cluster: a ``CFAResult`` equal to
@@ -293,10 +314,20 @@ class DaskEngine:
                 self.restarts += 1
                 self._recover()
 
-    def _fd(self, q, qd, tau, F, deadline, wrenches=False):
+    def _fd(self, q, qd, tau, F, deadline, wrenches=False, hybrid=None):
+        """One evaluation with the parts' slices sent with the calls; ``hybrid``: None, or
+        (mask (n,), qdd (nv,)) of hybrid dynamics (then (qdd, tau))."""
         sel = self.sel
         P = len(self.futures)
         args = [(q[sel[k][0]], qd[sel[k][1]], tau[sel[k][1]], None if F is None else F[sel[k][2]]) for k in range(P)]
+        if hybrid is not None:
+            mask, qdd = hybrid
+            args = [a + (mask[sel[k][2]], qdd[sel[k][1]]) for k, a in enumerate(args)]
+            out = self._rounds(args, deadline, gather=True, forces=True)
+            res = self._assemble([x[0] for x in out]), self._assemble([x[1] for x in out])
+            self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + 2 * tau.nbytes + 2 * qdd.nbytes + mask.nbytes
+                                                + (0 if F is None else F.nbytes))
+            return res
         out = self._rounds(args, deadline, gather=True, wrenches=wrenches)
         if wrenches:
             res = self._assemble_wrenches(q, out)
@@ -307,11 +338,13 @@ class DaskEngine:
         self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + tau.nbytes + (0 if F is None else F.nbytes) + back)
         return res
 
-    def _rounds(self, args, deadline, gather, wrenches=False):
+    def _rounds(self, args, deadline, gather, wrenches=False, forces=False):
         """The three rounds through the workers' actors: the client calls each worker's actor
         directly (no scheduler round trip per task; one call per worker and round for all its
         parts), composes the velocities and solves the root between the rounds.
-        args[k]: arrays (sent with the call) or a state key (``DaskState``)."""
+        args[k]: arrays (sent with the call: q, qd, tau, f_ext and, for hybrid dynamics, the
+        active flags and given accelerations, with ``forces`` asking each part for its joint
+        forces too) or a state key (``DaskState``)."""
         P = len(self.futures)
         if any(f.status != "finished" for f in self.futures):
             raise WorkerLost("a part was lost before the evaluation")
@@ -336,7 +369,7 @@ class DaskEngine:
         red = per_worker("reduce", v_in, nostate if key is not None else [a[2:] for a in args])
         a_in, g = R.solve(self.tree, red, self.a0)
         keep = None if gather else self._next_key()
-        out = per_worker("solve", a_in, g, [keep] * P, [wrenches] * P)
+        out = per_worker("solve", a_in, g, [keep] * P, [wrenches] * P, [forces] * P)
         self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
                           "workers": len(set(self.workers))}
         return out if gather else DaskResult(self, keep)
@@ -529,8 +562,8 @@ class _GroupActor:
         st = self.states[key] if key is not None else None
         return [_reduce(self.pk[k], v, *(st[k][2:] if st is not None else x)) for k, v, x in zip(ks, v_in, tf)]
 
-    def solve(self, ks, key, a_in, g, keep, wrenches):
-        out = [_solve(self.pk[k], a, gk, wr) for k, a, gk, wr in zip(ks, a_in, g, wrenches)]
+    def solve(self, ks, key, a_in, g, keep, wrenches, forces):
+        out = [_solve(self.pk[k], a, gk, wr, fo) for k, a, gk, wr, fo in zip(ks, a_in, g, wrenches, forces)]
         if keep[0] is None:
             return out
         self.results = {keep[0]: dict(zip(ks, out))}      # only the latest kept result stays
@@ -660,9 +693,17 @@ def _cancel_errors():
     return tuple(errs)
 
 
-def forward_dynamics_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
-    """One evaluation over Dask (builds and scatters the parts; keep a DaskEngine to reuse them)."""
-    return _one_off("forward_dynamics", model, q, qd, tau, client, parts, path_weight, f_ext)
+def forward_dynamics_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None,
+                          active=None, qdd_active=None):
+    """One evaluation over Dask (builds and scatters the parts; keep a DaskEngine to reuse them);
+    with ``active``, hybrid dynamics ((qdd, tau), see ``DaskEngine.forward_dynamics``)."""
+    if active is None:
+        return _one_off("forward_dynamics", model, q, qd, tau, client, parts, path_weight, f_ext)
+    eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight)
+    try:
+        return eng.forward_dynamics(q, qd, tau, f_ext, active=active, qdd_active=qdd_active)
+    finally:
+        eng.close()
 
 
 def constraint_forces_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):

@@ -32,6 +32,8 @@ Kernels:
                    (the walk skips the bodies where the handle's influence has died out: see
                    _TINY_REL)
   solve_kernel     back-substitution: with the known g, u -= Y g along the paths, then pass 3
+  hybrid_finish    (hybrid dynamics) the given accelerations and the computed forces of the
+                   joints whose acceleration is given (see ``reduce_kernel``'s ``active``)
   wrench_kernel    (constraint forces only) every joint's wrench by RNEA's inward pass from the
                    back-substituted accelerations, the child parts' wrenches g entering at the handles
   momentum_forces_kernel, momentum_rate_kernel
@@ -67,6 +69,8 @@ q, qd, tau                  the part's own slices of the configuration, velocity
 f_ext (m, 6), has_fext      external body wrenches (body coordinates) and whether there are any
 v_in, a_in (6,)             velocity / acceleration of the root's parent (frame 0)
 g (H, 6)                    the child parts' wrenches at the handles (from the root solve)
+active (m,), qdd_in (nv,)   hybrid dynamics: the joints whose acceleration is given (empty: none)
+                            and those accelerations
 with_T, form_T              where the path transforms are formed (see above)
 workspace (written)
 E, r                        X_up of every body, compact
@@ -326,9 +330,19 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                   mass, com, I_com, tau, f_ext, has_fext, v_in,
                   path_ptr, path_idx, cp, kslot, slot, cJb, vJb, form_T, TEb, Trb, yptr, Yst, ylo,
                   acc_first, acc_has, E, r, S, v, c, IA, pA, U, Dinv, u, G,
-                  M, m0, Kt, Psi, Lam, beta, bias=True):
+                  M, m0, Kt, Psi, Lam, beta, active, qdd_in, bias=True):
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
-    body whose joint-space inertia is singular.
+    body whose (passive) joint's joint-space inertia is singular.
+
+    ``active`` (m,) bool, or empty for none: the joints whose acceleration is given (``qdd_in``,
+    read at their entries; hybrid dynamics).  Such a joint is eliminated with D^-1 = 0 and its
+    velocity-product term c augmented by S qdd: it then hands its parent its full articulated
+    inertia IA and the bias pA + IA (c + S qdd), as in ``partree.hybrid_dynamics``, and every
+    later step (the walk, the back-substitution) takes it as it is, as a joint no force
+    accelerates (Lam and G~ get no update from it, its Y rows still carry the handle wrenches'
+    effect on S^T pA).  The caller passes tau with zeros at such joints, so u = -S^T pA there,
+    and after the back-substitution (its qdd is then zero relative to the augmented c)
+    :func:`hybrid_finish` reads its force S^T (IA a + pA) = U^T a - u.
 
     The articulated inertias are not kept per body (nothing after pass 2 needs them): body i's
     IA_i = I_i + the children's X^T Ia X is formed in a 6x6 buffer when pass 2 reaches it.  A
@@ -346,6 +360,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     D = np.empty((6, 6))
     tmp = np.empty(6)
     pa = np.empty(6)
+    hybrid = active.shape[0] > 0
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
            v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA, bias)
     # pass 2 (ABA's, written out; the part's root also forms Ia, pa: its boundary relation)
@@ -377,11 +392,18 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                 U[iv, k] = sk
                 Dd += S[iv, k] * sk
                 uu -= S[iv, k] * pA[i, k]
-            if not Dd > 0.0:
+            if hybrid and active[i]:
+                # a given acceleration: nothing eliminated (D^-1 = 0), c augmented by S qdd
+                x = qdd_in[iv]
+                for k in range(6):
+                    c[i, k] += S[iv, k] * x
+                Di = 0.0
+            elif not Dd > 0.0:
                 return i
-            Dinv[iv, 0] = 1.0 / Dd
+            else:
+                Di = 1.0 / Dd
+            Dinv[iv, 0] = Di
             u[iv] = uu
-            Di = 1.0 / Dd
             for k in range(6):
                 tmp[k] = U[iv, k] * Di
             for k in range(6):
@@ -410,7 +432,15 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                     for k in range(6):
                         s += S[iv + d, k] * U[iv + e, k]
                     D[d, e] = s
-            if nv > 1:
+            if hybrid and active[i]:
+                # (as for one DOF above)
+                for d in range(nv):
+                    x = qdd_in[iv + d]
+                    for k in range(6):
+                        c[i, k] += S[iv + d, k] * x
+                    for e in range(nv):
+                        Dinv[iv + d, e] = 0.0
+            elif nv > 1:
                 if not spd_inverse(D, nv, T):
                     return i
                 for d in range(nv):
@@ -831,6 +861,26 @@ def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, 
                     s += Yst[yo + d, l] * g[kh, l]
                 u[iv + d] -= s
     aba_forward_pass2(parent, idx_v, a_in, E, r, S, c, U, Dinv, u, a, qdd)
+
+
+@njit(cache=True)
+def hybrid_finish(idx_v, nvt, act, qdd_in, U, a, u, qdd, tau_out):
+    """After a back-substitution of a reduction with given accelerations (``active`` in
+    :func:`reduce_kernel`): at each body of ``act`` (the active joints, local numbering) the given
+    qdd is copied (the pass found zero relative to the augmented c) and the joint force
+    tau = S^T (IA a + pA) = U^T a - u is read (u = -S^T pA, the handle wrenches' part included
+    by the back-substitution).  ``tau_out`` holds the given forces of the other joints already."""
+    n = idx_v.shape[0]
+    for j in range(act.shape[0]):
+        i = act[j]
+        iv = idx_v[i]
+        nv = (idx_v[i + 1] if i + 1 < n else nvt) - iv
+        for d in range(nv):
+            s = -u[iv + d]
+            for k in range(6):
+                s += U[iv + d, k] * a[i, k]
+            tau_out[iv + d] = s
+            qdd[iv + d] = qdd_in[iv + d]
 
 
 @njit(cache=True)

@@ -133,14 +133,14 @@ class MPIEngine:
                     meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
                             "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
                             "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size),
-                            "nloops": len(model.loops)}
+                            "nloops": len(model.loops), "name": model.name}
                     meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
                 meta = comm.bcast(meta, root=0)
             else:
                 meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
                         "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
                         "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size),
-                        "nloops": len(model.loops)}
+                        "nloops": len(model.loops), "name": model.name}
                 meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
             P = int(meta["nparts"])
             self.owner = np.asarray(meta["owner"], dtype=np.int64)
@@ -161,6 +161,7 @@ class MPIEngine:
                               for k in self.local_ids]
             self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
             self.nloops = int(meta["nloops"])
+            self.model_name = str(meta["name"])
             self.a0 = gravity_a0(meta["gravity"])
             nh = meta["nh"]
             tree = None
@@ -249,14 +250,43 @@ class MPIEngine:
         return out
 
     # ------------------------------------------------------------------ one evaluation
-    def forward_dynamics(self, q, qd, tau, f_ext=None, gather=None):
+    def forward_dynamics(self, q, qd, tau, f_ext=None, gather=None, active=None, qdd_active=None):
         """q, qd, tau: full vectors on every rank (each rank reads only its parts' entries);
         f_ext: None or (n, 6) external body wrenches (body coordinates), also full on every rank.
         ``gather``: collect qdd on rank 0 (default: the engine's ``gather``).  Returns qdd on
-        rank 0 when gathered, else None; each rank's pieces stay in ``local_qdd``."""
+        rank 0 when gathered, else None; each rank's pieces stay in ``local_qdd``.
+
+        Hybrid dynamics (``partree.hybrid_dynamics``): ``active`` flags the joints whose
+        acceleration is given, a boolean mask of (n,) on every rank, or joint names (rank 0
+        turns them into the mask, with the joint names it keeps for gathering, and broadcasts
+        it); ``qdd_active`` (nv,) on every rank holds those accelerations (read at the active
+        joints only, as ``tau`` is then read at the others only).  Returns (qdd, tau) on rank 0,
+        the full vectors; the pieces stay in ``local_qdd`` and ``local_tau``.  The rounds and
+        the boundary messages are those of forward dynamics."""
         gather = self._gather_flag(gather)
         with AbortOnError(self.comm):
-            return self._fd(q, qd, tau, f_ext, gather)
+            hyb = None if active is None else (self._active_mask(active), qdd_active)
+            return self._fd(q, qd, tau, f_ext, gather, hyb)
+
+    def _active_mask(self, active):
+        """The (n,) flags of ``active`` (a mask, or joint names resolved on rank 0 and broadcast)."""
+        from types import SimpleNamespace
+
+        from ..algorithms.hybrid_dynamics import active_mask
+
+        if self.nloops:
+            raise PartreeInputError(f"model {self.model_name!r} has {self.nloops} loops: hybrid dynamics (active "
+                                    f"joints) is for trees")
+        if not isinstance(active, (str, set, frozenset)) and np.asarray(active).dtype == np.bool_:
+            return active_mask(SimpleNamespace(n=self.n, name=self.model_name, joint_names=()), np.asarray(active))
+        mask = None
+        if self.rank == 0:
+            if not hasattr(self, "_names"):
+                raise PartreeInputError("joint names for active need the engine's joint names (gather=True); pass a "
+                                        "boolean mask of the joints instead")
+            mask = active_mask(SimpleNamespace(n=self.n, name=self.model_name, joint_names=self._names.joint_names),
+                               active)
+        return self.comm.bcast(mask, root=0)
 
     def constraint_forces(self, q, qd, tau, f_ext=None, gather=None):
         """The constraint force algorithm over the ranks (collective; arguments as for
@@ -345,12 +375,17 @@ class MPIEngine:
         err = max([pk.loop_violation() for pk in self.parts] + [R.root_violation(self.tree) if self.rank == 0 else 0.0])
         return [x.copy() for x in out], float(self.comm.allreduce(err, op=MPI.MAX))
 
-    def evaluate_local(self, qs, qds, taus, fs=None, rows="dynamics"):
+    def evaluate_local(self, qs, qds, taus, fs=None, rows="dynamics", actives=None, qdds=None):
         """One evaluation over this rank's parts (collective): the engine's four boundary messages
         and nothing else.  ``qs``, ``qds``, ``taus`` (and ``fs``, or None): each local part's own
         slices, in the order of ``parts``.  Returns each part's qdd (views of the parts'
         workspaces: copy what must outlive the next evaluation).  Sets ``last_boundary_bytes``
-        (what this rank sent to / received from rank 0) and ``phase_seconds``."""
+        (what this rank sent to / received from rank 0) and ``phase_seconds``.
+
+        Hybrid dynamics: ``actives`` (each local part's (m,) flags of the joints whose
+        acceleration is given) and ``qdds`` (each part's (nv,) accelerations, read at those
+        joints; ``taus`` are then read at the others only).  Returns each part's (qdd, tau), both
+        full for the part (views of its workspace).  The messages are the same."""
         self._bytes = 0
         t = {}
         t0 = time.perf_counter()
@@ -373,11 +408,18 @@ class MPIEngine:
         # (b) reduction round
         bufs = []
         for j, pk in enumerate(self.parts):
-            check_finite(taus[j], "tau", pk)
             fl = None if fs is None else fs[j]
             if fl is not None:
                 check_finite(fl, "f_ext", pk)
-            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], taus[j], fl, rows=rows)
+            if actives is None:
+                check_finite(taus[j], "tau", pk)
+                M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], taus[j], fl, rows=rows)
+            else:
+                dof = pk.dof_flags(actives[j])
+                check_finite(np.where(dof, 0.0, taus[j]), "tau", pk)
+                check_finite(np.where(dof, qdds[j], 0.0), "qdd_active", pk)
+                M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], taus[j], fl, rows=rows, active=actives[j],
+                                                      qdd=qdds[j])
             bufs.append(msg.pack_reduction(M, m0, Kt, Lam, beta))
         t["local_reduce"] = time.perf_counter() - t1
         allr = self._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
@@ -397,7 +439,8 @@ class MPIEngine:
         for pk in self.parts:
             a_in, g = msg.unpack_solution(sol[o:], pk.H)
             o += msg.solution_len(pk.H)
-            out.append(pk.solve(a_in, g))
+            qdd = pk.solve(a_in, g)
+            out.append(qdd if actives is None else (qdd, pk.joint_forces))
         t["local_solve"] = time.perf_counter() - t2
         self.last_boundary_bytes = self._bytes
         self.phase_seconds = t
@@ -492,12 +535,21 @@ class MPIEngine:
         pd_full[self._qdd_index] = bp
         return qd_full, pd_full
 
-    def _fd(self, q, qd, tau, f_ext, gather):
+    def _fd(self, q, qd, tau, f_ext, gather, hyb=None):
+        """One evaluation from full vectors; ``hyb``: None, or (mask (n,), qdd_active) of hybrid
+        dynamics (then (qdd, tau) on rank 0)."""
         t0 = time.perf_counter()
         q = np.asarray(q, dtype=np.float64)
         qd = np.asarray(qd, dtype=np.float64)
         tau = np.asarray(tau, dtype=np.float64)
-        for x, nm, size in ((q, "q", self.nq), (qd, "qd", self.nv), (tau, "tau", self.nv)):
+        checked = [(q, "q", self.nq), (qd, "qd", self.nv), (tau, "tau", self.nv)]
+        actives = qdds = None
+        if hyb is not None:
+            mask, qdd_a = hyb[0], np.asarray(hyb[1], dtype=np.float64)
+            checked.append((qdd_a, "qdd_active", self.nv))
+            actives = [mask[pk.bix] for pk in self.parts]
+            qdds = [qdd_a[pk.vix] for pk in self.parts]
+        for x, nm, size in checked:
             if x.shape != (size,):
                 raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
         fs = None
@@ -507,7 +559,10 @@ class MPIEngine:
                 raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
             fs = [f_ext[pk.bix] for pk in self.parts]
         local = self.evaluate_local([q[pk.qix] for pk in self.parts], [qd[pk.vix] for pk in self.parts],
-                                    [tau[pk.vix] for pk in self.parts], fs)
+                                    [tau[pk.vix] for pk in self.parts], fs, actives=actives, qdds=qdds)
+        if hyb is not None:
+            self.local_tau = [x[1].copy() for x in local]
+            local = [x[0] for x in local]
         self.local_qdd = [x.copy() for x in local]
         t = dict(self.phase_seconds)
         boundary_bytes = self.last_boundary_bytes
@@ -520,6 +575,14 @@ class MPIEngine:
             if self.rank == 0:
                 qdd = np.empty(self.nv)
                 qdd[self._qdd_index] = buf
+            if hyb is not None:
+                local = np.concatenate(self.local_tau) if self.local_tau else np.zeros(0)
+                buf = self._gather_to_root(local, self._qdd_counts if self.rank == 0 else None)
+                gather_bytes += local.nbytes
+                if self.rank == 0:
+                    tau_full = np.empty(self.nv)
+                    tau_full[self._qdd_index] = buf
+                    qdd = (qdd, tau_full)
         t["total"] = time.perf_counter() - t0
         # boundary bytes: what this rank sent to / received from rank 0; rank 0 reports the total
         info = {"rank": self.rank, "ranks": self.size, "nparts": self.nparts, "local_parts": self.local_ids.tolist(),
@@ -555,39 +618,53 @@ def momentum_rhs_mpi(model_or_loader, q, p, tau=None, comm=None, parts=None, pat
     return eng.momentum_rhs(q, p, tau, f_ext)
 
 
-def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather):
+def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather, hybrid=None):
     """An engine for a one-off call: the model built and the arguments checked on every rank
-    before any partitioning."""
+    before any partitioning.  ``hybrid``: None, or (active, qdd_active) of hybrid dynamics,
+    checked too; returns the engine and the active joints' mask (None without ``hybrid``)."""
     if comm is None:
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD
+    mask = None
     with AbortOnError(comm):
         from . import check_arguments
 
         model = _resolve(model_or_loader)
-        check_arguments(model, q, qd, tau, parts, f_ext, "mpi")
-    return MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather)
+        if hybrid is None:
+            check_arguments(model, q, qd, tau, parts, f_ext, "mpi")
+        else:
+            from .part import hybrid_arguments
+
+            check_arguments(model, q, qd, None, parts, f_ext, "mpi")
+            mask = hybrid_arguments(model, hybrid[0], hybrid[1], tau)[0]
+    return MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather), mask
 
 
 def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
     """The constraint force algorithm over MPI (collective over ``comm``, default COMM_WORLD):
     a ``CFAResult`` on rank 0, None on the others.  Arguments as for ``forward_dynamics_mpi``."""
-    eng = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, True)
+    eng = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, True)[0]
     return eng.constraint_forces(q, qd, tau, f_ext)
 
 
 def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gather=True, return_info=False,
-                         path_weight=PATH_WEIGHT, f_ext=None):
+                         path_weight=PATH_WEIGHT, f_ext=None, active=None, qdd_active=None):
     """Forward dynamics over MPI (collective over ``comm``, default COMM_WORLD).
 
     ``model_or_loader``: a Model, a zero-argument callable building it, or a spec string; every rank
     builds it and keeps only its parts.  ``q, qd, tau``: full vectors on every rank.
     Returns qdd on rank 0 (None on the others); with ``return_info`` a pair (qdd, info) where
-    info holds the bytes communicated per evaluation and the phase times.
+    info holds the bytes communicated per evaluation and the phase times.  ``active``,
+    ``qdd_active``: hybrid dynamics (see ``MPIEngine.forward_dynamics``; names are resolved on
+    every rank, which builds the model here); then (qdd, tau) in place of qdd.
     """
-    eng = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather)
-    qdd = eng.forward_dynamics(q, qd, tau, f_ext)
+    hybrid = None if active is None else (active, qdd_active)
+    eng, mask = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather, hybrid)
+    if hybrid is None:
+        qdd = eng.forward_dynamics(q, qd, tau, f_ext)
+    else:
+        qdd = eng.forward_dynamics(q, qd, tau, f_ext, active=mask, qdd_active=qdd_active)
     if return_info:
         info = dict(eng.last_info)
         info["setup_time"] = eng.setup_time

@@ -77,6 +77,11 @@ def index_ranges(start, count):
     return (np.arange(tot, dtype=np.int64) + off).astype(np.int64)
 
 
+#: the kernels' ``active`` and ``qdd_in`` when no joint's acceleration is given
+NO_ACTIVE = np.zeros(0, dtype=np.bool_)
+NO_QDD = np.zeros(0)
+NO_BODIES = np.zeros(0, dtype=np.int64)
+
 #: the loop pieces of a part without loops (``PartKernel.loop_pieces``)
 NO_LOOPS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 6)))
 
@@ -148,7 +153,8 @@ class PartKernel:
     #: a Dask worker carries its slice of the model only, a fraction of its workspace's size)
     _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
                   "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
-                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws", "_reduced", "_momentum_ws")
+                  "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws", "_reduced", "_momentum_ws", "_act", "_qdd_in",
+                  "tau_out")
 
     def _allocate(self):
         m, nv, H, ns = self.m, self.nv, self.H, self.ns
@@ -189,6 +195,9 @@ class PartKernel:
         self.Lam = np.zeros((H, H, 6, 6))
         self.beta = np.zeros((H, 6))
         self._tau = np.zeros(nv)
+        self._act = NO_BODIES           # the active joints of the last reduction (hybrid dynamics)
+        self._qdd_in = NO_QDD
+        self.tau_out = np.zeros(nv)     # the joint forces after a hybrid solve
         self._F, self._has_f = self._fext, False
         self._g = np.zeros((H, 6))
         self._wrench_ws = None         # constraint-force arrays, allocated on first use
@@ -241,14 +250,21 @@ class PartKernel:
         self._F, self._has_f = F, has_f
         return F, has_f
 
-    def reduce(self, v_in, tau, f_ext=None, rows="dynamics"):
+    def reduce(self, v_in, tau, f_ext=None, rows="dynamics", active=None, qdd=None):
         """Step (b). v_in: the incoming velocity; tau: this part's own joint forces; f_ext: this
         part's external body wrenches (m, 6) in body coordinates, or None.  ``rows``: 'dynamics'
         (forward dynamics), or for the loops' corrections 'position' / 'velocity': no velocity
         products nor external forces (the solve is then M x = tau with the loops' rows
         J x = -Phi or J x = -J qd, see :mod:`partree.parallel.correction`).
+
+        Hybrid dynamics: ``active`` (m,) bool flags the part's joints whose acceleration is given,
+        ``qdd`` (nv,) (read at those joints only); their entries of ``tau`` are not read.  The
+        boundary relation keeps its form (an active joint hands its parent its full articulated
+        inertia, see ``kernels.reduce_kernel``), so the root and the messages are unchanged; the
+        ``solve`` that follows also forms the active joints' forces (:attr:`tau_out`).
         Returns (M, m0, Kt, Psi, Lam, beta)."""
         bias = _bias(rows)
+        act, qdd_in, tau = self._take_active(active, qdd, tau, rows)
         F, has_f = self._take_inputs(tau, f_ext)
         # a part hanging from the base left its path transforms out of the velocity step (its v_in
         # is zero): pass 1 forms them, for the walk
@@ -260,13 +276,38 @@ class PartKernel:
                               self.Yst, self.ylo, self.acc_first, self.acc_has,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta,
-                              bias)
+                              act, qdd_in, bias)
         if bad >= 0:
             gb = int(self.bodies[bad])
             raise PartreeInputError(f"body {gb}: its subtree has a singular inertia along the joint's motion "
-                                    f"(massless subtree?); forward dynamics is undefined")
+                                    f"(massless subtree?); forward dynamics is undefined"
+                                    + ("" if not act.size else " (making the joint active is one way out)"))
         self._reduced = True
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
+
+    def _take_active(self, active, qdd, tau, rows):
+        """The kernels' ``active`` and ``qdd_in`` for a reduction (empty arrays: no joint active),
+        with ``tau``'s entries of the active joints set to zero (a copy; see ``reduce``).  Keeps
+        the active bodies (``_act``, empty for none) and the given accelerations for ``solve``."""
+        self._act = NO_BODIES
+        if active is None:
+            return NO_ACTIVE, NO_QDD, tau
+        mask = np.ascontiguousarray(active, dtype=np.bool_)
+        if mask.shape != (self.m,):
+            raise PartreeInputError(f"part {self.part_id}: active has shape {mask.shape}, expected ({self.m},), one "
+                                    f"flag per joint of the part")
+        act = np.flatnonzero(mask).astype(np.int64)
+        if act.size == 0:
+            return NO_ACTIVE, NO_QDD, tau
+        if rows != "dynamics":
+            raise PartreeInputError(f"part {self.part_id}: given accelerations (active joints) are for forward "
+                                    f"dynamics, not for the loops' corrections (rows={rows!r})")
+        qdd_in = np.ascontiguousarray(qdd, dtype=np.float64)
+        if qdd_in.shape != (self.nv,):
+            raise PartreeInputError(f"part {self.part_id}: qdd has shape {qdd_in.shape}, expected ({self.nv},)")
+        tau = np.where(self.dof_flags(mask), 0.0, np.asarray(tau, dtype=np.float64))
+        self._act, self._qdd_in = act, qdd_in
+        return mask, qdd_in, tau
 
     def _take_solution(self, g):
         """Check and keep the root's handle wrenches g for a back-substitution, which uses up the
@@ -286,12 +327,34 @@ class PartKernel:
         """Back-substitution with the incoming acceleration a_in and the handle wrenches g (H, 6).
         Returns this part's qdd (a view of the workspace).  Each ``reduce`` serves one ``solve``
         (the back-substitution works in the reduction's arrays); a second ``solve`` needs a new
-        ``reduce`` first and is refused otherwise."""
+        ``reduce`` first and is refused otherwise.  After a reduction with active joints the qdd
+        holds their given accelerations and :attr:`tau_out` every joint force of the part (the
+        given ones of the passive joints, the computed ones of the active joints)."""
         self._take_solution(g)
         K.solve_kernel(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self._g,
                        self.path_ptr, self.path_idx, self.yptr, self.Yst, self.ylo, self.E, self.r, self.S, self.c,
                        self.U, self.Dinv, self.u, self.a, self.qdd)
+        if self._act.size:
+            np.copyto(self.tau_out, self._tau)
+            K.hybrid_finish(self.idx_v, self.nv, self._act, self._qdd_in, self.U, self.a, self.u, self.qdd,
+                            self.tau_out)
+            self._tau = self.tau_out          # the joint forces of the motion (``wrenches``' F_T)
         return self.qdd
+
+    def dof_flags(self, mask):
+        """The (nv,) flags of the part's velocity coordinates from per-joint flags (m,)."""
+        return np.repeat(np.asarray(mask, dtype=np.bool_), np.diff(np.append(self.idx_v, self.nv)))
+
+    @property
+    def hybrid(self):
+        """Whether the last reduction had active joints (then ``solve`` fills :attr:`tau_out`)."""
+        return bool(self._act.size)
+
+    @property
+    def joint_forces(self):
+        """After ``solve``: the part's joint forces (nv,), those given to ``reduce`` with, after a
+        reduction with active joints, their computed forces in place (:attr:`tau_out`)."""
+        return self._tau
 
     def wrenches(self):
         """Step (d), for the constraint forces, after ``solve``: every joint wrench of the part
@@ -466,6 +529,25 @@ def check_momentum_parts(nloops, parts):
         if pk.top and pk.H and not pk.poses:
             raise PartreeInputError("this engine's parts were built without poses=True, which the momentum form "
                                     "needs (the gravity field is composed down the parts tree)")
+
+
+def hybrid_arguments(model, active, qdd_active, tau):
+    """The engine's hybrid-dynamics inputs, checked as ``partree.hybrid_dynamics`` checks them:
+    (mask (n,) bool, tau, qdd), ``active`` a boolean mask over the joints or joint names
+    (``partree.algorithms.hybrid_dynamics.active_mask``), ``tau`` and ``qdd_active`` (nv,)
+    vectors of which only the entries that are read must be finite (tau's of the passive joints,
+    qdd's of the active ones; the others are set to zero).  A model with loops is refused: the
+    engine's hybrid dynamics is for trees, as ``partree.hybrid_dynamics`` is."""
+    from ..algorithms.hybrid_dynamics import _given, active_mask
+
+    mask = active_mask(model, active)
+    if len(getattr(model, "loops", ())) and mask.any():
+        raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: hybrid dynamics (active joints) "
+                                f"is for trees")
+    dof_active = np.repeat(mask, model.nv_j)
+    tau = _given(model, tau, "tau", dof_active)
+    qdd = _given(model, qdd_active, "qdd_active", ~dof_active)
+    return mask, tau, qdd
 
 
 def gravity_a0(gravity):

@@ -10,7 +10,7 @@ import numpy as np
 from .. import checks
 from . import root as R
 from .part import (PartLayout, assemble_constraint_forces, attach_loop_forces, build_part, check_momentum_parts,
-                   early_kinematics_wanted, gravity_a0)
+                   early_kinematics_wanted, gravity_a0, hybrid_arguments)
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -45,24 +45,50 @@ class SerialEngine:
         eng.owner = np.asarray(owner, dtype=np.int64)
         return eng
 
-    def forward_dynamics(self, q, qd, tau, f_ext=None):
+    def forward_dynamics(self, q, qd, tau, f_ext=None, active=None, qdd_active=None):
         """qdd for the state (q, qd), joint forces tau and optional external body wrenches f_ext
-        ((n, 6) in body coordinates, or a dict {joint: wrench}, as for ``partree.aba``)."""
+        ((n, 6) in body coordinates, or a dict {joint: wrench}, as for ``partree.aba``).
+
+        Hybrid dynamics with ``active`` (a boolean mask over the joints or joint names, as
+        ``partree.hybrid_dynamics`` takes it): the active joints' accelerations are given in
+        ``qdd_active`` ((nv,), read at those joints) and their forces computed, the others' the
+        reverse; returns (qdd, tau), the full vectors ``partree.hybrid_dynamics`` returns.  The
+        rounds are the same (the parts' reduction flags the active joints, see
+        ``PartKernel.reduce``)."""
         model = self.model
         q, qd = checks.state(model, q, qd)
-        tau = checks.vector(model, tau, model.nv, "tau", "nv")
+        if active is None:
+            tau = checks.vector(model, tau, model.nv, "tau", "nv")
+            hyb = None
+        else:
+            mask, tau, qdd = hybrid_arguments(model, active, qdd_active, tau)
+            hyb = (mask, qdd) if mask.any() else None
         F, has_f = checks.external_forces(model, f_ext)
-        return self._evaluate(q, qd, tau, F if has_f else None, "dynamics")
+        qdd = self._evaluate(q, qd, tau, F if has_f else None, "dynamics", hyb)
+        if active is None:
+            return qdd
+        return (qdd, self._tau) if hyb is not None else (qdd, tau.copy())
 
-    def _evaluate(self, q, qd, tau, F, rows):
+    def _evaluate(self, q, qd, tau, F, rows, hyb=None):
+        """One evaluation; ``hyb``: None, or (mask (n,), qdd (nv,)) of hybrid dynamics, which
+        also leaves every joint force in ``_tau``."""
         vel = [pk.velocity(q[pk.qix], qd[pk.vix]) for pk in self.parts]
         v_in = R.compose_velocities(self.tree, vel)
-        red = [pk.reduce(v_in[k], tau[pk.vix], None if F is None else F[pk.bix], rows=rows)
-               for k, pk in enumerate(self.parts)]
+        if hyb is None:
+            red = [pk.reduce(v_in[k], tau[pk.vix], None if F is None else F[pk.bix], rows=rows)
+                   for k, pk in enumerate(self.parts)]
+        else:
+            mask, qdd_a = hyb
+            red = [pk.reduce(v_in[k], tau[pk.vix], None if F is None else F[pk.bix], rows=rows,
+                             active=mask[pk.bix], qdd=qdd_a[pk.vix]) for k, pk in enumerate(self.parts)]
         a_in, g = R.solve(self.tree, red, self.a0 if rows == "dynamics" else np.zeros(6), rows=rows)
         qdd = np.empty(self.model.nv)
         for k, pk in enumerate(self.parts):
             qdd[pk.vix] = pk.solve(a_in[k], g[k])
+        if hyb is not None:
+            self._tau = np.empty(self.model.nv)
+            for pk in self.parts:
+                self._tau[pk.vix] = pk.joint_forces
         return qdd
 
     def momentum_rhs(self, q, p, tau=None, f_ext=None):
@@ -140,6 +166,11 @@ def constraint_forces_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEI
     return SerialEngine(model, parts, path_weight).constraint_forces(q, qd, tau, f_ext)
 
 
-def forward_dynamics_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
-    """Forward dynamics through the parallel decomposition, in one process."""
-    return SerialEngine(model, parts, path_weight).forward_dynamics(q, qd, tau, f_ext)
+def forward_dynamics_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None, active=None,
+                            qdd_active=None):
+    """Forward dynamics through the parallel decomposition, in one process (with ``active``:
+    hybrid dynamics, (qdd, tau); see ``SerialEngine.forward_dynamics``)."""
+    eng = SerialEngine(model, parts, path_weight)
+    if active is None:
+        return eng.forward_dynamics(q, qd, tau, f_ext)
+    return eng.forward_dynamics(q, qd, tau, f_ext, active=active, qdd_active=qdd_active)
