@@ -1,0 +1,1136 @@
+"""A calibrated model of the parallel engine's time per evaluation, from 1 to thousands of ranks.
+
+    python scripts/benchmarks/scaling_model.py                 # calibrate, validate, curves (a few minutes)
+    python scripts/benchmarks/scaling_model.py --quick --out /tmp/sm   # small calibration (seconds)
+    python scripts/benchmarks/scaling_model.py --from-json docs/results/scaling_model/scaling_model.json \\
+        --alpha-us 2 --beta-gbs 10 --ns-per-body 250 --out /tmp/my_cluster   # your cluster's figures
+
+One evaluation of the engine (forward dynamics, q-dot-dot left on the ranks that own it) on R ranks
+is predicted as
+
+    T(R) = max_r sum_{k on r} t_k  +  T_msg(R)  +  T_root(R)          (T(1) = N c_serial)
+
+    t_k    = c_plain (m_k - p_k) + c_path p_k + c_part + c_hh H_k^2     (part k: m_k bodies, p_k of
+             them on handle paths, H_k handles)
+    T_msg  = 4 collectives (velocity maps gathered, incoming velocities scattered, boundary
+             relations gathered, solutions scattered), each alpha + (R - 2) gap + B / beta, B the
+             bytes that cross (messages.py: 18 H, 6, 42 + 36 H + 36 H^2 + 6 H, 6 + 6 H doubles)
+    T_root = flat root (as built): sum over all parts of c_root(H_k) on rank 0: O(P) for parts of a
+             few handles, c_root(H) ~ H^3 for a part with many;
+             hierarchical root (a design NOT built): rho c_root(1) + ceil(log_b R) (c_root(b) + b c_root(0)
+             + 4 alpha + B_level / beta), a reduction tree of fan-in b over the ranks.
+
+Measured here (one process unless said):
+  kernels   c_serial (the one-part engine per body), c_plain and c_path (fitted on the parts of
+            SerialEngine.for_ranks(model, R), R = 2, 4, each part timed as MPIEngine runs it),
+            c_part (parts of two bodies), c_hh (the top part of a binary tree cut at depth d, whose
+            2^d handles are what partition_for_ranks gives the binary tree's top part at large R);
+            at N = 1e5 and 1e6 (quick: 2e4), chain:n=N and binary:n=N; the qdd placement per entry
+  partition the engine's own partitions (make_partition(model, None, nranks=R)): part sizes, path
+            bodies, handles, owners; for the curves the binary tree's part count, top-part handles,
+            path bodies per rank fitted on R = 2..64 at N = 1e6 (the chain is exact: the partitioner's
+            PATH_WEIGHT rule)
+  root      MPIEngine's rank-0 work (split, unpack, compose_velocities, root.solve, pack) on synthetic
+            parts trees of P = 10..1e4 parts (chain, binary tree, forest of parts) and stars of H
+            handles: c_root(H)
+  network   mpiexec -n 2: ping-pong (alpha: half a small round trip; beta: large messages), the gap
+            between messages a receiver takes in a stream, Gatherv / Scatterv of the engine's sizes;
+            mpiexec -n 4 (oversubscribed) Gatherv / Scatterv as a check of the (R - 2) gap term
+Validation: fresh `mpiexec -n R partree bench` jobs, R = 1, 2 (and 4, oversubscribed: a check of
+the message terms only; 2 cores cannot show more), chain and binary tree at N = 1e5 and 1e6,
+alternating R = 1 and R = 2 jobs, best of the jobs; the error of the model at every point.
+
+Writes into --out: scaling_model.json (calibration, validation, curves, where each root stops
+paying), scaling_model.png (time and efficiency against ranks, N = 1e6..1e9) and report.txt.
+Times are best-of (a shared machine: the best time is the least disturbed); only ratios measured
+side by side in one run are meaningful.  See docs/scaling-model.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = ROOT / "docs" / "results" / "scaling_model"
+SPECS = {"chain": "chain:n={n}", "binary": "binary:n={n}"}
+CURVE_N = (10**6, 10**7, 10**8, 10**9)
+CURVE_R = tuple(2**k for k in range(13))            # 1 .. 4096
+#: doubles per part per message kind (partree/parallel/messages.py)
+KINDS = ("vel", "v", "red", "sol")
+#: network figures used when no MPI measurement is possible (shared memory, typical): alpha 2 us,
+#: gap 0.5 us, 5 GB/s
+FALLBACK_NET = {"alpha": 2e-6, "gap": 0.5e-6, "beta": 5e9, "source": "fallback (no mpiexec measurement)"}
+
+
+# ============================================================================ the model (pure)
+def message_doubles(H):
+    """Doubles per part in each of the four messages of one evaluation, for H handles
+    (partree.parallel.messages: velocity 18 H, v_in 6, reduction 42 + 36 H + 36 H^2 + 6 H,
+    solution 6 + 6 H)."""
+    H = np.asarray(H, dtype=np.float64)
+    return {"vel": 18 * H, "v": 6 + 0 * H, "red": 42 + 36 * H + 36 * H * H + 6 * H, "sol": 6 + 6 * H}
+
+
+def part_seconds(m, p, H, k):
+    """Time of one part's own work (velocity + reduce + back-substitution, as MPIEngine runs it):
+    m bodies, p of them on handle paths, H handles; ``k`` the kernel costs of one family."""
+    m, p, H = (np.asarray(x, dtype=np.float64) for x in (m, p, H))
+    return k["c_plain"] * (m - p) + k["c_path"] * p + k["c_part"] + k["c_hh"] * H * H
+
+
+def collective_seconds(R, nbytes, net):
+    """One Gatherv or Scatterv over R ranks moving ``nbytes`` to / from the non-root ranks: one
+    latency, one gap per further rank, the bytes at bandwidth beta (0 on one rank)."""
+    if R <= 1:
+        return 0.0
+    return net["alpha"] + max(R - 2, 0) * net["gap"] + nbytes / net["beta"]
+
+
+def c_root(H, root):
+    """The flat root's rank-0 work for one part with H handles that hangs from another part
+    (seconds): a + (e + u) [H > 0] + b H + c H^2 + d H^3 (``root['coef']`` = [a, e, u, b, c, d],
+    non-negative, fitted to synthetic parts trees and stars).  a: unpacking and packing, every
+    part; e: the elimination of a part with handles; u: its relation carried to its parent part
+    (absent for the parts tree's top part, which this function ignores); b: per handle; d H^3: the
+    part's dense 6H x 6H solve."""
+    a, e, u, b, c, d = root["coef"]
+    H = np.asarray(H, dtype=np.float64)
+    out = a + (e + u) * (H > 0) + H * (b + H * (c + H * d))
+    return float(out) if out.ndim == 0 else out
+
+
+def flat_root_seconds(nh, root):
+    """The flat root (as built): rank 0 works through every part, sum_k c_root(H_k): O(P)."""
+    nh = np.asarray(nh)
+    if nh.size <= 1:
+        return 0.0
+    return float(np.sum(c_root(nh, root)))
+
+
+def hier_levels(R, fanin=2):
+    """Levels of a reduction tree of fan-in ``fanin`` over R ranks: ceil(log_fanin R)."""
+    if R <= 1:
+        return 0
+    lv, span = 0, 1
+    while span < R:
+        span *= fanin
+        lv += 1
+    return lv
+
+
+def hier_root_seconds(R, parts_per_rank, root, net, fanin=2):
+    """The hierarchical root (a MODEL of a design not built): every rank first eliminates its own
+    parts (parts_per_rank c_root(1)), then ceil(log_fanin R) levels, each one combine of ``fanin``
+    boundary relations (c_root(fanin) + fanin c_root(1): a part of fanin handles and its fanin
+    children of one handle each) and, per level,
+    four messages on the critical path (velocity maps up, v_in down, relation up, solution down;
+    groups assumed to keep one handle towards their parent: 18 + 6 + 120 + 12 doubles).
+    Returns (root seconds, message seconds)."""
+    if R <= 1:
+        return 0.0, 0.0
+    L = hier_levels(R, fanin)
+    comb = c_root(fanin, root) + fanin * c_root(1, root)
+    d = message_doubles(1)
+    level_bytes = 8 * sum(float(d[x]) for x in KINDS)
+    return parts_per_rank * c_root(1, root) + L * comb, L * (4 * net["alpha"] + level_bytes / net["beta"])
+
+
+def gather_seconds(R, nv, nv_root, net, c_place):
+    """Gathering qdd on rank 0 (what ``partree bench`` reports as seconds_per_eval_gathered on top
+    of an evaluation): a Gatherv of the other ranks' entries and placing all nv entries."""
+    return (collective_seconds(R, 8.0 * (nv - nv_root), net) if R > 1 else 0.0) + nv * c_place
+
+
+def predict_parts(parts, R, kern, root, net, root_kind="flat", fanin=2, gather=False, cores=None):
+    """Time per evaluation on R ranks from a partition's parts: ``parts`` a dict of arrays
+    m (bodies), p (path bodies), H (handles), owner (rank); ``kern`` the family's kernel costs.
+    R = 1 gives the calibrated serial cost N c_serial.  ``cores``: run R ranks on fewer cores
+    (oversubscription: the compute term is at least the total work / cores).  Returns the terms."""
+    m = np.asarray(parts["m"], dtype=np.float64)
+    N = float(m.sum())
+    if R <= 1:
+        t1 = N * kern["c_serial"]
+        out = {"compute": t1, "messages": 0.0, "root": 0.0, "total": t1, "R": 1, "nparts": int(m.size)}
+        if gather:
+            out["gather"] = gather_seconds(1, N, N, net, kern["c_place"])
+            out["total_gathered"] = t1 + out["gather"]
+        return out
+    p, H, owner = (np.asarray(parts[x]) for x in ("p", "H", "owner"))
+    t = part_seconds(m, p, H, kern)
+    loads = np.bincount(owner, weights=t, minlength=R)
+    comp = float(loads.max())
+    if cores is not None and R > cores:
+        comp = max(comp, float(loads.sum()) / cores)
+    out = {"R": int(R), "nparts": int(m.size), "compute": comp, "load_imbalance": float(loads.max() / loads.mean())}
+    if root_kind == "flat":
+        d = message_doubles(H)
+        away = owner != 0
+        nbytes = {x: 8.0 * float(np.sum(d[x][away])) for x in KINDS}
+        out["bytes"] = nbytes
+        out["messages"] = sum(collective_seconds(R, nbytes[x], net) for x in KINDS)
+        out["root"] = flat_root_seconds(H, root)
+    else:
+        out["root"], out["messages"] = hier_root_seconds(R, m.size / R, root, net, fanin)
+    out["total"] = out["compute"] + out["messages"] + out["root"]
+    if gather:
+        nv_root = float(m[owner == 0].sum())
+        out["gather"] = gather_seconds(R, N, nv_root, net, kern["c_place"])
+        out["total_gathered"] = out["total"] + out["gather"]
+    return out
+
+
+def chain_parts(N, R, path_weight=0.12):
+    """The partition the engine makes of an N-body chain for R ranks: R segments, each hanging the
+    next from its last body, so segments 0..R-2 are all on handle paths; sized so that the
+    partitioner's costs (path bodies weigh 1 + path_weight) are equal."""
+    R = int(R)
+    if R <= 1:
+        return {"m": np.array([float(N)]), "p": np.zeros(1), "H": np.zeros(1, dtype=np.int64),
+                "owner": np.zeros(1, dtype=np.int64)}
+    s_plain = N / ((R - 1) / (1.0 + path_weight) + 1.0)
+    s_path = s_plain / (1.0 + path_weight)
+    m = np.full(R, s_path)
+    m[-1] = s_plain
+    p = m.copy()
+    p[-1] = 0.0
+    H = np.ones(R, dtype=np.int64)
+    H[-1] = 0
+    return {"m": m, "p": p, "H": H, "owner": np.arange(R, dtype=np.int64)}
+
+
+def binary_parts(N, R, shape, root_kind="flat"):
+    """A binary tree's partition for R ranks, from the shape fitted on the engine's own partitions
+    (``shape``: parts per rank rho, top-part handles h_top R, path bodies per rank, the other
+    parts' handles, the rank imbalance): the top part (on rank 0, which holds the most handles)
+    plus rho R - 1 parts spread evenly.  With the hierarchical root the design assumes a partition
+    whose parts keep a few handles (the top part split as the ranks' reduction tree), so the top
+    part's handles are capped at the fan-in."""
+    R = int(R)
+    if R <= 1:
+        return {"m": np.array([float(N)]), "p": np.zeros(1), "H": np.zeros(1, dtype=np.int64),
+                "owner": np.zeros(1, dtype=np.int64)}
+    P = max(int(round(shape["rho"] * R)), R)
+    h_top = max(1, int(round(shape["h_top"] * R)))
+    if root_kind != "flat":
+        h_top = min(h_top, 2)
+    # handles of the others: P - 1 attachments in all; h_top of them on the top part
+    rest = max(P - 1 - h_top, 0)
+    H = np.zeros(P, dtype=np.int64)
+    H[0] = h_top
+    H[1:1 + rest] = 1                    # (the fitted shape: the others hold about one each)
+    owner = np.empty(P, dtype=np.int64)
+    owner[0] = 0
+    owner[1:] = np.arange(P - 1) % R
+    # rank loads within the fitted imbalance; the heaviest is rank 0 (top part + its share)
+    per_rank = N / R
+    m = np.empty(P)
+    counts = np.bincount(owner, minlength=R).astype(np.float64)
+    m[:] = per_rank / counts[owner]
+    m[owner == 0] *= shape["imbalance"]
+    p = np.full(P, shape["path_per_part"])
+    p[0] = 2.0 * h_top
+    p = np.minimum(p, m)
+    return {"m": m, "p": p, "H": H, "owner": owner}
+
+
+def shape_parts(family, N, R, cal, root_kind="flat"):
+    """The modelled partition of a family at N bodies on R ranks."""
+    if family == "chain":
+        return chain_parts(N, R, cal["path_weight"])
+    return binary_parts(N, R, cal["shape"]["binary"], root_kind)
+
+
+def kernels_for(cal, family, N):
+    """The kernel costs of ``family`` measured at the calibration size nearest N (in log)."""
+    ks = cal["kernels"][family]
+    n = min(ks, key=lambda s: abs(math.log(int(s)) - math.log(N)))
+    return ks[n]
+
+
+def predict(family, N, R, cal, root_kind="flat", fanin=2, gather=False):
+    """Predicted time per evaluation (a dict of terms; 'total' the seconds) of ``family`` at N
+    bodies on R ranks with the flat or the hierarchical root, from calibration ``cal``."""
+    kern = kernels_for(cal, family, N)
+    parts = shape_parts(family, N, R, cal, root_kind)
+    return predict_parts(parts, R, kern, cal["root"], cal["network"], root_kind, fanin, gather)
+
+
+def efficiency(t1, tR, R):
+    """Parallel efficiency T(1) / (R T(R))."""
+    return t1 / (R * tR)
+
+
+def stop_paying(Rs, times):
+    """Where adding ranks stops paying: the first R (of increasing ``Rs``) whose efficiency is below
+    50% or whose time is not below the previous R's.  Returns (last R that pays, first R that does
+    not or None, the reason)."""
+    t1 = times[0]
+    last = Rs[0]
+    for i in range(1, len(Rs)):
+        if times[i] >= times[i - 1]:
+            return last, Rs[i], "time rises"
+        if efficiency(t1, times[i], Rs[i]) < 0.5:
+            return last, Rs[i], "efficiency < 50%"
+        last = Rs[i]
+    return last, None, "pays to the largest R modelled"
+
+
+def curves(cal, Ns=CURVE_N, Rs=CURVE_R, fanin=2):
+    """Predicted times and efficiencies for every family, N, R and root; and where each stops."""
+    out = {"N": list(Ns), "R": list(Rs), "fanin": fanin, "families": {}}
+    for fam in SPECS:
+        out["families"][fam] = {}
+        for kind in ("flat", "hierarchical"):
+            rows = {}
+            for N in Ns:
+                preds = [predict(fam, N, R, cal, "flat" if kind == "flat" else "hier", fanin) for R in Rs]
+                ts = [x["total"] for x in preds]
+                last, first_bad, why = stop_paying(list(Rs), ts)
+                rows[str(N)] = {
+                    "seconds": ts, "efficiency": [efficiency(ts[0], t, R) for t, R in zip(ts, Rs)],
+                    "compute": [x["compute"] for x in preds], "messages": [x["messages"] for x in preds],
+                    "root": [x["root"] for x in preds], "best_R": int(Rs[int(np.argmin(ts))]),
+                    "pays_to": int(last), "stops_at": first_bad, "why": why}
+            out["families"][fam][kind] = rows
+    return out
+
+
+# ============================================================================ measurements
+def _state(model, seed=0):
+    rng = np.random.default_rng(seed)
+    return model.random_configuration(rng), model.random_velocity(rng), rng.normal(size=model.nv)
+
+
+def _part_steps(eng, q, qd, tau):
+    """Per part of a SerialEngine: a callable doing the part's share of one MPIEngine evaluation
+    (finite checks, velocity, packing, reduce, packing, back-substitution, the qdd copy), with the
+    incoming data of a real evaluation."""
+    from partree.parallel import messages as msg
+    from partree.parallel import root as R
+    from partree.parallel.mpi import check_finite
+
+    vel = [tuple(x.copy() for x in pk.velocity(q[pk.qix], qd[pk.vix])) for pk in eng.parts]
+    v_in = R.compose_velocities(eng.tree, vel)
+    red = [tuple(x.copy() for x in pk.reduce(v_in[k], tau[pk.vix])) for k, pk in enumerate(eng.parts)]
+    a_in, g = R.solve(eng.tree, red, eng.a0)
+    for k, pk in enumerate(eng.parts):
+        pk.solve(a_in[k], g[k])
+
+    def step(k):
+        pk = eng.parts[k]
+        qk, qdk, tk = q[pk.qix], qd[pk.vix], tau[pk.vix]
+        sol = msg.pack_solution(a_in[k], g[k])
+
+        def run():
+            check_finite(qk, "q", pk)
+            check_finite(qdk, "qd", pk)
+            msg.pack_velocity(*pk.velocity(qk, qdk))
+            check_finite(tk, "tau", pk)
+            M, m0, Kt, Psi, Lam, beta = pk.reduce(v_in[k], tk, None)
+            msg.pack_reduction(M, m0, Kt, Lam, beta)
+            a, gg = msg.unpack_solution(sol, pk.H)
+            return pk.solve(a, gg).copy()
+        return run
+    return [step(k) for k in range(len(eng.parts))]
+
+
+def _best_interleaved(fns, rounds):
+    """Best time of every callable, timed round after round (one call each per round)."""
+    best = np.full(len(fns), np.inf)
+    for f in fns:
+        f()
+    for _ in range(rounds):
+        for i, f in enumerate(fns):
+            t0 = time.perf_counter()
+            f()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def _part_rows(eng):
+    from partree.parallel.partition import on_path_mask
+
+    pt = eng.partition
+    on = on_path_mask(eng.model.parent, pt)
+    paths = np.bincount(pt.part_of, weights=on, minlength=pt.nparts)
+    return [{"m": int(pk.m), "p": int(paths[k]), "H": int(pk.H), "owner": int(eng.owner[k])}
+            for k, pk in enumerate(eng.parts)]
+
+
+def calibrate_part_overhead(rounds):
+    """c_part: the fixed cost of one part (parts of two bodies of a chain: the Python calls and the
+    kernels' set-up dominate)."""
+    import partree
+    from partree.parallel import SerialEngine
+
+    m = partree.resolve_model("chain:n=40")
+    q, qd, tau = _state(m)
+    eng = SerialEngine(m, 20)
+    best = _best_interleaved(_part_steps(eng, q, qd, tau), rounds)
+    return float(np.median(best))
+
+
+def calibrate_handles(n, depths, rounds, c_part):
+    """c_hh: the top part of a binary tree cut at depth d (every body at depth d starts a part) has
+    2^d handles, the shape partition_for_ranks gives the binary tree's top part at large R; its
+    time minus c_part, fitted as c_b m + c_hh H^2."""
+    import partree
+    from partree.models.generators import binary_depth
+    from partree.parallel.partition import partition_from_roots
+    from partree.parallel.part import build_part
+
+    model = partree.resolve_model(SPECS["binary"].format(n=n))
+    q, qd, tau = _state(model)
+    dep = binary_depth(model.n)
+    rows, fns = [], []
+    for d in depths:
+        pt = partition_from_roots(model, np.concatenate(([0], np.flatnonzero(dep == d))))
+        pk = build_part(model, pt, 0)
+        qk, qdk, tk, z, g = q[pk.qix], qd[pk.vix], tau[pk.vix], np.zeros(6), np.zeros((pk.H, 6))
+
+        def run(pk=pk, qk=qk, qdk=qdk, tk=tk, z=z, g=g):
+            pk.velocity(qk, qdk)
+            pk.reduce(z, tk)
+            pk.solve(z, g)
+        fns.append(run)
+        rows.append({"depth": d, "m": int(pk.m), "H": int(pk.H)})
+    best = _best_interleaved(fns, rounds)
+    A = np.array([[r["m"], r["H"] ** 2] for r in rows], dtype=np.float64)
+    y = best - c_part
+    w = 1.0 / np.maximum(y, 1e-9)                # relative errors
+    coef = np.linalg.lstsq(A * w[:, None], y * w, rcond=None)[0]
+    for r, t in zip(rows, best):
+        r["seconds"] = float(t)
+    return max(float(coef[1]), 0.0), rows
+
+
+def calibrate_kernels(family, n, ranks, rounds, c_part, c_hh):
+    """Per-body costs of one family at n bodies: the one-part engine (c_serial) and the parts of
+    SerialEngine.for_ranks(model, R) for R in ``ranks`` (c_plain, c_path fitted), all timed
+    round-robin in one process; ABA beside them; the qdd placement cost per entry."""
+    import partree
+    from partree.parallel import SerialEngine
+
+    model = partree.resolve_model(SPECS[family].format(n=n))
+    q, qd, tau = _state(model)
+    engines = [SerialEngine.for_ranks(model, 1)] + [SerialEngine.for_ranks(model, R) for R in ranks]
+    fns, rows = [], []
+    for R, eng in zip((1,) + tuple(ranks), engines):
+        steps = _part_steps(eng, q, qd, tau)
+        for row, f in zip(_part_rows(eng), steps):
+            row["R"] = R
+            rows.append(row)
+            fns.append(f)
+    fns.append(lambda: partree.aba(model, q, qd, tau))
+    # qdd placement on rank 0 (MPIEngine._fd with gather): qdd[index] = buffer, rank-major order
+    eng2 = engines[1]
+    perm = np.argsort(eng2.owner, kind="stable")
+    idx = np.concatenate([np.arange(model.nv)[eng2.parts[k].vix] for k in perm])
+    buf = np.arange(model.nv, dtype=np.float64)
+    out = np.empty(model.nv)
+
+    def place():
+        out[idx] = buf
+    fns.append(place)
+    best = _best_interleaved(fns, rounds)
+    for r, t in zip(rows, best):
+        r["seconds"] = float(t)
+    t_aba, t_place = float(best[-2]), float(best[-1])
+    c_serial = rows[0]["seconds"] / n
+    multi = [r for r in rows if r["R"] > 1]
+    y = np.array([r["seconds"] - c_part - c_hh * r["H"] ** 2 for r in multi])
+    plain = np.array([r["m"] - r["p"] for r in multi], dtype=np.float64)
+    path = np.array([r["p"] for r in multi], dtype=np.float64)
+    w = 1.0 / np.array([r["m"] for r in multi], dtype=np.float64)
+    path_share = path.sum() / (plain.sum() + path.sum())
+    if path_share > 0.05:
+        c_plain_fit, c_path_fit = np.linalg.lstsq(np.stack((plain * w, path * w), 1), y * w, rcond=None)[0]
+    else:                                        # too few path bodies to resolve their cost
+        c_plain_fit = float(np.sum(y * w) / np.sum((plain + path) * w))
+        c_path_fit = float("nan")
+    return {"n": n, "c_serial": c_serial, "c_plain_fit": float(c_plain_fit), "c_path_fit": float(c_path_fit),
+            "c_part": c_part, "c_hh": c_hh, "c_place": t_place / model.nv, "aba_seconds": t_aba,
+            "aba_per_body": t_aba / n, "path_share": float(path_share), "parts": rows}
+
+
+def finish_kernels(kern):
+    """Clamp the fitted costs (c_plain >= c_serial, c_path >= c_plain: the model takes no body to be
+    cheaper in a decomposition than in the one-part engine, so its efficiency cannot exceed 1) and
+    give the binary tree, whose few path bodies leave c_path unresolved, the chain's path ratio at
+    the same size."""
+    for fam in kern:
+        for n, k in kern[fam].items():
+            k["c_plain"] = max(k["c_plain_fit"], k["c_serial"])
+            if math.isnan(k["c_path_fit"]):
+                ch = kern.get("chain", {}).get(n)
+                ratio = ch["c_path"] / ch["c_plain"] if ch else 1.12
+                k["c_path"] = k["c_plain"] * ratio
+                k["c_path_from"] = "chain's c_path / c_plain at the same size"
+            else:
+                k["c_path"] = max(k["c_path_fit"], k["c_plain"])
+                k["c_path_from"] = "fit"
+            k["path_weight_measured"] = k["c_path"] / k["c_plain"] - 1.0
+    return kern
+
+
+def _synthetic_tree(shape, P):
+    """(part_parent, hidx, nh) of a synthetic parts tree: 'chain', 'binary' (heap order), 'forest'
+    (every part hangs from the base) or 'star' (part 0 with P - 1 handles, one leaf part on each)."""
+    pp = -np.ones(P, dtype=np.int64)
+    hidx = -np.ones(P, dtype=np.int64)
+    if shape == "chain":
+        pp[1:] = np.arange(P - 1)
+        hidx[1:] = 0
+    elif shape == "binary":
+        k = np.arange(1, P)
+        pp[1:] = (k - 1) // 2
+        hidx[1:] = (k - 1) % 2
+    elif shape == "star":
+        pp[1:] = 0
+        hidx[1:] = np.arange(P - 1)
+    nh = np.bincount(pp[pp >= 0], minlength=P).astype(np.int64)
+    return pp, hidx, nh
+
+
+def _synthetic_messages(nh, rng):
+    """Velocity and reduction buffers of P parts (in part order), well-conditioned: rotations the
+    identity, M symmetric positive definite, Lam small."""
+    from partree.parallel import messages as msg
+
+    vel, red = [], []
+    for H in nh:
+        H = int(H)
+        TE = np.tile(np.eye(3), (H, 1, 1))
+        vel.append(msg.pack_velocity(TE, rng.normal(size=(H, 3)), rng.normal(size=(H, 6))))
+        A = rng.normal(size=(6, 6))
+        M = A @ A.T + 6 * np.eye(6)
+        Kt = 0.1 * rng.normal(size=(H, 6, 6))
+        B = 0.01 * rng.normal(size=(6 * H, 6 * H))
+        Lam = (B @ B.T + 0.01 * np.eye(6 * H)).reshape(H, 6, H, 6).transpose(0, 2, 1, 3).copy()
+        red.append(msg.pack_reduction(M, rng.normal(size=6), Kt, Lam, rng.normal(size=(H, 6))))
+    return vel, red
+
+
+def root_round(tree, nh, perm, allv, allr, a0):
+    """Rank 0's work in one MPIEngine evaluation (evaluate_local, its root branches): split the
+    gathered buffers, unpack, compose the incoming velocities, pack them; split, unpack, solve,
+    pack the solutions."""
+    from partree.parallel import messages as msg
+    from partree.parallel import root as R
+
+    P = len(nh)
+
+    def split(buf, lens):
+        out, o = {}, 0
+        for k in perm:
+            L = int(lens[k])
+            out[int(k)] = buf[o:o + L]
+            o += L
+        return out
+    pieces = split(allv, msg.velocity_len(nh))
+    vel = [msg.unpack_velocity(pieces[k], int(nh[k])) for k in range(P)]
+    v_in = R.compose_velocities(tree, vel)
+    np.ascontiguousarray(v_in[perm]).ravel()
+    pieces = split(allr, msg.reduction_len(nh))
+    red = [msg.unpack_reduction(pieces[k], int(nh[k])) for k in range(P)]
+    a_in, g = R.solve(tree, red, a0)
+    return np.concatenate([msg.pack_solution(a_in[k], g[k]) for k in perm])
+
+
+def time_root(shape, P, rounds, rng):
+    from partree.parallel import root as R
+
+    pp, hidx, nh = _synthetic_tree(shape, P)
+    tree = R.PartsTree(part_parent=pp, hidx=hidx, nh=nh)
+    vel, red = _synthetic_messages(nh, rng)
+    perm = np.arange(P)
+    allv, allr = np.concatenate(vel), np.concatenate(red)
+    a0 = np.array([0, 0, 0, 0, 0, 9.81])
+    return float(_best_interleaved([lambda: root_round(tree, nh, perm, allv, allr, a0)], rounds)[0]), nh
+
+
+def calibrate_root(Ps, stars, rounds):
+    """The flat root's cost per part on synthetic parts trees (chain, binary tree, forest of parts)
+    of P parts, and per top part of stars of H handles: the table c_root(H)."""
+    rng = np.random.default_rng(1)
+    trees = {}
+    for shape in ("chain", "binary", "forest"):
+        trees[shape] = []
+        for P in Ps:
+            t, _ = time_root(shape, P, rounds if P < 5000 else max(2, rounds // 2), rng)
+            trees[shape].append({"P": P, "seconds": t, "per_part": t / P})
+    slope = {s: float(np.polyfit([r["P"] for r in v], [r["seconds"] for r in v], 1)[0]) for s, v in trees.items()}
+    star_rows = []
+    for H in stars:
+        t, _ = time_root("star", H + 1, rounds, rng)
+        star_rows.append({"H": H, "seconds": t})
+    # every tree's time is sum_k c_root(H_k), linear in the coefficients [a, e, u, b, c, d]: fit them
+    # (relative errors, non-negative, so c_root grows with H) to all trees and stars at once
+    from scipy.optimize import nnls
+
+    def features(shape, P):
+        pp, _, nh = _synthetic_tree(shape, P)
+        nh = nh.astype(np.float64)
+        return [P, np.count_nonzero(nh), np.count_nonzero((nh > 0) & (pp >= 0)), nh.sum(), (nh ** 2).sum(),
+                (nh ** 3).sum()]
+    A, y = [], []
+    for shape, rows in trees.items():
+        for r in rows:
+            A.append(features(shape, r["P"]))
+            y.append(r["seconds"])
+    for r in star_rows:
+        A.append(features("star", r["H"] + 1))
+        y.append(r["seconds"])
+    A, y = np.array(A), np.array(y)
+    coef = nnls(A / y[:, None], np.ones_like(y))[0]
+    cal = {"coef": [float(x) for x in coef]}
+    fit = A @ coef
+    for r, f in zip(star_rows, fit[-len(star_rows):]):
+        r["predicted"] = float(f)
+    k = 0
+    for shape, rows in trees.items():
+        for r in rows:
+            r["predicted"] = float(fit[k])
+            k += 1
+    return {"coef": cal["coef"], "trees": trees, "slopes": slope, "stars": star_rows,
+            "max_fit_error": float(np.max(np.abs(fit / y - 1)))}
+
+
+def calibrate_shape(n, ranks):
+    """The engine's partitions of the binary tree (and, as a check of chain_parts, the chain) at n
+    bodies for R in ``ranks``: parts, top-part handles, path bodies, rank imbalance; fitted per rank."""
+    import partree
+    from partree.parallel import root as R
+    from partree.parallel.partition import make_partition, on_path_mask
+
+    out = {}
+    for fam in SPECS:
+        model = partree.resolve_model(SPECS[fam].format(n=n))
+        rows = []
+        for Rr in ranks:
+            pt = make_partition(model, None, nranks=Rr)
+            nh = R.PartsTree.from_partition(pt).nh
+            on = on_path_mask(model.parent, pt)
+            loads = pt.rank_loads(Rr)
+            rows.append({"R": Rr, "nparts": int(pt.nparts), "h_top": int(nh.max()),
+                         "sum_h2_rest": int((nh.astype(np.int64) ** 2).sum() - nh.max() ** 2),
+                         "path": int(on.sum()), "depth": int(pt.depth),
+                         "imbalance": float(loads.max() / loads.mean())})
+        out[fam] = {"rows": rows}
+    rows = out["binary"]["rows"]
+    Rs = np.array([r["R"] for r in rows], dtype=np.float64)
+    big = Rs >= 8 if np.any(Rs >= 8) else Rs > 0
+    out["binary"].update({
+        "rho": float(np.mean([r["nparts"] / r["R"] for r, b in zip(rows, big) if b])),
+        "h_top": float(np.sum([r["h_top"] for r, b in zip(rows, big) if b]) / Rs[big].sum()),
+        "path_per_part": float(np.sum([r["path"] - 2 * r["h_top"] for r in rows]) /
+                               max(1, np.sum([r["nparts"] - 1 for r in rows]))),
+        "imbalance": float(max(r["imbalance"] for r in rows))})
+    out["binary"]["path_per_part"] = max(out["binary"]["path_per_part"], 0.0)
+    return out
+
+
+# ---------------------------------------------------------------------------- network (MPI)
+def _mpiexec():
+    exe = Path(sys.executable).parent / "mpiexec"
+    return str(exe) if exe.exists() else shutil.which("mpiexec")
+
+
+def network_worker(quick):
+    """Under mpiexec: ping-pong, the receive gap, Gatherv / Scatterv; JSON on rank 0's stdout."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.rank, comm.size
+    res = {"ranks": size}
+    nb = 10 if quick else 30
+
+    def best_of(fn, k):
+        """Best of nb short blocks of k calls (per call); every rank takes part."""
+        best = np.inf
+        fn(1)
+        for _ in range(nb):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            fn(k)
+            best = min(best, (time.perf_counter() - t0) / k)
+        return best
+
+    if size == 2:
+        pp = []
+        top = 1 << (16 if quick else 24)
+        s = 8
+        while s <= top:
+            buf = np.zeros(s // 8)
+            iters = max(5, min(400, (16 << 20) // s)) // (4 if quick else 1) + 2
+            best = np.inf
+            comm.Barrier()
+            for i in range(iters):                # one round trip at a time: the best is the latency
+                t0 = time.perf_counter()
+                if rank == 0:
+                    comm.Send(buf, dest=1)
+                    comm.Recv(buf, source=1)
+                else:
+                    comm.Recv(buf, source=0)
+                    comm.Send(buf, dest=0)
+                if i:
+                    best = min(best, time.perf_counter() - t0)
+            pp.append({"bytes": s, "seconds": comm.bcast(best / 2, root=0), "round_trips": iters - 1})
+            s *= 8
+        res["pingpong"] = pp
+        # a stream of K messages of 1 KiB from rank 1, received one after another on rank 0: the gap
+        K = 50
+        buf = np.zeros(128)
+
+        def stream(k):
+            for _ in range(k):
+                if rank == 1:
+                    reqs = [comm.Isend(buf, dest=0, tag=1) for _ in range(K)]
+                    MPI.Request.Waitall(reqs)
+                else:
+                    for _ in range(K):
+                        comm.Recv(buf, source=1, tag=1)
+        res["stream_seconds_per_message"] = comm.bcast(best_of(stream, 2) / K, root=0)
+    # Gatherv / Scatterv of the engine's message sizes (one chain part per rank: H = 1)
+    coll = []
+    for doubles in (18, 6, 120, 12, 6000, 600000):
+        send = np.zeros(doubles)
+        recv = np.zeros(doubles * size)
+        counts = [doubles] * size
+        displs = [doubles * r for r in range(size)]
+
+        def gv(k, send=send, recv=recv, counts=counts, displs=displs):
+            for _ in range(k):
+                comm.Gatherv(send, [recv, (counts, displs)] if rank == 0 else None, root=0)
+
+        def sv(k, send=send, recv=recv, counts=counts, displs=displs):
+            for _ in range(k):
+                comm.Scatterv([recv, (counts, displs)] if rank == 0 else None, send, root=0)
+        k = 20 if doubles < 10000 else 2
+        tg = best_of(gv, k)
+        ts = best_of(sv, k)
+        coll.append({"doubles_per_rank": doubles, "gatherv": comm.bcast(tg if rank == 0 else None, root=0),
+                     "scatterv": comm.bcast(ts if rank == 0 else None, root=0)})
+    res["collectives"] = coll
+    if rank == 0:
+        print("SCALING_MODEL_NETWORK " + json.dumps(res), flush=True)
+
+
+def run_network(nranks, quick, timeout=300):
+    """Run network_worker under ``mpiexec -n nranks``; None when that is not possible."""
+    exe = _mpiexec()
+    if exe is None:
+        return None
+    cmd = [exe, "-n", str(nranks), sys.executable, str(Path(__file__).resolve()), "--worker", "network"]
+    if quick:
+        cmd.append("--quick")
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in p.stdout.splitlines():
+        if line.startswith("SCALING_MODEL_NETWORK "):
+            return json.loads(line.split(" ", 1)[1])
+    return None
+
+
+def fit_network(two, four=None):
+    """alpha, beta and the gap from the 2-rank measurements; the 4-rank collectives kept for the check."""
+    if two is None or "pingpong" not in two:
+        return dict(FALLBACK_NET)
+    pp = two["pingpong"]
+    alpha = min(r["seconds"] for r in pp if r["bytes"] <= 64)
+    big = [r for r in pp if r["bytes"] >= 1 << 20] or pp[-2:]
+    beta = float(np.median([r["bytes"] / max(r["seconds"] - alpha, 1e-12) for r in big]))
+    gap = float(two.get("stream_seconds_per_message", alpha))
+    net = {"alpha": float(alpha), "beta": beta, "gap": gap, "source": "mpiexec -n 2 on this machine",
+           "pingpong": pp, "collectives_2": two.get("collectives")}
+    if four is not None:
+        net["collectives_4"] = four.get("collectives")
+    return net
+
+
+def _env():
+    return dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                MKL_NUM_THREADS="1")
+
+
+# ---------------------------------------------------------------------------- validation
+def bench_job(R, spec, repeat, timeout=900):
+    """One fresh ``mpiexec -n R partree bench`` job (its JSON), None on failure."""
+    exe = _mpiexec()
+    if exe is None:
+        return None
+    cmd = [exe, "-n", str(R), sys.executable, "-m", "partree", "bench", "--backend", "mpi", "--model", spec, "--json",
+           "--repeat", str(repeat), "--residual", "none"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=str(ROOT))
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [s for s in p.stdout.splitlines() if s.startswith("{")]
+    return json.loads(lines[-1]) if p.returncode == 0 and lines else None
+
+
+def engine_parts(family, n, R):
+    """The engine's own partition for R ranks as the model's input (m, p, H, owner per part)."""
+    import partree
+    from partree.parallel import root as Rt
+    from partree.parallel.partition import make_partition, on_path_mask
+
+    model = partree.resolve_model(SPECS[family].format(n=n))
+    pt = make_partition(model, None, nranks=R) if R > 1 else make_partition(model, 1)
+    on = on_path_mask(model.parent, pt)
+    return {"m": pt.sizes.astype(np.float64), "p": np.bincount(pt.part_of, weights=on, minlength=pt.nparts),
+            "H": Rt.PartsTree.from_partition(pt).nh, "owner": np.asarray(pt.owner_for(R) if R > 1 else
+                                                                           np.zeros(pt.nparts, dtype=np.int64))}
+
+
+def validate(cal, sizes, ranks, pairs, repeat, cores, log):
+    """Fresh jobs, R = 1 and R = 2 alternating (``pairs`` times), plus the oversubscribed ranks once
+    per pair; best job per point; the model's prediction from the engine's own partition."""
+    rows = []
+    for fam in SPECS:
+        for n in sizes:
+            spec = SPECS[fam].format(n=n)
+            jobs = {R: [] for R in ranks}
+            for _ in range(pairs):
+                for R in ranks:
+                    j = bench_job(R, spec, repeat)
+                    if j is not None:
+                        jobs[R].append(j)
+            for R in ranks:
+                if not jobs[R]:
+                    log(f"  {fam} n={n} R={R}: no job succeeded")
+                    continue
+                parts = engine_parts(fam, n, R)
+                kern = kernels_for(cal, fam, n)
+                pr = predict_parts(parts, R, kern, cal["root"], cal["network"], "flat", gather=True, cores=cores)
+                meas = min(x["seconds_per_eval"] for x in jobs[R])
+                meas_g = min(x.get("seconds_per_eval_gathered", np.inf) for x in jobs[R])
+                root_meas = min((x.get("phase_seconds_per_rank") or [{}])[0].get("root_solve", np.nan)
+                                for x in jobs[R])
+                bytes_meas = jobs[R][0]["bytes_per_eval"]
+                bytes_pred = int(sum(pr.get("bytes", {}).values()))
+                row = {"family": fam, "n": n, "R": R, "parts": jobs[R][0]["parts"], "jobs": len(jobs[R]),
+                       "measured": meas, "all_measured": [x["seconds_per_eval"] for x in jobs[R]],
+                       "predicted": pr["total"], "error": pr["total"] / meas - 1.0,
+                       "measured_gathered": meas_g, "predicted_gathered": pr["total_gathered"],
+                       "error_gathered": pr["total_gathered"] / meas_g - 1.0,
+                       "root_solve_measured": root_meas, "root_predicted": pr["root"],
+                       "bytes_measured": bytes_meas, "bytes_predicted": bytes_pred,
+                       "terms": {k: pr[k] for k in ("compute", "messages", "root")},
+                       "oversubscribed": R > cores}
+                rows.append(row)
+                log(f"  {fam:6s} n={n:>8d} R={R} parts={row['parts']:3d}  measured {meas * 1e3:8.2f} ms  predicted "
+                    f"{pr['total'] * 1e3:8.2f} ms  error {100 * row['error']:+6.1f}%   gathered {meas_g * 1e3:8.2f} / "
+                    f"{pr['total_gathered'] * 1e3:8.2f} ms ({100 * row['error_gathered']:+6.1f}%)  bytes "
+                    f"{bytes_meas}/{bytes_pred}{'  (oversubscribed)' if R > cores else ''}")
+            # speed-ups measured against predicted, pair by pair
+    for fam in SPECS:
+        for n in sizes:
+            one = [r for r in rows if r["family"] == fam and r["n"] == n and r["R"] == 1]
+            for r in rows:
+                if one and r["family"] == fam and r["n"] == n and r["R"] > 1:
+                    r["speedup_measured"] = one[0]["measured"] / r["measured"]
+                    r["speedup_predicted"] = one[0]["predicted"] / r["predicted"]
+    return rows
+
+
+# ---------------------------------------------------------------------------- earlier measurements
+#: docs/performance.md, 2026-11-22: 16-core Xeon, N = 1e7, autotree bf=1 (chain) and bf=2 (binary),
+#: times with qdd gathered on rank 0 every evaluation (seconds_per_eval_gathered)
+SIXTEEN = {"chain": {1: 3.199, 2: 1.801, 4: 1.171, 8: 0.604, 16: 0.433},
+           "binary": {1: 2.689, 2: 1.631, 4: 0.865, 8: 0.609, 16: 0.360}}
+#: docs/performance.md, 2026-11-23: the same decomposition at 16 ranks timed part by part in one
+#: process (2-core machine, N = 1e6): the ideal speed-up ABA / slowest rank
+SIXTEEN_IDEAL = {"chain": 13.7, "binary": 15.6}
+#: docs/performance.md (2-core machine, N = 1e7, commit e6a2f0e): 1 and 2 ranks, qdd left on the ranks
+TWO_CORE_1E7 = {"chain": {1: 2.214, 2: 1.245}, "binary": {1: 2.491, 2: 1.399}}
+
+
+def _scaled(k, s):
+    """Kernel costs ``k`` with every per-body and per-part cost multiplied by s (another machine)."""
+    return {**k, **{x: k[x] * s for x in ("c_serial", "c_plain", "c_path", "c_part", "c_hh")}}
+
+
+def compare_earlier(cal):
+    """The model against the recorded points: the per-body cost set from each run's own 1-rank time
+    (each machine's), every ratio and the root and network costs from this calibration."""
+    out = {"sixteen_core": [], "two_core_1e7": [], "ideal_16": {}}
+    N = 10**7
+    for fam, pts in SIXTEEN.items():
+        k0 = kernels_for(cal, fam, N)
+        c_serial = (pts[1] - N * k0["c_place"]) / N
+        s = c_serial / k0["c_serial"]
+        c = dict(cal)
+        c["kernels"] = {fam: {str(N): _scaled(k0, s)}}
+        for R, t in pts.items():
+            pr = predict(fam, N, R, c, "flat", gather=True)
+            out["sixteen_core"].append({"family": fam, "R": R, "measured": t, "predicted": pr["total_gathered"],
+                                        "error": pr["total_gathered"] / t - 1.0,
+                                        "efficiency_measured": pts[1] / (R * t),
+                                        "efficiency_predicted": efficiency(predict(fam, N, 1, c, gather=True)["total_gathered"],
+                                                                           pr["total_gathered"], R),
+                                        "gather": pr["gather"], "compute": pr["compute"], "root": pr["root"],
+                                        "messages": pr["messages"]})
+        k6 = kernels_for(cal, fam, 10**6)
+        t16 = predict(fam, 10**6, 16, cal)["compute"]
+        out["ideal_16"][fam] = {"recorded": SIXTEEN_IDEAL[fam], "model_compute_only": k6["aba_per_body"] * 10**6 / t16}
+    for fam, pts in TWO_CORE_1E7.items():
+        k0 = kernels_for(cal, fam, N)
+        s = pts[1] / N / k0["c_serial"]
+        c = dict(cal)
+        c["kernels"] = {fam: {str(N): _scaled(k0, s)}}
+        pr = predict(fam, N, 2, c)
+        out["two_core_1e7"].append({"family": fam, "R": 2, "measured": pts[2], "predicted": pr["total"],
+                                    "error": pr["total"] / pts[2] - 1.0, "speedup_measured": pts[1] / pts[2],
+                                    "speedup_predicted": pts[1] / pr["total"]})
+    return out
+
+
+# ---------------------------------------------------------------------------- plot
+def plot(cv, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Rs = np.array(cv["R"])
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.2), sharex=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for j, fam in enumerate(("chain", "binary")):
+        for i, N in enumerate(cv["N"]):
+            for kind, ls in (("flat", "-"), ("hierarchical", "--")):
+                row = cv["families"][fam][kind][str(N)]
+                lab = f"N = 1e{int(round(math.log10(N)))}, {'flat root (built)' if kind == 'flat' else 'hierarchical (model only)'}"
+                axes[0, j].loglog(Rs, row["seconds"], ls, color=colors[i], label=lab if j == 0 else None)
+                axes[1, j].semilogx(Rs, row["efficiency"], ls, color=colors[i])
+                if kind == "flat" and row["stops_at"]:
+                    k = list(Rs).index(row["pays_to"])
+                    axes[0, j].plot(Rs[k], row["seconds"][k], "o", color=colors[i], ms=4)
+        axes[0, j].set_title(f"{fam}: predicted time per evaluation")
+        axes[1, j].axhline(0.5, color="0.5", lw=0.8)
+        axes[1, j].set_ylim(0, 1.05)
+        axes[1, j].set_xlabel("ranks R")
+        axes[1, j].set_title(f"{fam}: parallel efficiency T(1) / (R T(R))")
+        axes[0, j].grid(True, which="major", alpha=0.3)
+        axes[1, j].grid(True, which="major", alpha=0.3)
+    axes[0, 0].set_ylabel("seconds")
+    axes[1, 0].set_ylabel("efficiency")
+    axes[0, 0].legend(fontsize=6.5, loc="lower left")
+    fig.suptitle("partree parallel engine: calibrated model (dots: last R before the flat root stops paying)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------- driver
+def _machine():
+    try:
+        import numba
+        nb = numba.__version__
+    except ImportError:            # pragma: no cover
+        nb = "?"
+    return {"python": platform.python_version(), "numpy": np.__version__, "numba": nb,
+            "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+            "platform": platform.platform()}
+
+
+def calibrate(quick, log, rounds=None):
+    """The whole calibration; returns the ``cal`` dict the model functions take."""
+    from partree.parallel.partition import PATH_WEIGHT
+
+    rounds = rounds or (3 if quick else 7)
+    sizes = (20000,) if quick else (100000, 1000000)
+    t0 = time.perf_counter()
+    cal = {"path_weight": PATH_WEIGHT, "machine": _machine(), "quick": bool(quick)}
+    c_part = calibrate_part_overhead(rounds * 3)
+    log(f"c_part = {c_part * 1e6:.1f} us per part")
+    c_hh, caps = calibrate_handles(2**14 - 1 if quick else 2**17 - 1, (3, 4, 5, 6) if quick else (4, 5, 6, 7, 8),
+                                   rounds, c_part)
+    log(f"c_hh = {c_hh * 1e9:.1f} ns per handle pair (top parts of H = {[r['H'] for r in caps]})")
+    kern = {}
+    for fam in SPECS:
+        kern[fam] = {}
+        for n in sizes:
+            kern[fam][str(n)] = calibrate_kernels(fam, n, (2, 4), rounds, c_part, c_hh)
+    finish_kernels(kern)
+    for fam in SPECS:
+        for n, k in kern[fam].items():
+            log(f"{fam:6s} n={int(n):>8d}: c_serial {k['c_serial'] * 1e9:6.1f}  c_plain {k['c_plain'] * 1e9:6.1f} "
+                f"(fit {k['c_plain_fit'] * 1e9:6.1f})  c_path {k['c_path'] * 1e9:6.1f} ({k['c_path_from']})  ns/body; "
+                f"ABA {k['aba_per_body'] * 1e9:6.1f} ns/body; qdd placement {k['c_place'] * 1e9:.1f} ns/entry")
+    cal["kernels"] = kern
+    cal["caps"] = caps
+    log(f"kernels calibrated in {time.perf_counter() - t0:.0f} s")
+    t1 = time.perf_counter()
+    Ps = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
+    stars = (2, 4, 16, 64) if quick else (2, 4, 8, 16, 32, 64, 128, 256)
+    cal["root"] = calibrate_root(Ps, stars, rounds)
+    r = cal["root"]
+    log("root per part (slope over P): " + ", ".join(f"{s} {v * 1e6:.1f} us" for s, v in r["slopes"].items())
+        + "; stars (whole tree): " + ", ".join(f"H={x['H']}: {x['seconds'] * 1e3:.2f} ms (fit {x['predicted'] * 1e3:.2f})"
+                                              for x in r["stars"]))
+    a_, e_, u_, b_, c_, d_ = r["coef"]
+    log(f"c_root(H) = {a_ * 1e6:.1f} us + ({e_ * 1e6:.1f} + {u_ * 1e6:.1f}) us [H > 0] + {b_ * 1e6:.1f} us H + "
+        f"{c_ * 1e9:.1f} ns H^2 + {d_ * 1e9:.2f} ns H^3; largest misfit {100 * r['max_fit_error']:.0f}%")
+    log(f"root calibrated in {time.perf_counter() - t1:.0f} s")
+    t1 = time.perf_counter()
+    shape_n = 20000 if quick else 1000000
+    shape_R = (2, 4, 8, 16) if quick else (2, 4, 8, 16, 32, 64)
+    cal["shape"] = calibrate_shape(shape_n, shape_R)
+    cal["shape"]["n"] = shape_n
+    b = cal["shape"]["binary"]
+    log(f"binary shape at n={shape_n}: {b['rho']:.2f} parts per rank, top part {b['h_top']:.3f} R handles, "
+        f"{b['path_per_part']:.1f} path bodies per part, rank imbalance {b['imbalance']:.4f} "
+        f"({time.perf_counter() - t1:.0f} s)")
+    t1 = time.perf_counter()
+    two = run_network(2, quick)
+    four = None if quick or two is None else run_network(4, quick)
+    cal["network"] = fit_network(two, four)
+    net = cal["network"]
+    log(f"network ({net['source']}): alpha {net['alpha'] * 1e6:.2f} us, gap {net['gap'] * 1e6:.2f} us, "
+        f"beta {net['beta'] / 1e9:.2f} GB/s ({time.perf_counter() - t1:.0f} s)")
+    return cal
+
+
+def apply_overrides(cal, a):
+    net = cal["network"]
+    if a.alpha_us is not None:
+        net["alpha"] = a.alpha_us * 1e-6
+    if a.gap_us is not None:
+        net["gap"] = a.gap_us * 1e-6
+    if a.beta_gbs is not None:
+        net["beta"] = a.beta_gbs * 1e9
+    if a.ns_per_body is not None:
+        for fam in cal["kernels"]:
+            for k in cal["kernels"][fam].values():
+                s = a.ns_per_body * 1e-9 / k["c_serial"]
+                for x in ("c_serial", "c_plain", "c_path", "c_part", "c_hh"):
+                    k[x] *= s
+    if any(x is not None for x in (a.alpha_us, a.gap_us, a.beta_gbs, a.ns_per_body)):
+        net["source"] = net.get("source", "") + " (overridden on the command line)"
+
+
+def report_curves(cv, log):
+    for fam in SPECS:
+        for kind in ("flat", "hierarchical"):
+            for N in cv["N"]:
+                row = cv["families"][fam][kind][str(N)]
+                i = cv["R"].index(row["pays_to"])
+                log(f"  {fam:6s} {kind:12s} N=1e{int(round(math.log10(N)))}: pays to R = {row['pays_to']:4d} "
+                    f"(efficiency {row['efficiency'][i]:.2f}, {row['seconds'][i] * 1e3:9.3f} ms); "
+                    f"{'stops at ' + str(row['stops_at']) + ': ' + row['why'] if row['stops_at'] else row['why']}; "
+                    f"fastest at R = {row['best_R']}")
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return None if not math.isfinite(float(x)) else float(x)
+    return x
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="a small calibration in seconds (N = 2e4, root to 1e3 parts, short ping-pong, no "
+                         "validation jobs); writes only with --out")
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"output folder (default {DEFAULT_OUT.relative_to(ROOT)}; --quick writes nothing without it)")
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="take the calibration from a previous run's scaling_model.json instead of measuring")
+    ap.add_argument("--no-validate", action="store_true", help="skip the mpiexec partree bench jobs")
+    ap.add_argument("--pairs", type=int, default=2, help="validation: fresh jobs per point, R = 1 and 2 alternating "
+                                                         "(default 2)")
+    ap.add_argument("--repeat", type=int, default=5, help="validation: evaluations per job, best reported (default 5)")
+    ap.add_argument("--no-oversubscribe", action="store_true", help="validation: skip the 4-rank jobs")
+    ap.add_argument("--rounds", type=int, default=None, help="calibration: timing rounds, best of (default 7; quick 3)")
+    ap.add_argument("--fanin", type=int, default=2, help="the hierarchical root's fan-in (default 2)")
+    ap.add_argument("--alpha-us", type=float, default=None, help="override the message latency (microseconds)")
+    ap.add_argument("--gap-us", type=float, default=None, help="override the per-message gap at the root (microseconds)")
+    ap.add_argument("--beta-gbs", type=float, default=None, help="override the bandwidth (GB/s)")
+    ap.add_argument("--ns-per-body", type=float, default=None,
+                    help="override the one-rank cost per body (ns; your machine's: `partree bench` on one rank, "
+                         "ns_per_body); every kernel cost is scaled by the same factor")
+    ap.add_argument("--no-plot", action="store_true", help="write no PNG")
+    ap.add_argument("--worker", choices=("network",), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker == "network":
+        network_worker(a.quick)
+        return 0
+    out = a.out if a.out is not None else (None if a.quick else DEFAULT_OUT)
+    lines = []
+
+    def log(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    t0 = time.perf_counter()
+    log(f"scaling_model.py {'--quick ' if a.quick else ''}on {platform.node() and 'this machine'}: "
+        f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M')}")
+    if a.from_json:
+        saved = json.loads(a.from_json.read_text())
+        cal = saved["calibration"]
+        validation = saved.get("validation", [])
+        log(f"calibration from {a.from_json}")
+    else:
+        cal = calibrate(a.quick, log, a.rounds)
+        validation = []
+    apply_overrides(cal, a)
+    if not a.from_json and not a.quick and not a.no_validate:
+        log("validation (fresh mpiexec -n R partree bench jobs; best job per point):")
+        ranks = (1, 2) if a.no_oversubscribe else (1, 2, 4)
+        cores = os.cpu_count() or 2
+        validation = validate(cal, (100000, 1000000), ranks, a.pairs, a.repeat, cores, log)
+    earlier = compare_earlier(cal)
+    log("earlier measurements (docs/performance.md) against the model:")
+    for r in earlier["sixteen_core"]:
+        log(f"  16-core, N=1e7, {r['family']:6s} R={r['R']:2d}: measured {r['measured'] * 1e3:7.1f} ms, predicted "
+            f"{r['predicted'] * 1e3:7.1f} ms ({100 * r['error']:+5.1f}%); efficiency {r['efficiency_measured']:.2f} "
+            f"measured, {r['efficiency_predicted']:.2f} predicted")
+    for fam, r in earlier["ideal_16"].items():
+        log(f"  16 ranks in one process, {fam}: recorded ideal speed-up {r['recorded']}x, model compute term "
+            f"{r['model_compute_only']:.1f}x")
+    for r in earlier["two_core_1e7"]:
+        log(f"  2-core, N=1e7, {r['family']:6s} R=2: measured {r['measured'] * 1e3:.0f} ms, predicted "
+            f"{r['predicted'] * 1e3:.0f} ms ({100 * r['error']:+.1f}%)")
+    cv = curves(cal, fanin=a.fanin)
+    log(f"curves (R = 1..{CURVE_R[-1]}; flat root as built, hierarchical root a model of a design not built):")
+    report_curves(cv, log)
+    log(f"total {time.perf_counter() - t0:.0f} s")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        doc = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(["scaling_model.py"] + (argv or sys.argv[1:])),
+               "calibration": cal, "validation": validation, "earlier": earlier, "curves": cv}
+        (out / "scaling_model.json").write_text(json.dumps(_jsonable(doc), indent=1) + "\n")
+        (out / "report.txt").write_text("\n".join(lines) + "\n")
+        if not a.no_plot:
+            plot(cv, out / "scaling_model.png")
+        log(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
