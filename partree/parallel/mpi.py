@@ -15,7 +15,10 @@ One evaluation = four messages, all O(P) small matrices, independent of N:
   Scatterv incoming velocities v_in                        root -> parts
   Gatherv  boundary relations (M, m0, Kt, Lam, beta)       parts -> root
   Scatterv a_in and the handle wrenches g                  root -> parts
-plus, optionally, a Gatherv of qdd to rank 0 (O(N), counted separately).  The constraint forces
+plus, optionally, a Gatherv of qdd to rank 0 (O(N), counted separately).  Hybrid dynamics (joints
+whose acceleration is given, ``forward_dynamics(..., active=...)``) takes the same four messages
+(each part flags its own active joints in its reduction) and gathers the joint forces with qdd.
+The constraint forces
 (``constraint_forces``) add no message: each part forms its joint wrenches from its own
 back-substitution and the g it received; gathering them is O(N) again.
 

@@ -541,7 +541,7 @@ def hybrid_arguments(model, active, qdd_active, tau):
     from ..algorithms.hybrid_dynamics import _given, active_mask
 
     mask = active_mask(model, active)
-    if len(getattr(model, "loops", ())) and mask.any():
+    if len(getattr(model, "loops", ())):
         raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: hybrid dynamics (active joints) "
                                 f"is for trees")
     dof_active = np.repeat(mask, model.nv_j)
