@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from ..errors import DaskEngineError
+from .dynamics import check_momentum_inputs
 from .integrators import DOP853, RK4, DormandPrince5, StateSpace, SymplecticEuler, make_integrator
 from .local import DistributedBackend, LocalLayout
 from .tableaus import DOP853_E3, DOP853_E5
@@ -121,6 +122,11 @@ class SimActor:
     def _op_solve(self, key, a_in, g):
         self.x[key] = self.pk.solve(a_in, g).copy()
 
+    def _op_forces(self, key):
+        """The part's joint forces of the evaluation just solved (with prescribed motion: the
+        prescribed joints' computed forces in place)."""
+        self.x[key] = self.pk.joint_forces.copy()
+
     def _op_tau(self, key, t, q, v):
         self.x[key] = self.inputs.tau(t, self.x[q], self.x[v])
 
@@ -181,8 +187,13 @@ class SimActor:
 
     def reduce(self, ops, t, q, v, v_in):
         self._run(ops)
-        tau = self.inputs.tau(t, self.x[q], self.x[v])
-        return tuple(a.copy() for a in self.pk.reduce(v_in, tau, self.inputs.f_ext))
+        inp = self.inputs
+        tau = inp.tau(t, self.x[q], self.x[v])
+        if inp.active is None:
+            return tuple(a.copy() for a in self.pk.reduce(v_in, tau, inp.f_ext))
+        # prescribed motion: the part's own prescribed joints flagged, their accelerations at t
+        return tuple(a.copy() for a in self.pk.reduce(v_in, tau, inp.f_ext, active=inp.active,
+                                                      qdd=inp.prescribed_qdd(t)))
 
     def momentum_velocity(self, ops, q):
         """The momentum form's velocity round: the handle maps at rest."""
@@ -449,10 +460,11 @@ class DaskLocalDynamics:
     the client; the back-substitution is queued (it runs at the start of the next call), so qdd
     stays on the workers.  Only boundary data crosses the network."""
 
-    def __init__(self, engine, ctx):
+    def __init__(self, engine, ctx, prescribed=False):
         from ..parallel import root as R
 
         self.eng, self.ctx, self.R = engine, ctx, R
+        self.prescribed = bool(prescribed)
 
     def __call__(self, t, q, v):
         eng, ctx, R = self.eng, self.ctx, self.R
@@ -479,9 +491,14 @@ class DaskLocalDynamics:
         return dx, err
 
     def tau(self, t, q, v):
-        """The joint forces at (t, q, v) (a DaskVector; for recording)."""
+        """The joint forces at (t, q, v) (a DaskVector; for recording).  With prescribed motion
+        they are those of the evaluation queued last, which must be the one at (t, q, v): the
+        prescribed joints' forces are computed by it."""
         out = self.ctx.new()
-        self.ctx.queue("tau", out, float(t), q, v)
+        if self.prescribed:
+            self.ctx.queue("forces", out)
+        else:
+            self.ctx.queue("tau", out, float(t), q, v)
         return out
 
 
@@ -544,11 +561,8 @@ class DaskBackend(DistributedBackend):
             self._own = start_local_cluster()
             self.client = self._own[0]
         momentum = opts.formulation == "momentum"
-        if momentum and len(getattr(model, "loops", ())):
-            from ..errors import PartreeInputError
-
-            raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is built "
-                                    f"for trees only; use formulation='velocity'")
+        if momentum:
+            check_momentum_inputs(dyn)
         eng = self.eng = DaskEngine(model, client=self.client, parts=opts.parts, evaluate=False, poses=momentum,
                                     path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
         P = self.nparts = len(eng.futures)
@@ -565,7 +579,7 @@ class DaskBackend(DistributedBackend):
         ctx = self.ctx = DaskContext(eng, [a.result(timeout=eng.timeout) for a in afuts])
         self.qsel = [L.qsel for L in layouts]
         self.vsel = [L.vsel for L in layouts]
-        self.vf = DaskLocalDynamics(eng, ctx)
+        self.vf = DaskLocalDynamics(eng, ctx, prescribed=dyn.prescribed is not None)
         self.f = DaskLocalMomentum(eng, ctx) if momentum else self.vf
         kw = dict(rtol=opts.rtol, atol=opts.atol, h0=opts.h0, max_steps=opts.max_steps)
         if opts.h_max is not None:
@@ -613,7 +627,8 @@ class DaskBackend(DistributedBackend):
             p, v = v, self.f.velocity(t, q, v)
         vecs = [q, v]                  # one round trip (two more for qdd: an evaluation)
         if need_qdd:
-            vecs += [self.vf(t, q, v), self.vf.tau(t, q, v)]
+            qdd = self.vf(t, q, v)
+            vecs += [qdd, self.vf.tau(t, q, v)]      # (the forces of that evaluation)
         if p is not None:
             vecs.append(p)
         got = self.ctx.fetch(vecs)

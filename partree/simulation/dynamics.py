@@ -27,7 +27,10 @@ Each evaluation runs ``partree.aba`` (``backend='serial'``), or, for ``backend='
 a way to check the parallel engine inside a serial time loop).  ``simulate(...,
 backend='mpi'|'dask')`` does not go through here for its evaluations: it keeps the state in
 pieces, one per part, and evaluates the inputs of each piece with :class:`LocalInputs`
-(``Dynamics.restrict``), which computes the same numbers entry by entry.
+(``Dynamics.restrict``), which computes the same numbers entry by entry; with prescribed motion
+each piece flags and evaluates its own prescribed joints, and the engine's evaluation is hybrid
+dynamics (the active joints' flags in the parts' reductions, ``partree.parallel``), equal to
+``partree.hybrid_dynamics``.
 """
 from __future__ import annotations
 
@@ -209,6 +212,7 @@ class Dynamics:
         self.prescribed = None
         self.prescribed_spec = prescribed
         self._active_joints = None
+        self._prescribed_fns = None   # the dict form: (dof, f(t) -> (q, qd, qdd)) per joint
         if prescribed is not None:
             if hasattr(prescribed, "prescribed"):
                 self.prescribed = lambda t, _p=prescribed: _p.prescribed(model, t)
@@ -216,6 +220,7 @@ class Dynamics:
             elif isinstance(prescribed, dict):
                 dofs = np.array([model.v_slice(n).start for n in prescribed], dtype=np.int64)
                 fns = list(prescribed.values())
+                self._prescribed_fns = list(zip(dofs.tolist(), fns))
 
                 def presc(t, _d=dofs, _f=fns):
                     vals = np.array([np.asarray(f(t), dtype=float).reshape(3) for f in _f])
@@ -360,6 +365,20 @@ class Dynamics:
         return h.hexdigest()
 
 
+def check_momentum_inputs(dyn):
+    """Refuse a run in the momentum form that has none (every backend): a model with loops, or
+    prescribed motion (see :class:`MomentumDynamics`)."""
+    model = dyn.model
+    if len(getattr(model, "loops", ())):
+        raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is built "
+                                f"for trees only (the constrained equations in generalized momenta, with "
+                                f"the loops' multipliers, are not); use formulation='velocity'")
+    if dyn.prescribed is not None:
+        raise PartreeInputError("prescribed motion (hybrid dynamics) has no momentum form: the prescribed "
+                                "joints' velocities are inputs, not functions of the momenta; use "
+                                "formulation='velocity'")
+
+
 class MomentumDynamics:
     """The dynamics of a run in generalized momenta (seed 001): ``f(t, q, p) -> (v, pdot)``.
 
@@ -397,14 +416,7 @@ class MomentumDynamics:
         from ..algorithms.velocity_from_momentum import check_method
 
         model = dyn.model
-        if len(getattr(model, "loops", ())):
-            raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is built "
-                                    f"for trees only (the constrained equations in generalized momenta, with "
-                                    f"the loops' multipliers, are not); use formulation='velocity'")
-        if dyn.prescribed is not None:
-            raise PartreeInputError("prescribed motion (hybrid dynamics) has no momentum form: the prescribed "
-                                    "joints' velocities are inputs, not functions of the momenta; use "
-                                    "formulation='velocity'")
+        check_momentum_inputs(dyn)
         self.dyn = dyn
         self.model = model
         self.method = check_method(method)
@@ -457,15 +469,25 @@ class LocalInputs:
     piece of a distributed run evaluates on its own.  ``tau`` computes exactly what
     ``Dynamics.tau`` computes on those entries, element by element.
 
-    Inputs that need the whole state (a torque or force callable of (t, q, qd), prescribed
-    motion) are refused with ``PartreeInputError``.
+    Prescribed motion: a prescription is a function of time alone, so each piece evaluates its
+    own joints' (:meth:`prescribed_qdd`) and flags them (``active``, per body of the piece, as
+    ``partree.hybrid_dynamics`` flags joints); the engine's evaluation then computes their
+    forces (``partree.parallel.PartKernel.reduce``).  A piece keeps only its own joints'
+    functions of the dict form ``{joint: f(t)}``; the object form (``prescribed(model, t)``,
+    e.g. ``partree.models.seeds.HybridInputs``) is called with the model, which the piece then
+    holds too (a Dask worker receives a copy of it with each part's inputs).
+
+    Inputs that need the whole state (a torque or force callable of (t, q, qd)) and prescribed
+    motion of some but not all of a joint's dofs (solved densely, with the mass matrix, by
+    :meth:`Dynamics.hybrid`) are refused with ``PartreeInputError``.
     """
 
     def __init__(self, dyn, vsel, qsel, bodies):
         model = dyn.model
-        if dyn.prescribed is not None:
-            raise PartreeInputError("prescribed motion is not supported by the distributed backends "
-                                    "(it needs the whole state); use backend 'serial'")
+        if dyn.prescribed is not None and dyn._active_joints is None:
+            raise PartreeInputError("prescribed motion of some but not all of a joint's dofs is solved densely (with "
+                                    "the mass matrix), on backend 'serial' only; the distributed backends take "
+                                    "whole joints")
         if dyn._fext_fn is not None:
             raise PartreeInputError("a callable f_ext(t, q, qd) is not supported by the distributed backends "
                                     "(it needs the whole state); give a constant (n, 6) array or a dict")
@@ -507,6 +529,32 @@ class LocalInputs:
             F, has = checks.external_forces(model, dyn._fext)
             if has:
                 self.f_ext = np.ascontiguousarray(F[np.asarray(bodies, dtype=np.int64)])
+        # prescribed motion: the piece's flags and its own joints' prescriptions
+        self.active = None
+        self._presc_joint = self._presc_all = None
+        if dyn.prescribed is not None:
+            self.active = np.ascontiguousarray(dyn._active_joints[np.asarray(bodies, dtype=np.int64)])
+            if dyn._prescribed_fns is not None:
+                self._presc_joint = [(int(vloc[d]), f) for d, f in dyn._prescribed_fns if vloc[d] >= 0]
+            else:
+                self._presc_all = dyn.prescribed
+                self._vorder = np.argsort(vsel, kind="stable")
+                self._vsorted = vsel[self._vorder]
+
+    def prescribed_qdd(self, t):
+        """The piece's (nv,) accelerations at time ``t``: the prescribed joints' (``active``),
+        zero elsewhere (entries the engine does not read)."""
+        qdd = np.zeros(self.nv)
+        if self._presc_joint is not None:
+            for loc, f in self._presc_joint:
+                qdd[loc] = np.asarray(f(t), dtype=float).reshape(3)[2]
+        else:
+            dofs, _, _, qdd_a = self._presc_all(t)
+            dofs = np.asarray(dofs, dtype=np.int64)
+            pos = np.minimum(np.searchsorted(self._vsorted, dofs), max(self._vsorted.size - 1, 0))
+            mine = (self._vsorted[pos] == dofs) if self._vsorted.size else np.zeros(dofs.size, dtype=bool)
+            qdd[self._vorder[pos[mine]]] = np.asarray(qdd_a, dtype=float)[mine]
+        return qdd
 
     def tau(self, t, q, qd):
         """The piece's applied joint forces at (t, q, qd) (its own slices of q and qd)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dynamics import check_momentum_inputs
 from .integrators import StateSpace, make_integrator
 from .local import DistributedBackend, LocalLayout
 
@@ -74,22 +75,36 @@ class MPILocalDynamics:
 
     def __call__(self, t, q, v):
         tau = self.inputs.tau(t, q, v)
-        self.last_tau = tau
-        return self.evaluate(q, v, tau, self.inputs.f_ext)
+        active = self.inputs.active
+        if active is None:
+            self.last_tau = tau
+            return self.evaluate(q, v, tau, self.inputs.f_ext)
+        # prescribed motion: hybrid dynamics, the prescribed joints' forces computed
+        qdd, self.last_tau = self.evaluate(q, v, tau, self.inputs.f_ext, active, self.inputs.prescribed_qdd(t))
+        return qdd
 
-    def evaluate(self, q, v, tau, f_ext=None):
-        """qdd of this rank's joints for given local q, v, tau (and external forces)."""
+    def evaluate(self, q, v, tau, f_ext=None, active=None, qdd_active=None):
+        """qdd of this rank's joints for given local q, v, tau (and external forces); with
+        ``active`` (the flags of this rank's bodies) and ``qdd_active`` (the given accelerations
+        of this rank's joints) hybrid dynamics, (qdd, tau) (``MPIEngine.evaluate_local``)."""
         L = self.layout
         self.nevals += 1
         P = len(self.eng.parts)
+        hyb = {} if active is None else {"actives": [active[L.bsl[j]] for j in range(P)],
+                                         "qdds": [qdd_active[L.vsl[j]] for j in range(P)]}
         out = self.eng.evaluate_local([q[L.qsl[j]] for j in range(P)], [v[L.vsl[j]] for j in range(P)],
                                       [tau[L.vsl[j]] for j in range(P)],
-                                      None if f_ext is None else [f_ext[L.bsl[j]] for j in range(P)])
+                                      None if f_ext is None else [f_ext[L.bsl[j]] for j in range(P)], **hyb)
         qdd = np.empty(L.nv)
-        for j in range(P):
-            qdd[L.vsl[j]] = out[j]
         self.last_bytes = self.eng.last_boundary_bytes
-        return qdd
+        if active is None:
+            for j in range(P):
+                qdd[L.vsl[j]] = out[j]
+            return qdd
+        tau_out = np.empty(L.nv)
+        for j in range(P):
+            qdd[L.vsl[j]], tau_out[L.vsl[j]] = out[j]
+        return qdd, tau_out
 
 
 class MPILocalMomentum(MPILocalDynamics):
@@ -243,6 +258,8 @@ class MPIBackend(DistributedBackend):
         from ..parallel.partition import PATH_WEIGHT
 
         momentum = opts.formulation == "momentum"
+        if momentum:
+            check_momentum_inputs(dyn)
         self.eng = MPIEngine(model, comm=self.comm, parts=opts.parts, gather=False, poses=momentum,
                              path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
         L = LocalLayout(self.eng.parts)
@@ -250,11 +267,6 @@ class MPIBackend(DistributedBackend):
         self.vf = MPILocalDynamics(self.eng, L, inputs)
         self.f = MPILocalMomentum(self.eng, L, inputs) if momentum else self.vf
         if momentum:
-            if len(getattr(model, "loops", ())):
-                from ..errors import PartreeInputError
-
-                raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: the momentum form is "
-                                        f"built for trees only; use formulation='velocity'")
             from ..algorithms.generalized_momentum import generalized_momentum
 
             v = generalized_momentum(model, q, v)          # the state is (q, p); every rank has the model here
