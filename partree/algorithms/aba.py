@@ -177,6 +177,45 @@ def hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA,
         iv = idx_v[i]
         nv = idx_v[i + 1] - iv if i + 1 < n else nvt - iv
         p = parent[i]
+        if hybrid and nv == 1:
+            # 1 DOF, either kind, without a branch on the kind (a random mix of active and passive
+            # joints would mispredict one at every body): an active joint is a passive one whose
+            # D^-1 is taken as 0 (nothing eliminated: Ia = IA, the parent gets IA itself) and whose
+            # c is c + s qdd (pa = pA + Ia (c + s qdd)); u and U are formed for both
+            act = active[i]
+            fa = 1.0 if act else 0.0
+            Dd = 0.0
+            uu = (1.0 - fa) * tau[iv]
+            for k in range(6):
+                sk = 0.0
+                for l in range(6):
+                    sk += IA[i, k, l] * S[iv, l]
+                U[iv, k] = sk
+                Dd += S[iv, k] * sk
+                uu -= S[iv, k] * pA[i, k]
+            if not (act or Dd > 0.0):
+                return i
+            Di = (1.0 - fa) / (Dd + fa)
+            Dinv[iv, 0] = Di
+            u[iv] = uu
+            if p < 0:
+                continue
+            wq = fa * qdd_in[iv]
+            for k in range(6):
+                tmp[k] = U[iv, k] * Di
+                ac[k] = c[i, k] + S[iv, k] * wq
+            for k in range(6):
+                for l in range(6):
+                    Ia[k, l] = IA[i, k, l] - tmp[k] * U[iv, l]
+            w = uu * Di
+            for k in range(6):
+                s = pA[i, k] + U[iv, k] * w
+                for l in range(6):
+                    s += Ia[k, l] * ac[l]
+                pa[k] = s
+            congruence_add(E[i], r[i], Ia, IA[p], T)
+            xform_force_T_add(E[i], r[i], pa, pA[p])
+            continue
         if hybrid and active[i]:
             # known relative motion: the parent gets IA itself and pA + IA (c + S qdd)
             if p < 0:
@@ -290,6 +329,30 @@ def hybrid_forward_pass2_in(parent, idx_v, active, a_base, tau, qdd_in, E, r, S,
             xform_motion(E[i], r[i], a[p], tmp)
         for k in range(6):
             a[i, k] = tmp[k] + c[i, k]
+        if hybrid and nv == 1:
+            # 1 DOF, either kind (see the inward pass): qdd chosen without a branch; the wrench
+            # IA a + pA formed for both kinds (cheaper than a mispredicted branch at every body),
+            # its projection kept as the force of an active joint
+            act = active[i]
+            s = u[iv]
+            for k in range(6):
+                s -= U[iv, k] * a[i, k]
+            x = qdd_in[iv] if act else Dinv[iv, 0] * s
+            qdd[iv] = x
+            for k in range(6):
+                a[i, k] += S[iv, k] * x
+            t = 0.0
+            for k in range(6):
+                s = pA[i, k]
+                for l in range(6):
+                    s += IA[i, k, l] * a[i, l]
+                f[k] = s
+                t += S[iv, k] * s
+            if want_w:
+                for k in range(6):
+                    W[i, k] = f[k]
+            tau_out[iv] = t if act else tau[iv]
+            continue
         if hybrid and active[i]:
             if nv == 1:
                 # written out: a = a' + s qdd, tau = s^T (IA a + pA)

@@ -39,8 +39,8 @@ from numba import njit
 
 from .. import checks
 from ..errors import PartreeInputError
-from .aba import (BACKWARD_SCRATCH, PASS1_SCRATCH, PASS2_SCRATCH, aba_forward_pass1_in, hybrid_backward_pass_in,
-                  hybrid_forward_pass2_in)
+from .aba import (BACKWARD_SCRATCH, NONE_ACTIVE, PASS1_SCRATCH, PASS2_SCRATCH, aba_forward_pass1_in,
+                  hybrid_backward_pass_in, hybrid_forward_pass2_in)
 from .packed import raw_view
 
 #: scratch values of the whole algorithm
@@ -56,6 +56,17 @@ def hybrid_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, 
     sc = np.empty(SCRATCH)
     a0 = raw_view(sc, 0, (6,))
     work = raw_view(sc, 6, (SCRATCH - 6,))
+    none = True
+    for i in range(active.shape[0]):
+        if active[i]:
+            none = False
+            break
+    if none:
+        # no joint active: ABA's passes as they are (the 1-DOF steps written for a mix of both
+        # kinds do a little more work per body), the given forces copied
+        active = NONE_ACTIVE
+        for k in range(tau.shape[0]):
+            tau_out[k] = tau[k]
     aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                          f_ext, has_fext, E, r, v, c, IA, pA, S, work)
     bad = hybrid_backward_pass_in(parent, idx_v, active, tau, qdd_in, E, r, c, IA, pA, S, U, Dinv, u, work)
