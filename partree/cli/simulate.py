@@ -103,8 +103,7 @@ def add_parser(subparsers):
     arg("--formulation", default="velocity", choices=("velocity", "momentum"),
         help="the equations integrated: velocity (default): the state (q, qd) with ABA's accelerations; "
              "momentum: seed 001's equations in generalized momenta, the state (q, p) with p = M(q) qd, "
-             "qd = M^-1 p and dp/dt in O(N) with no accelerations (trees without loops; every backend, "
-             "rk4 on Dask). "
+             "qd = M^-1 p and dp/dt in O(N) with no accelerations (trees without loops; every backend). "
              "The results hold q, qd and p; e.g. --formulation momentum --integrator gauss6")
     arg("--rtol", type=float, default=1e-8, help="relative tolerance (adaptive; default 1e-8)")
     arg("--atol", type=float, default=1e-10, help="absolute tolerance (adaptive; default 1e-10)")

@@ -14,8 +14,8 @@ costs no round trip of its own; the adaptive error norm is one more call returni
 partial sums, added in part order.  The client only ever receives boundary data, the partial
 sums, and the state at save points and checkpoints (the client writes the files; a resume sends
 the loaded state to the parts' actors).  Lost workers are not recovered (the state on them is
-gone): the run ends with ``DaskEngineError``.  In the momentum form (:class:`DaskLocalMomentum`,
-RK4) an evaluation is three round trips: the engine's momentum rounds.  ``client=None`` starts a LocalCluster with 2
+gone): the run ends with ``DaskEngineError``.  In the momentum form (:class:`DaskLocalMomentum`;
+RK4, DOPRI5, DOP853) an evaluation is three round trips: the engine's momentum rounds.  ``client=None`` starts a LocalCluster with 2
 single-threaded workers, closed at the end.
 """
 from __future__ import annotations
@@ -87,11 +87,12 @@ def _erk_error(sp, kind, q, v, q1, v1, h, atol, rtol, coefs, coefs2, Kq, Kv):
     return np.array([s5, float(c5), s3, float(c3)])
 
 
-def _init_norms(sp, atol, rtol, q, v, a0):
-    """Partial sums of the two norms of the starting-step heuristic: [ss0, cnt0, ss1, cnt1]."""
+def _init_norms(sp, atol, rtol, q, v, a0, w):
+    """Partial sums of the two norms of the starting-step heuristic: [ss0, cnt0, ss1, cnt1]
+    (w: the configuration's velocity, v itself in the velocity form)."""
     sq, sv = _scales_np(sp, atol, rtol, q, v, q, v)
     s0, c0 = _sumsq_np(sp.q_magnitude(q), sq, v, sv)
-    s1, c1 = _sumsq_np(v, sq, a0, sv)
+    s1, c1 = _sumsq_np(w, sq, a0, sv)
     return np.array([s0, float(c0), s1, float(c1)])
 
 
@@ -164,6 +165,19 @@ class SimActor:
         """A momentum-form RK4 stage: q + c K (retracted), y + c a."""
         self.x[out[0]], self.x[out[1]] = self.sp.retract(self.x[q], c * self.x[K]), self.x[y] + c * self.x[a]
 
+    def _op_erk_mstage(self, out, q, y, h, coefs, Kq, Ky):
+        """A momentum-form embedded RK stage: th = h (a @ Kq) (kept under out[2]: the stage's
+        dexp^-1 needs its velocity, known after the evaluation), q + th retracted, y + h (a @ Ky)."""
+        x = self.x
+        th = h * (coefs @ np.stack([x[k] for k in Kq]))
+        x[out[0]] = self.sp.retract(x[q], th)
+        x[out[1]] = x[y] + h * (coefs @ np.stack([x[k] for k in Ky]))
+        x[out[2]] = th
+
+    def _op_dexp_th(self, out, th, w):
+        """dexp^-1 of the step th at the stage velocity w."""
+        self.x[out[0]] = self.sp.dexpinv(self.x[th], self.x[w])
+
     def _op_mdexp(self, out, K, w, c):
         """dexp^-1 of the step c K at the stage velocity w."""
         self.x[out[0]] = self.sp.dexpinv(c * self.x[K], self.x[w])
@@ -221,9 +235,9 @@ class SimActor:
         return _erk_error(self.sp, kind, x[q], x[v], x[q1], x[v1], h, atol, rtol, coefs, coefs2,
                           [x[k] for k in Kq], [x[k] for k in Kv])
 
-    def init_norms(self, ops, atol, rtol, q, v, a0):
+    def init_norms(self, ops, atol, rtol, q, v, a0, w):
         self._run(ops)
-        return _init_norms(self.sp, atol, rtol, self.x[q], self.x[v], self.x[a0])
+        return _init_norms(self.sp, atol, rtol, self.x[q], self.x[v], self.x[a0], self.x[w])
 
     def get(self, ops, keys):
         self._run(ops)
@@ -384,12 +398,21 @@ def dask_integrator(iname, f, ctx, **kw):
         def _stages(self, t, q, v, h, a0):
             s = len(self.c)
             Kq, Kv = [None] * s, [None] * s
-            Kq[0], Kv[0] = v, a0
+            Kq[0], Kv[0] = (self._w0 if self.returns_rate else v), a0
             for i in range(1, s):
                 ai = self.A[i, :i]
                 nz = np.flatnonzero(ai)
-                qi, vi, Kq[i] = self._stage(q, v, h, ai[nz], [Kq[j] for j in nz], [Kv[j] for j in nz])
-                Kv[i] = self._f(t + self.c[i] * h, qi, vi)
+                if self.returns_rate:
+                    # the momentum form: the stage's velocity comes with its rate
+                    qi, yi, th = ctx.new(), ctx.new(), ctx.new()
+                    ctx.queue("erk_mstage", (qi, yi, th), q, v, float(h), ai[nz], tuple(Kq[j] for j in nz),
+                              tuple(Kv[j] for j in nz))
+                    wi, Kv[i] = self._rates(t + self.c[i] * h, qi, yi)
+                    (Kq[i],) = ctx.op("dexp_th", 1, th, wi)
+                    self._w_last = wi
+                else:
+                    qi, vi, Kq[i] = self._stage(q, v, h, ai[nz], [Kq[j] for j in nz], [Kv[j] for j in nz])
+                    Kv[i] = self._f(t + self.c[i] * h, qi, vi)
             return Kq, Kv
 
         def attempt(self, t, q, v, h, a0):
@@ -400,7 +423,8 @@ def dask_integrator(iname, f, ctx, **kw):
             return q1, v1, err, Kv
 
         def initial_step(self, t, q, v, a0, t_span):
-            s0, c0, s1, c1 = ctx.partial_sums("init_norms", self.atol, self.rtol, q, v, a0)
+            s0, c0, s1, c1 = ctx.partial_sums("init_norms", self.atol, self.rtol, q, v, a0,
+                                              self._w0 if self.returns_rate else v)
             d0 = math.sqrt(s0 / max(c0, 1.0))
             d1 = math.sqrt(s1 / max(c1, 1.0))
             h = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
@@ -442,12 +466,12 @@ def dask_integrator(iname, f, ctx, **kw):
             return tuple(ctx.op("mfinal", 2, q, y, w1, a1, a2, a3, a4, K2, K3, K4, h))
 
     proto = make_integrator(iname, lambda t, q, v: None, None, **kw)     # name checks and aliases
-    if getattr(f, "returns_rate", False):
+    if getattr(f, "returns_rate", False) and proto.name in ("rk4", "symplectic-euler"):
         if proto.name != "rk4":
             from ..errors import PartreeInputError
 
-            raise PartreeInputError(f"the momentum form on the Dask backend integrates with 'rk4', not "
-                                    f"{proto.name!r}; use backend 'mpi' or 'serial' for the others")
+            raise PartreeInputError(f"the momentum form on the Dask backend integrates with 'rk4', 'dopri5' or "
+                                    f"'dop853', not {proto.name!r}; use backend 'mpi' or 'serial' for it")
         return DaskMomentumRK4(f, ctx)
     cls = {"rk4": DaskRK4, "symplectic-euler": DaskSymplecticEuler, "dopri5": DaskDOPRI5,
            "dop853": DaskDOP853}[proto.name]

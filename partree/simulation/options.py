@@ -172,7 +172,8 @@ class SimulationOptions:
         (qd = M^-1 p and dp/dt in O(N), no accelerations; see
         :class:`~partree.simulation.dynamics.MomentumDynamics`).  Results hold q, qd and p
         either way.  The momentum form runs for trees (no loops) without prescribed motion, on
-        every backend (the parallel engine's ``momentum_local`` rounds; on Dask with ``'rk4'``);
+        every backend (the parallel engine's ``momentum_local`` rounds; on Dask with ``'rk4'``,
+        ``'dopri5'`` or ``'dop853'``);
         ``'gauss6'`` is its sixth-order symplectic integrator.
     rtol, atol : float
         Relative and absolute tolerances of the adaptive integrators (> 0).
@@ -394,9 +395,10 @@ class SimulationOptions:
             raise PartreeInputError("integrator 'gauss6' runs on the serial and MPI backends (on Dask its stage "
                                     "iteration would cost a round trip per stage and iteration); the Dask backend "
                                     "runs 'rk4', 'dopri5', 'dop853' or 'symplectic-euler'")
-        if bk == "dask" and form == "momentum" and self.integrator not in ("rk4",):
-            raise PartreeInputError(f"the momentum form on the Dask backend integrates with 'rk4', not "
-                                    f"{self.integrator!r}; the serial and MPI backends run every integrator")
+        if bk == "dask" and form == "momentum" and self.integrator == "symplectic-euler":
+            raise PartreeInputError("the momentum form on the Dask backend integrates with 'rk4', 'dopri5' or "
+                                    "'dop853', not 'symplectic-euler'; the serial and MPI backends run every "
+                                    "integrator")
         if self.parts is not None and not hasattr(self.parts, "nparts"):
             self.parts = _count("parts (--parts)", self.parts)
         self.path_weight = _real("path_weight", self.path_weight, positive=False, allow_none=True)
