@@ -15,8 +15,8 @@ partial sums, added in part order.  The client only ever receives boundary data,
 sums, and the state at save points and checkpoints (the client writes the files; a resume sends
 the loaded state to the parts' actors).  Lost workers are not recovered (the state on them is
 gone): the run ends with ``DaskEngineError``.  In the momentum form (:class:`DaskLocalMomentum`;
-RK4, DOPRI5, DOP853) an evaluation is three round trips: the engine's momentum rounds.  ``client=None`` starts a LocalCluster with 2
-single-threaded workers, closed at the end.
+RK4, DOPRI5, DOP853) an evaluation is three round trips: the engine's momentum rounds.
+``client=None`` starts a LocalCluster with 2 single-threaded workers, closed at the end.
 """
 from __future__ import annotations
 
