@@ -69,7 +69,7 @@ q, qd, tau                  the part's own slices of the configuration, velocity
 f_ext (m, 6), has_fext      external body wrenches (body coordinates) and whether there are any
 v_in, a_in (6,)             velocity / acceleration of the root's parent (frame 0)
 g (H, 6)                    the child parts' wrenches at the handles (from the root solve)
-active (m,), qdd_in (nv,)   hybrid dynamics: the joints whose acceleration is given (empty: none)
+active (m,), qdd_in (nv,)   hybrid dynamics: the joints whose acceleration is given (None: none)
                             and those accelerations
 with_T, form_T              where the path transforms are formed (see above)
 workspace (written)
@@ -334,8 +334,10 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
     body whose (passive) joint's joint-space inertia is singular.
 
-    ``active`` (m,) bool, or empty for none: the joints whose acceleration is given (``qdd_in``,
-    read at their entries; hybrid dynamics).  Such a joint is eliminated with D^-1 = 0 and its
+    ``active`` (m,) bool, or None for none: the joints whose acceleration is given (``qdd_in``,
+    read at their entries; hybrid dynamics).  None compiles a version of its own, without the
+    test (numba prunes the branches on an argument that is None), so that forward dynamics runs
+    the same code as without hybrid dynamics.  Such a joint is eliminated with D^-1 = 0 and its
     velocity-product term c augmented by S qdd: it then hands its parent its full articulated
     inertia IA and the bias pA + IA (c + S qdd), as in ``partree.hybrid_dynamics``, and every
     later step (the walk, the back-substitution) takes it as it is, as a joint no force
@@ -360,7 +362,6 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     D = np.empty((6, 6))
     tmp = np.empty(6)
     pa = np.empty(6)
-    hybrid = active.shape[0] > 0
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
            v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA, bias)
     # pass 2 (ABA's, written out; the part's root also forms Ia, pa: its boundary relation)
@@ -392,7 +393,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                 U[iv, k] = sk
                 Dd += S[iv, k] * sk
                 uu -= S[iv, k] * pA[i, k]
-            if hybrid and active[i]:
+            if active is not None and active[i]:
                 # a given acceleration: nothing eliminated (D^-1 = 0), c augmented by S qdd
                 x = qdd_in[iv]
                 for k in range(6):
@@ -432,7 +433,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
                     for k in range(6):
                         s += S[iv + d, k] * U[iv + e, k]
                     D[d, e] = s
-            if hybrid and active[i]:
+            if active is not None and active[i]:
                 # (as for one DOF above)
                 for d in range(nv):
                     x = qdd_in[iv + d]

@@ -78,7 +78,7 @@ def index_ranges(start, count):
 
 
 #: the kernels' ``active`` and ``qdd_in`` when no joint's acceleration is given
-NO_ACTIVE = np.zeros(0, dtype=np.bool_)
+NO_ACTIVE = None
 NO_QDD = np.zeros(0)
 NO_BODIES = np.zeros(0, dtype=np.int64)
 
@@ -281,12 +281,12 @@ class PartKernel:
             gb = int(self.bodies[bad])
             raise PartreeInputError(f"body {gb}: its subtree has a singular inertia along the joint's motion "
                                     f"(massless subtree?); forward dynamics is undefined"
-                                    + ("" if not act.size else " (making the joint active is one way out)"))
+                                    + ("" if act is None else " (making the joint active is one way out)"))
         self._reduced = True
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
 
     def _take_active(self, active, qdd, tau, rows):
-        """The kernels' ``active`` and ``qdd_in`` for a reduction (empty arrays: no joint active),
+        """The kernels' ``active`` and ``qdd_in`` for a reduction (None and empty: no joint active),
         with ``tau``'s entries of the active joints set to zero (a copy; see ``reduce``).  Keeps
         the active bodies (``_act``, empty for none) and the given accelerations for ``solve``."""
         self._act = NO_BODIES
