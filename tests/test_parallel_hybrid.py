@@ -295,6 +295,22 @@ def test_local_inputs_flag_and_evaluate_their_own_prescribed_joints():
                                                                      whole[vsel], 0.0))
 
 
+def test_whole_state_evaluation_on_the_engine():
+    """``Dynamics(prescribed=..., backend='mpi')`` (the engine inside a serial loop, one rank)
+    evaluates the hybrid problem through the engine, equal to the serial evaluation."""
+    pytest.importorskip("mpi4py")
+    from partree.simulation import Dynamics
+
+    m = _sim_model()
+    kw, pres = _prescribed_run(m)
+    rng = np.random.default_rng(12)
+    q, qd = m.random_configuration(rng), m.random_velocity(rng)
+    fe = {m.joint_names[3]: rng.normal(size=6)}
+    ref = Dynamics(m, prescribed=pres, torques=kw["torques"], f_ext=fe)
+    eng = Dynamics(m, prescribed=pres, torques=kw["torques"], f_ext=fe, backend="mpi", parts=3)
+    assert rel(eng(0.3, q, qd), ref(0.3, q, qd)) < 1e-10 and rel(eng.last_tau, ref.last_tau) < 1e-10
+
+
 def test_distributed_prescribed_refusals():
     pytest.importorskip("mpi4py")
     m = random_tree(8, seed=3, joint_types=("spherical", "revolute"))

@@ -312,6 +312,10 @@ class Dynamics:
         if self._active_joints is not None:
             qdd = np.zeros(self.model.nv)
             qdd[dofs] = qdd_a
+            if self._fd is not None:        # the engine's hybrid dynamics on the whole state
+                F, has = checks.external_forces(self.model, fe)
+                return self._fd(self.model, q, v, tau, backend=self.backend, parts=self.parts,
+                                f_ext=F if has else None, active=self._active_joints, qdd_active=qdd)
             return hybrid_dynamics(self.model, q, v, tau, qdd, self._active_joints, fe, self.data)
         a, p = self.active_dofs, self.passive_dofs
         M = crba(self.model, q, data=self.data)
