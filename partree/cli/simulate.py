@@ -139,7 +139,7 @@ def add_parser(subparsers):
     arg("--damping", type=float, default=None, help="joint damping (same for every dof)")
     arg("--stiffness", type=float, default=None, help="joint stiffness (same for every dof)")
     arg("--prescribe", default=None, metavar="JSON",
-        help="prescribed motion of one-DOF joints (hybrid dynamics, serial backend): a JSON object or "
+        help="prescribed motion of one-DOF joints (hybrid dynamics, every backend): a JSON object or "
              "file {\"joint\": motion}, motion {\"sine\": {\"amplitude\": A, \"omega\": w, \"phase\": p, "
              "\"offset\": c}} or {\"polynomial\": [c0, c1, ...]}; those joints start on their motion, "
              "e.g. --prescribe '{\"j1\": {\"sine\": {\"amplitude\": 0.05, \"omega\": 1}}}'")

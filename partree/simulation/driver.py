@@ -70,8 +70,9 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
     torques, damping, stiffness, q_ref, f_ext, prescribed : optional
         The joint inputs (see :class:`~partree.simulation.dynamics.Dynamics`).  The distributed
         backends take constant torques, per-joint torque callables of t, torque tables, damping,
-        stiffness and constant external forces; inputs that need the whole state (callables of
-        (t, q, qd), prescribed motion) run on the serial backend.
+        stiffness, constant external forces and prescribed motion of whole joints (each part
+        evaluates its own joints' laws; the engine's hybrid dynamics gives their forces); inputs
+        that need the whole state (callables of (t, q, qd)) run on the serial backend.
     dynamics : callable, optional
         A custom dynamics function ``f(t, q, v) -> qdd`` (or a ``Dynamics``) instead of the one
         built from the inputs (serial backend).
