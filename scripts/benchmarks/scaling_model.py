@@ -5,7 +5,7 @@
     python scripts/benchmarks/scaling_model.py --from-json docs/results/scaling_model/scaling_model.json \\
         --alpha-us 2 --beta-gbs 10 --ns-per-body 250 --out /tmp/my_cluster   # your cluster's figures
 
-One evaluation of the engine (forward dynamics, q-dot-dot left on the ranks that own it) on R ranks
+One evaluation of the engine (forward dynamics, qdd left on the ranks that own it) on R ranks
 is predicted as
 
     T(R) = max_r sum_{k on r} t_k  +  T_msg(R)  +  T_root(R)          (T(1) = N c_serial)
@@ -15,30 +15,37 @@ is predicted as
     T_msg  = 4 collectives (velocity maps gathered, incoming velocities scattered, boundary
              relations gathered, solutions scattered), each alpha + (R - 2) gap + B / beta, B the
              bytes that cross (messages.py: 18 H, 6, 42 + 36 H + 36 H^2 + 6 H, 6 + 6 H doubles)
-    T_root = flat root (as built): sum over all parts of c_root(H_k) on rank 0: O(P) for parts of a
-             few handles, c_root(H) ~ H^3 for a part with many;
-             hierarchical root (a design NOT built): rho c_root(1) + ceil(log_b R) (c_root(b) + b c_root(0)
-             + 4 alpha + B_level / beta), a reduction tree of fan-in b over the ranks.
+    T_root = flat root (as built): sum over all parts of
+             z + sum_k c_root(H_k), c_root(H) = a + e [H > 0] + b H + c H^2 + d H^3, on rank 0: O(P);
+             hierarchical root (a design NOT built): rho c_root(1) + ceil(log_f R) (c_root(f)
+             + f c_root(1) + 4 alpha + B_level / beta), a reduction tree of fan-in f over the ranks
+    (+ T_gather = alpha + (R - 2) gap + 8 (N - N_0) / beta + N c_place when qdd is gathered on
+    rank 0 every evaluation, as partree bench's seconds_per_eval_gathered)
 
-Measured here (one process unless said):
-  kernels   c_serial (the one-part engine per body), c_plain and c_path (fitted on the parts of
-            SerialEngine.for_ranks(model, R), R = 2, 4, each part timed as MPIEngine runs it),
-            c_part (parts of two bodies), c_hh (the top part of a binary tree cut at depth d, whose
-            2^d handles are what partition_for_ranks gives the binary tree's top part at large R);
-            at N = 1e5 and 1e6 (quick: 2e4), chain:n=N and binary:n=N; the qdd placement per entry
+Measured here (one process unless said), every figure the best of --rounds rounds:
+  kernels   c_serial (the one-part engine, per body), c_plain and c_path (fitted on the parts of
+            SerialEngine.for_ranks(model, R), R = 2, 4, each part timed as MPIEngine runs it, round
+            after round), c_part (parts of two bodies), c_hh (the top part of a binary tree cut at
+            depth d: the 2^d handles partition_for_ranks gives the binary tree's top part at large
+            R); at N = 1e5 and 1e6 (quick: 2e4), chain:n=N and binary:n=N; ABA beside them; the
+            qdd placement per entry (c_place)
   partition the engine's own partitions (make_partition(model, None, nranks=R)): part sizes, path
-            bodies, handles, owners; for the curves the binary tree's part count, top-part handles,
-            path bodies per rank fitted on R = 2..64 at N = 1e6 (the chain is exact: the partitioner's
-            PATH_WEIGHT rule)
-  root      MPIEngine's rank-0 work (split, unpack, compose_velocities, root.solve, pack) on synthetic
-            parts trees of P = 10..1e4 parts (chain, binary tree, forest of parts) and stars of H
-            handles: c_root(H)
-  network   mpiexec -n 2: ping-pong (alpha: half a small round trip; beta: large messages), the gap
-            between messages a receiver takes in a stream, Gatherv / Scatterv of the engine's sizes;
-            mpiexec -n 4 (oversubscribed) Gatherv / Scatterv as a check of the (R - 2) gap term
-Validation: fresh `mpiexec -n R partree bench` jobs, R = 1, 2 (and 4, oversubscribed: a check of
-the message terms only; 2 cores cannot show more), chain and binary tree at N = 1e5 and 1e6,
-alternating R = 1 and R = 2 jobs, best of the jobs; the error of the model at every point.
+            bodies, handles, owners; for the curves the binary tree's parts per rank, top-part
+            handles and path bodies per part fitted on R = 2..64 at N = 1e6 (the chain is exact:
+            the partitioner's PATH_WEIGHT rule)
+  root      MPIEngine's rank-0 work (split, unpack, compose_velocities, root.solve, pack) on
+            synthetic parts trees of P = 10..1e4 parts (chain, binary tree, forest) and stars of
+            H = 2..512 handles; c_root's coefficients fitted to all of them
+  network   mpiexec -n 2: ping-pong (alpha: half the best small round trip; beta: 2-16 MB
+            messages), the gap per message in a stream into one receiver, Gatherv / Scatterv of the
+            engine's sizes; mpiexec -n 4 (oversubscribed) Gatherv / Scatterv kept for reference
+Validation: fresh `mpiexec -n R partree bench --backend mpi` jobs, R = 1 and 2 alternating
+(--pairs), chain and binary tree at N = 1e5 and 1e6, plus one job on 4 ranks at N = 1e5
+(oversubscribed: it checks the message sizes and counts, not the time; 2 cores cannot show more);
+the best job per point, the model's error at every point, the bytes per evaluation, and each
+rank's own work (its parts' phases) against the model's rank loads.  The recorded runs of
+docs/performance.md (16-core Xeon to 16 ranks at N = 1e7; 2-core machine at N = 1e6 and 1e7) are
+compared too, the per-body cost set from each run's own 1-rank time.
 
 Writes into --out: scaling_model.json (calibration, validation, curves, where each root stops
 paying), scaling_model.png (time and efficiency against ranks, N = 1e6..1e9) and report.txt.
@@ -100,24 +107,25 @@ def collective_seconds(R, nbytes, net):
 
 
 def c_root(H, root):
-    """The flat root's rank-0 work for one part with H handles that hangs from another part
-    (seconds): a + (e + u) [H > 0] + b H + c H^2 + d H^3 (``root['coef']`` = [a, e, u, b, c, d],
-    non-negative, fitted to synthetic parts trees and stars).  a: unpacking and packing, every
-    part; e: the elimination of a part with handles; u: its relation carried to its parent part
-    (absent for the parts tree's top part, which this function ignores); b: per handle; d H^3: the
-    part's dense 6H x 6H solve."""
-    a, e, u, b, c, d = root["coef"]
+    """The flat root's rank-0 work for one part with H handles (seconds):
+    a + e [H > 0] + b H + c H^2 + d H^3 (``root['coef']`` = [z, a, e, b, c, d], non-negative,
+    fitted to synthetic parts trees and stars).  a: unpacking and packing, every part; e: the
+    elimination of a part with handles; b: per handle, that is per child part (its relation carried
+    up, its velocity and acceleration carried down); d H^3: the part's dense 6H x 6H solve."""
+    _, a, e, b, c, d = root["coef"]
     H = np.asarray(H, dtype=np.float64)
-    out = a + (e + u) * (H > 0) + H * (b + H * (c + H * d))
+    out = a + e * (H > 0) + H * (b + H * (c + H * d))
     return float(out) if out.ndim == 0 else out
 
 
 def flat_root_seconds(nh, root):
-    """The flat root (as built): rank 0 works through every part, sum_k c_root(H_k): O(P)."""
+    """The flat root (as built): rank 0 works through every part, z + sum_k c_root(H_k): O(P)
+    (z: the fixed cost of one root round).  0 for a single part: the one-part engine's root is part
+    of the calibrated serial cost."""
     nh = np.asarray(nh)
     if nh.size <= 1:
         return 0.0
-    return float(np.sum(c_root(nh, root)))
+    return float(root["coef"][0] + np.sum(c_root(nh, root)))
 
 
 def hier_levels(R, fanin=2):
@@ -163,7 +171,8 @@ def predict_parts(parts, R, kern, root, net, root_kind="flat", fanin=2, gather=F
     N = float(m.sum())
     if R <= 1:
         t1 = N * kern["c_serial"]
-        out = {"compute": t1, "messages": 0.0, "root": 0.0, "total": t1, "R": 1, "nparts": int(m.size)}
+        out = {"compute": t1, "messages": 0.0, "root": 0.0, "total": t1, "R": 1, "nparts": int(m.size),
+               "loads": [t1]}
         if gather:
             out["gather"] = gather_seconds(1, N, N, net, kern["c_place"])
             out["total_gathered"] = t1 + out["gather"]
@@ -174,7 +183,8 @@ def predict_parts(parts, R, kern, root, net, root_kind="flat", fanin=2, gather=F
     comp = float(loads.max())
     if cores is not None and R > cores:
         comp = max(comp, float(loads.sum()) / cores)
-    out = {"R": int(R), "nparts": int(m.size), "compute": comp, "load_imbalance": float(loads.max() / loads.mean())}
+    out = {"R": int(R), "nparts": int(m.size), "compute": comp, "load_imbalance": float(loads.max() / loads.mean()),
+           "loads": loads.tolist()}
     if root_kind == "flat":
         d = message_doubles(H)
         away = owner != 0
@@ -347,17 +357,23 @@ def _part_steps(eng, q, qd, tau):
     return [step(k) for k in range(len(eng.parts))]
 
 
-def _best_interleaved(fns, rounds):
-    """Best time of every callable, timed round after round (one call each per round)."""
-    best = np.full(len(fns), np.inf)
+def _times_interleaved(fns, rounds):
+    """Times of every callable, round after round (one call each per round, after one warm-up
+    call each): an array (rounds, len(fns))."""
+    T = np.empty((rounds, len(fns)))
     for f in fns:
         f()
-    for _ in range(rounds):
+    for r in range(rounds):
         for i, f in enumerate(fns):
             t0 = time.perf_counter()
             f()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+            T[r, i] = time.perf_counter() - t0
+    return T
+
+
+def _best_interleaved(fns, rounds):
+    """Best time of every callable, timed round after round."""
+    return _times_interleaved(fns, rounds).min(axis=0)
 
 
 def _part_rows(eng):
@@ -370,23 +386,34 @@ def _part_rows(eng):
             for k, pk in enumerate(eng.parts)]
 
 
-def calibrate_part_overhead(rounds):
-    """c_part: the fixed cost of one part (parts of two bodies of a chain: the Python calls and the
-    kernels' set-up dominate)."""
+def warm_up():
+    """Compile (or load from numba's cache) every kernel the calibration times, on small models."""
+    import partree
+    from partree.parallel import SerialEngine
+
+    for fam in SPECS:
+        m = partree.resolve_model(SPECS[fam].format(n=200))
+        q, qd, tau = _state(m)
+        for R in (1, 2, 4):
+            SerialEngine.for_ranks(m, R).forward_dynamics(q, qd, tau)
+        partree.aba(m, q, qd, tau)
+    _best_interleaved(handle_items(63, (2,))[1], 1)
+
+
+def part_overhead_items():
+    """c_part's items: the parts of a 40-body chain cut in 20 parts of two bodies (the Python calls
+    and the kernels' set-up dominate)."""
     import partree
     from partree.parallel import SerialEngine
 
     m = partree.resolve_model("chain:n=40")
     q, qd, tau = _state(m)
-    eng = SerialEngine(m, 20)
-    best = _best_interleaved(_part_steps(eng, q, qd, tau), rounds)
-    return float(np.median(best))
+    return _part_steps(SerialEngine(m, 20), q, qd, tau)
 
 
-def calibrate_handles(n, depths, rounds, c_part):
-    """c_hh: the top part of a binary tree cut at depth d (every body at depth d starts a part) has
-    2^d handles, the shape partition_for_ranks gives the binary tree's top part at large R; its
-    time minus c_part, fitted as c_b m + c_hh H^2."""
+def handle_items(n, depths):
+    """c_hh's items: the top part of a binary tree cut at depth d (every body at depth d starts a
+    part) has 2^d handles, the shape partition_for_ranks gives the binary tree's top part at large R."""
     import partree
     from partree.models.generators import binary_depth
     from partree.parallel.partition import partition_from_roots
@@ -407,20 +434,23 @@ def calibrate_handles(n, depths, rounds, c_part):
             pk.solve(z, g)
         fns.append(run)
         rows.append({"depth": d, "m": int(pk.m), "H": int(pk.H)})
-    best = _best_interleaved(fns, rounds)
+    return rows, fns
+
+
+def fit_handles(rows, best, c_part):
+    """c_hh from the top parts' times: t - c_part = c_b m + c_hh H^2 (relative least squares)."""
     A = np.array([[r["m"], r["H"] ** 2] for r in rows], dtype=np.float64)
-    y = best - c_part
-    w = 1.0 / np.maximum(y, 1e-9)                # relative errors
+    y = np.asarray(best) - c_part
+    w = 1.0 / np.maximum(y, 1e-9)
     coef = np.linalg.lstsq(A * w[:, None], y * w, rcond=None)[0]
     for r, t in zip(rows, best):
         r["seconds"] = float(t)
-    return max(float(coef[1]), 0.0), rows
+    return max(float(coef[1]), 0.0)
 
 
-def calibrate_kernels(family, n, ranks, rounds, c_part, c_hh):
-    """Per-body costs of one family at n bodies: the one-part engine (c_serial) and the parts of
-    SerialEngine.for_ranks(model, R) for R in ``ranks`` (c_plain, c_path fitted), all timed
-    round-robin in one process; ABA beside them; the qdd placement cost per entry."""
+def kernel_items(family, n, ranks):
+    """Items for one family at n bodies: every part of SerialEngine.for_ranks(model, R) for R = 1
+    and ``ranks`` (each timed as MPIEngine runs it), ABA, and the qdd placement on rank 0."""
     import partree
     from partree.parallel import SerialEngine
 
@@ -445,25 +475,42 @@ def calibrate_kernels(family, n, ranks, rounds, c_part, c_hh):
     def place():
         out[idx] = buf
     fns.append(place)
-    best = _best_interleaved(fns, rounds)
+    return rows, fns
+
+
+def _fit_plain_path(rows, t, c_part, c_hh):
+    """(c_plain, c_path) from the multi-rank parts' times t (one round); c_path nan when the parts
+    have too few path bodies to resolve it."""
+    multi = [i for i, r in enumerate(rows) if r["R"] > 1]
+    y = np.array([t[i] - c_part - c_hh * rows[i]["H"] ** 2 for i in multi])
+    plain = np.array([rows[i]["m"] - rows[i]["p"] for i in multi], dtype=np.float64)
+    path = np.array([rows[i]["p"] for i in multi], dtype=np.float64)
+    w = 1.0 / np.array([rows[i]["m"] for i in multi], dtype=np.float64)
+    if path.sum() / (plain.sum() + path.sum()) > 0.05:
+        a, b = np.linalg.lstsq(np.stack((plain * w, path * w), 1), y * w, rcond=None)[0]
+        return float(a), float(b)
+    return float(np.sum(y * w) / np.sum((plain + path) * w)), float("nan")
+
+
+def fit_kernels(n, rows, T, c_part, c_hh):
+    """Per-body costs of one family at n bodies from its items' times T (rounds, items): c_serial
+    (the one-part engine, best of the rounds); c_plain and c_path fitted on the multi-rank parts
+    round by round, as ratios to that round's one-part engine (measured within a second of each
+    other), the median ratio times c_serial; ABA and the placement per entry (best of the rounds)."""
+    best = T.min(axis=0)
     for r, t in zip(rows, best):
         r["seconds"] = float(t)
     t_aba, t_place = float(best[-2]), float(best[-1])
     c_serial = rows[0]["seconds"] / n
-    multi = [r for r in rows if r["R"] > 1]
-    y = np.array([r["seconds"] - c_part - c_hh * r["H"] ** 2 for r in multi])
-    plain = np.array([r["m"] - r["p"] for r in multi], dtype=np.float64)
-    path = np.array([r["p"] for r in multi], dtype=np.float64)
-    w = 1.0 / np.array([r["m"] for r in multi], dtype=np.float64)
-    path_share = path.sum() / (plain.sum() + path.sum())
-    if path_share > 0.05:
-        c_plain_fit, c_path_fit = np.linalg.lstsq(np.stack((plain * w, path * w), 1), y * w, rcond=None)[0]
-    else:                                        # too few path bodies to resolve their cost
-        c_plain_fit = float(np.sum(y * w) / np.sum((plain + path) * w))
-        c_path_fit = float("nan")
-    return {"n": n, "c_serial": c_serial, "c_plain_fit": float(c_plain_fit), "c_path_fit": float(c_path_fit),
-            "c_part": c_part, "c_hh": c_hh, "c_place": t_place / model.nv, "aba_seconds": t_aba,
-            "aba_per_body": t_aba / n, "path_share": float(path_share), "parts": rows}
+    ratios = np.array([np.array(_fit_plain_path(rows, t, c_part, c_hh)) / (t[0] / n) for t in T])
+    r_plain = float(np.median(ratios[:, 0]))
+    r_path = float(np.median(ratios[:, 1])) if not np.isnan(ratios[0, 1]) else float("nan")
+    path = sum(r["p"] for r in rows if r["R"] > 1)
+    total = sum(r["m"] for r in rows if r["R"] > 1)
+    return {"n": n, "c_serial": c_serial, "c_plain_fit": r_plain * c_serial, "c_path_fit": r_path * c_serial,
+            "ratio_plain_rounds": ratios[:, 0].tolist(), "ratio_path_rounds": ratios[:, 1].tolist(),
+            "c_part": c_part, "c_hh": c_hh, "c_place": t_place / n, "aba_seconds": t_aba,
+            "aba_per_body": t_aba / n, "path_share": path / total, "parts": rows}
 
 
 def finish_kernels(kern):
@@ -550,7 +597,8 @@ def root_round(tree, nh, perm, allv, allr, a0):
     return np.concatenate([msg.pack_solution(a_in[k], g[k]) for k in perm])
 
 
-def time_root(shape, P, rounds, rng):
+def root_item(shape, P, rng):
+    """A callable doing rank 0's root work for a synthetic parts tree of P parts."""
     from partree.parallel import root as R
 
     pp, hidx, nh = _synthetic_tree(shape, P)
@@ -559,53 +607,51 @@ def time_root(shape, P, rounds, rng):
     perm = np.arange(P)
     allv, allr = np.concatenate(vel), np.concatenate(red)
     a0 = np.array([0, 0, 0, 0, 0, 9.81])
-    return float(_best_interleaved([lambda: root_round(tree, nh, perm, allv, allr, a0)], rounds)[0]), nh
+    return lambda: root_round(tree, nh, perm, allv, allr, a0)
 
 
-def calibrate_root(Ps, stars, rounds):
-    """The flat root's cost per part on synthetic parts trees (chain, binary tree, forest of parts)
-    of P parts, and per top part of stars of H handles: the table c_root(H)."""
+def root_items(Ps, stars):
+    """Items: synthetic parts trees (chain, binary tree, forest) of P parts, and stars of H handles."""
     rng = np.random.default_rng(1)
-    trees = {}
+    rows, fns = [], []
     for shape in ("chain", "binary", "forest"):
-        trees[shape] = []
         for P in Ps:
-            t, _ = time_root(shape, P, rounds if P < 5000 else max(2, rounds // 2), rng)
-            trees[shape].append({"P": P, "seconds": t, "per_part": t / P})
-    slope = {s: float(np.polyfit([r["P"] for r in v], [r["seconds"] for r in v], 1)[0]) for s, v in trees.items()}
-    star_rows = []
+            rows.append({"shape": shape, "P": P})
+            fns.append(root_item(shape, P, rng))
     for H in stars:
-        t, _ = time_root("star", H + 1, rounds, rng)
-        star_rows.append({"H": H, "seconds": t})
-    # every tree's time is sum_k c_root(H_k), linear in the coefficients [a, e, u, b, c, d]: fit them
-    # (relative errors, non-negative, so c_root grows with H) to all trees and stars at once
+        rows.append({"shape": "star", "P": H + 1, "H": H})
+        fns.append(root_item("star", H + 1, rng))
+    return rows, fns
+
+
+def root_features(shape, P):
+    """[1, P, parts with handles, sum H, sum H^2, sum H^3] of a synthetic parts tree: the root's
+    time is linear in the coefficients over these."""
+    _, _, nh = _synthetic_tree(shape, P)
+    nh = nh.astype(np.float64)
+    return [1.0, P, np.count_nonzero(nh), nh.sum(), (nh ** 2).sum(), (nh ** 3).sum()]
+
+
+def fit_root(rows, best):
+    """The coefficients [z, a, e, b, c, d] of T_root = z + sum_k c_root(H_k) (relative errors,
+    non-negative, so that the root's time grows with P and H), fitted to every tree and star at
+    once; each shape's time per part (slope over P) for the record."""
     from scipy.optimize import nnls
 
-    def features(shape, P):
-        pp, _, nh = _synthetic_tree(shape, P)
-        nh = nh.astype(np.float64)
-        return [P, np.count_nonzero(nh), np.count_nonzero((nh > 0) & (pp >= 0)), nh.sum(), (nh ** 2).sum(),
-                (nh ** 3).sum()]
-    A, y = [], []
-    for shape, rows in trees.items():
-        for r in rows:
-            A.append(features(shape, r["P"]))
-            y.append(r["seconds"])
-    for r in star_rows:
-        A.append(features("star", r["H"] + 1))
-        y.append(r["seconds"])
-    A, y = np.array(A), np.array(y)
+    for r, t in zip(rows, best):
+        r["seconds"] = float(t)
+    A = np.array([root_features(r["shape"], r["P"]) for r in rows])
+    y = np.array([r["seconds"] for r in rows])
     coef = nnls(A / y[:, None], np.ones_like(y))[0]
-    cal = {"coef": [float(x) for x in coef]}
     fit = A @ coef
-    for r, f in zip(star_rows, fit[-len(star_rows):]):
+    for r, f in zip(rows, fit):
         r["predicted"] = float(f)
-    k = 0
-    for shape, rows in trees.items():
-        for r in rows:
-            r["predicted"] = float(fit[k])
-            k += 1
-    return {"coef": cal["coef"], "trees": trees, "slopes": slope, "stars": star_rows,
+    by = {}
+    for r in rows:
+        by.setdefault(r["shape"], []).append(r)
+    slope = {s: float(np.polyfit([r["P"] for r in v], [r["seconds"] for r in v], 1)[0])
+             for s, v in by.items() if s != "star"}
+    return {"coef": [float(x) for x in coef], "trees": rows, "slopes": slope,
             "max_fit_error": float(np.max(np.abs(fit / y - 1)))}
 
 
@@ -798,16 +844,25 @@ def engine_parts(family, n, R):
                                                                            np.zeros(pt.nparts, dtype=np.int64))}
 
 
-def validate(cal, sizes, ranks, pairs, repeat, cores, log):
-    """Fresh jobs, R = 1 and R = 2 alternating (``pairs`` times), plus the oversubscribed ranks once
-    per pair; best job per point; the model's prediction from the engine's own partition."""
+def validate(cal, sizes, pairs, repeat, cores, log, over=4, over_sizes=None):
+    """Fresh jobs, R = 1 and R = 2 alternating (``pairs`` pairs per point), plus one job on ``over``
+    ranks (oversubscribed: a check of the message terms, not of the time) at ``over_sizes``; the
+    best job per point; the model's prediction from the engine's own partition.  Also each rank's
+    own work (its parts' velocity, reduce and solve phases, best over the jobs) against the model's
+    rank loads, which the waits and the messages do not enter."""
     rows = []
+    over_sizes = sizes[:1] if over_sizes is None else over_sizes
     for fam in SPECS:
         for n in sizes:
             spec = SPECS[fam].format(n=n)
+            ranks = (1, 2) + ((over,) if over and n in over_sizes else ())
             jobs = {R: [] for R in ranks}
-            for _ in range(pairs):
+            loads = {R: [] for R in ranks}
+            for i in range(pairs):
                 for R in ranks:
+                    if R > 2 and i:
+                        continue
+                    loads[R].append(_load())
                     j = bench_job(R, spec, repeat)
                     if j is not None:
                         jobs[R].append(j)
@@ -820,15 +875,19 @@ def validate(cal, sizes, ranks, pairs, repeat, cores, log):
                 pr = predict_parts(parts, R, kern, cal["root"], cal["network"], "flat", gather=True, cores=cores)
                 meas = min(x["seconds_per_eval"] for x in jobs[R])
                 meas_g = min(x.get("seconds_per_eval_gathered", np.inf) for x in jobs[R])
-                root_meas = min((x.get("phase_seconds_per_rank") or [{}])[0].get("root_solve", np.nan)
-                                for x in jobs[R])
+                phases = [x.get("phase_seconds_per_rank") or [] for x in jobs[R]]
+                own = [min(sum(ph[r].get(k, 0.0) for k in ("local_velocity", "local_reduce", "local_solve"))
+                           for ph in phases if len(ph) > r) for r in range(R)] if all(phases) else []
+                root_meas = min(ph[0].get("root_solve", np.nan) for ph in phases) if all(phases) else float("nan")
                 bytes_meas = jobs[R][0]["bytes_per_eval"]
                 bytes_pred = int(sum(pr.get("bytes", {}).values()))
                 row = {"family": fam, "n": n, "R": R, "parts": jobs[R][0]["parts"], "jobs": len(jobs[R]),
+                       "load_average_before_jobs": loads[R],
                        "measured": meas, "all_measured": [x["seconds_per_eval"] for x in jobs[R]],
                        "predicted": pr["total"], "error": pr["total"] / meas - 1.0,
                        "measured_gathered": meas_g, "predicted_gathered": pr["total_gathered"],
                        "error_gathered": pr["total_gathered"] / meas_g - 1.0,
+                       "rank_work_measured": own, "rank_work_predicted": pr["loads"],
                        "root_solve_measured": root_meas, "root_predicted": pr["root"],
                        "bytes_measured": bytes_meas, "bytes_predicted": bytes_pred,
                        "terms": {k: pr[k] for k in ("compute", "messages", "root")},
@@ -838,14 +897,15 @@ def validate(cal, sizes, ranks, pairs, repeat, cores, log):
                     f"{pr['total'] * 1e3:8.2f} ms  error {100 * row['error']:+6.1f}%   gathered {meas_g * 1e3:8.2f} / "
                     f"{pr['total_gathered'] * 1e3:8.2f} ms ({100 * row['error_gathered']:+6.1f}%)  bytes "
                     f"{bytes_meas}/{bytes_pred}{'  (oversubscribed)' if R > cores else ''}")
-            # speed-ups measured against predicted, pair by pair
-    for fam in SPECS:
-        for n in sizes:
-            one = [r for r in rows if r["family"] == fam and r["n"] == n and r["R"] == 1]
-            for r in rows:
-                if one and r["family"] == fam and r["n"] == n and r["R"] > 1:
-                    r["speedup_measured"] = one[0]["measured"] / r["measured"]
-                    r["speedup_predicted"] = one[0]["predicted"] / r["predicted"]
+                if own:
+                    log("      each rank's own work, measured / predicted: " + ", ".join(
+                        f"{a * 1e3:.2f} / {b * 1e3:.2f} ms" for a, b in zip(own, pr["loads"])))
+    for r in rows:
+        one = [x for x in rows if x["family"] == r["family"] and x["n"] == r["n"] and x["R"] == 1]
+        if one and r["R"] > 1:
+            r["speedup_measured"] = one[0]["measured"] / r["measured"]
+            r["speedup_predicted"] = one[0]["predicted"] / r["predicted"]
+            r["speedup_error"] = r["speedup_predicted"] / r["speedup_measured"] - 1.0
     return rows
 
 
@@ -859,6 +919,9 @@ SIXTEEN = {"chain": {1: 3.199, 2: 1.801, 4: 1.171, 8: 0.604, 16: 0.433},
 SIXTEEN_IDEAL = {"chain": 13.7, "binary": 15.6}
 #: docs/performance.md (2-core machine, N = 1e7, commit e6a2f0e): 1 and 2 ranks, qdd left on the ranks
 TWO_CORE_1E7 = {"chain": {1: 2.214, 2: 1.245}, "binary": {1: 2.491, 2: 1.399}}
+#: docs/performance.md, Summary (2-core machine, 2026-11-25): 2-rank speed-up at N = 1e6, best
+#: against best of alternating 1-rank and 2-rank jobs, two runs each
+TWO_CORE_1E6_SPEEDUP = {"chain": (1.80, 1.81), "binary": (1.84, 1.92)}
 
 
 def _scaled(k, s):
@@ -869,7 +932,11 @@ def _scaled(k, s):
 def compare_earlier(cal):
     """The model against the recorded points: the per-body cost set from each run's own 1-rank time
     (each machine's), every ratio and the root and network costs from this calibration."""
-    out = {"sixteen_core": [], "two_core_1e7": [], "ideal_16": {}}
+    out = {"sixteen_core": [], "two_core_1e7": [], "ideal_16": {}, "two_core_1e6_speedup": []}
+    for fam, sp in TWO_CORE_1E6_SPEEDUP.items():
+        pred = predict(fam, 10**6, 1, cal)["total"] / predict(fam, 10**6, 2, cal)["total"]
+        out["two_core_1e6_speedup"].append({"family": fam, "measured": list(sp), "predicted": pred,
+                                            "error": pred / float(np.mean(sp)) - 1.0})
     N = 10**7
     for fam, pts in SIXTEEN.items():
         k0 = kernels_for(cal, fam, N)
@@ -909,7 +976,7 @@ def plot(cv, path):
     import matplotlib.pyplot as plt
 
     Rs = np.array(cv["R"])
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.2), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=(9.5, 6.8), sharex=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for j, fam in enumerate(("chain", "binary")):
         for i, N in enumerate(cv["N"]):
@@ -934,7 +1001,7 @@ def plot(cv, path):
     fig.suptitle("partree parallel engine: calibrated model (dots: last R before the flat root stops paying)",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
 
 
@@ -945,50 +1012,91 @@ def _machine():
         nb = numba.__version__
     except ImportError:            # pragma: no cover
         nb = "?"
-    return {"python": platform.python_version(), "numpy": np.__version__, "numba": nb,
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=str(ROOT), capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except OSError:
+        commit = ""
+    try:
+        from mpi4py import MPI
+        mpi = MPI.Get_library_version().splitlines()[0].strip()
+    except Exception:              # noqa: BLE001  (mpi4py absent or broken: the model still runs)
+        mpi = ""
+    return {"python": platform.python_version(), "numpy": np.__version__, "numba": nb, "mpi": mpi,
             "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-            "platform": platform.platform()}
+            "platform": platform.platform(), "commit": commit}
+
+
+def _load():
+    """The 1-minute load average (other work on the machine), or None."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
 
 
 def calibrate(quick, log, rounds=None):
-    """The whole calibration; returns the ``cal`` dict the model functions take."""
+    """The whole calibration; returns the ``cal`` dict the model functions take.  Every timed item
+    (the parts of every engine, ABA, the placement, the tiny parts, the top parts of many handles,
+    the synthetic parts trees) is timed once per round, round after round, and keeps its best: all
+    costs are measured side by side, in the same minutes of a shared machine."""
     from partree.parallel.partition import PATH_WEIGHT
 
     rounds = rounds or (3 if quick else 7)
     sizes = (20000,) if quick else (100000, 1000000)
     t0 = time.perf_counter()
-    cal = {"path_weight": PATH_WEIGHT, "machine": _machine(), "quick": bool(quick)}
-    c_part = calibrate_part_overhead(rounds * 3)
-    log(f"c_part = {c_part * 1e6:.1f} us per part")
-    c_hh, caps = calibrate_handles(2**14 - 1 if quick else 2**17 - 1, (3, 4, 5, 6) if quick else (4, 5, 6, 7, 8),
-                                   rounds, c_part)
-    log(f"c_hh = {c_hh * 1e9:.1f} ns per handle pair (top parts of H = {[r['H'] for r in caps]})")
-    kern = {}
+    cal = {"path_weight": PATH_WEIGHT, "machine": _machine(), "quick": bool(quick), "rounds": rounds,
+           "load_average": {"start": _load()}}
+    warm_up()
+    cal["compile_seconds"] = time.perf_counter() - t0
+    log(f"compiled / loaded the kernels in {cal['compile_seconds']:.0f} s (not part of any figure)")
+    t1 = time.perf_counter()
+    groups = {"part": ([], part_overhead_items())}
+    caps = handle_items(2**14 - 1 if quick else 2**17 - 1, (3, 4, 5, 6) if quick else (4, 5, 6, 7, 8))
+    groups["caps"] = caps
     for fam in SPECS:
-        kern[fam] = {}
         for n in sizes:
-            kern[fam][str(n)] = calibrate_kernels(fam, n, (2, 4), rounds, c_part, c_hh)
+            groups[(fam, n)] = kernel_items(fam, n, (2, 4))
+    Ps = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
+    stars = (2, 4, 16, 64) if quick else (2, 4, 8, 16, 32, 64, 128, 256, 512)
+    groups["root"] = root_items(Ps, stars)
+    fns, where = [], {}
+    for key, (_, fs) in groups.items():
+        where[key] = slice(len(fns), len(fns) + len(fs))
+        fns.extend(fs)
+    log(f"{len(fns)} items built in {time.perf_counter() - t1:.0f} s; timing {rounds} rounds")
+    t1 = time.perf_counter()
+    T = _times_interleaved(fns, rounds)
+    best = T.min(axis=0)
+    cal["timing_seconds"] = time.perf_counter() - t1
+    cal["load_average"]["after_timing"] = _load()
+    c_part = float(np.median(best[where["part"]]))
+    c_hh = fit_handles(caps[0], best[where["caps"]], c_part)
+    log(f"c_part = {c_part * 1e6:.1f} us per part; c_hh = {c_hh * 1e9:.1f} ns per handle pair (top parts of "
+        f"H = {[r['H'] for r in caps[0]]})")
+    kern = {fam: {str(n): fit_kernels(n, groups[(fam, n)][0], T[:, where[(fam, n)]], c_part, c_hh) for n in sizes}
+            for fam in SPECS}
     finish_kernels(kern)
     for fam in SPECS:
         for n, k in kern[fam].items():
+            rp, rq = np.array(k["ratio_plain_rounds"]), np.array(k["ratio_path_rounds"])
             log(f"{fam:6s} n={int(n):>8d}: c_serial {k['c_serial'] * 1e9:6.1f}  c_plain {k['c_plain'] * 1e9:6.1f} "
-                f"(fit {k['c_plain_fit'] * 1e9:6.1f})  c_path {k['c_path'] * 1e9:6.1f} ({k['c_path_from']})  ns/body; "
-                f"ABA {k['aba_per_body'] * 1e9:6.1f} ns/body; qdd placement {k['c_place'] * 1e9:.1f} ns/entry")
+                f"(fit {k['c_plain_fit'] * 1e9:6.1f}; ratio {rp.min():.3f}..{rp.max():.3f} over the rounds)  "
+                f"c_path {k['c_path'] * 1e9:6.1f} ({k['c_path_from']}"
+                + (f"; ratio {rq.min():.3f}..{rq.max():.3f}" if not np.isnan(rq).any() else "") + ")  ns/body; "
+                f"ABA {k['aba_per_body'] * 1e9:6.1f}; qdd placement {k['c_place'] * 1e9:.1f} ns/entry")
     cal["kernels"] = kern
-    cal["caps"] = caps
-    log(f"kernels calibrated in {time.perf_counter() - t0:.0f} s")
-    t1 = time.perf_counter()
-    Ps = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
-    stars = (2, 4, 16, 64) if quick else (2, 4, 8, 16, 32, 64, 128, 256)
-    cal["root"] = calibrate_root(Ps, stars, rounds)
-    r = cal["root"]
+    cal["caps"] = caps[0]
+    cal["root"] = r = fit_root(groups["root"][0], best[where["root"]])
     log("root per part (slope over P): " + ", ".join(f"{s} {v * 1e6:.1f} us" for s, v in r["slopes"].items())
         + "; stars (whole tree): " + ", ".join(f"H={x['H']}: {x['seconds'] * 1e3:.2f} ms (fit {x['predicted'] * 1e3:.2f})"
-                                              for x in r["stars"]))
-    a_, e_, u_, b_, c_, d_ = r["coef"]
-    log(f"c_root(H) = {a_ * 1e6:.1f} us + ({e_ * 1e6:.1f} + {u_ * 1e6:.1f}) us [H > 0] + {b_ * 1e6:.1f} us H + "
-        f"{c_ * 1e9:.1f} ns H^2 + {d_ * 1e9:.2f} ns H^3; largest misfit {100 * r['max_fit_error']:.0f}%")
-    log(f"root calibrated in {time.perf_counter() - t1:.0f} s")
+                                              for x in r["trees"] if x["shape"] == "star"))
+    z_, a_, e_, b_, c_, d_ = r["coef"]
+    log(f"T_root = {z_ * 1e6:.1f} us + sum_k c_root(H_k), c_root(H) = {a_ * 1e6:.1f} us + {e_ * 1e6:.1f} us [H > 0] "
+        f"+ {b_ * 1e6:.1f} us H + {c_ * 1e9:.1f} ns H^2 + {d_ * 1e9:.2f} ns H^3; largest misfit "
+        f"{100 * r['max_fit_error']:.0f}%")
+    log(f"timed in {cal['timing_seconds']:.0f} s")
+    del groups, fns
     t1 = time.perf_counter()
     shape_n = 20000 if quick else 1000000
     shape_R = (2, 4, 8, 16) if quick else (2, 4, 8, 16, 32, 64)
@@ -1001,10 +1109,14 @@ def calibrate(quick, log, rounds=None):
     t1 = time.perf_counter()
     two = run_network(2, quick)
     four = None if quick or two is None else run_network(4, quick)
-    cal["network"] = fit_network(two, four)
-    net = cal["network"]
+    cal["network"] = net = fit_network(two, four)
+    cal["load_average"]["after_network"] = _load()
     log(f"network ({net['source']}): alpha {net['alpha'] * 1e6:.2f} us, gap {net['gap'] * 1e6:.2f} us, "
         f"beta {net['beta'] / 1e9:.2f} GB/s ({time.perf_counter() - t1:.0f} s)")
+    log("load average (1 min) during the calibration: " + ", ".join(
+        f"{k} {v:.1f}" for k, v in cal["load_average"].items() if v is not None))
+    cal["calibration_seconds"] = time.perf_counter() - t0
+    log(f"calibrated in {cal['calibration_seconds']:.0f} s")
     return cal
 
 
@@ -1062,10 +1174,13 @@ def main(argv=None):
     ap.add_argument("--from-json", type=Path, default=None,
                     help="take the calibration from a previous run's scaling_model.json instead of measuring")
     ap.add_argument("--no-validate", action="store_true", help="skip the mpiexec partree bench jobs")
+    ap.add_argument("--validate", action="store_true",
+                    help="run the validation jobs even with --from-json (checks a saved calibration now)")
     ap.add_argument("--pairs", type=int, default=2, help="validation: fresh jobs per point, R = 1 and 2 alternating "
                                                          "(default 2)")
     ap.add_argument("--repeat", type=int, default=5, help="validation: evaluations per job, best reported (default 5)")
-    ap.add_argument("--no-oversubscribe", action="store_true", help="validation: skip the 4-rank jobs")
+    ap.add_argument("--no-oversubscribe", action="store_true",
+                    help="validation: skip the job on twice as many ranks as cores (at N = 1e5)")
     ap.add_argument("--rounds", type=int, default=None, help="calibration: timing rounds, best of (default 7; quick 3)")
     ap.add_argument("--fanin", type=int, default=2, help="the hierarchical root's fan-in (default 2)")
     ap.add_argument("--alpha-us", type=float, default=None, help="override the message latency (microseconds)")
@@ -1099,11 +1214,11 @@ def main(argv=None):
         cal = calibrate(a.quick, log, a.rounds)
         validation = []
     apply_overrides(cal, a)
-    if not a.from_json and not a.quick and not a.no_validate:
+    if (a.validate or (not a.from_json and not a.quick)) and not a.no_validate:
         log("validation (fresh mpiexec -n R partree bench jobs; best job per point):")
-        ranks = (1, 2) if a.no_oversubscribe else (1, 2, 4)
         cores = os.cpu_count() or 2
-        validation = validate(cal, (100000, 1000000), ranks, a.pairs, a.repeat, cores, log)
+        validation = validate(cal, (100000, 1000000), a.pairs, a.repeat, cores, log,
+                              over=0 if a.no_oversubscribe else 2 * cores)
     earlier = compare_earlier(cal)
     log("earlier measurements (docs/performance.md) against the model:")
     for r in earlier["sixteen_core"]:
@@ -1113,6 +1228,9 @@ def main(argv=None):
     for fam, r in earlier["ideal_16"].items():
         log(f"  16 ranks in one process, {fam}: recorded ideal speed-up {r['recorded']}x, model compute term "
             f"{r['model_compute_only']:.1f}x")
+    for r in earlier["two_core_1e6_speedup"]:
+        log(f"  2-core, N=1e6, {r['family']:6s} R=2 speed-up: measured {r['measured']}, predicted "
+            f"{r['predicted']:.2f} ({100 * r['error']:+.1f}% against their mean)")
     for r in earlier["two_core_1e7"]:
         log(f"  2-core, N=1e7, {r['family']:6s} R=2: measured {r['measured'] * 1e3:.0f} ms, predicted "
             f"{r['predicted'] * 1e3:.0f} ms ({100 * r['error']:+.1f}%)")
