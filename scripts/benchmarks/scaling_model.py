@@ -493,21 +493,20 @@ def _fit_plain_path(rows, t, c_part, c_hh):
 
 
 def fit_kernels(n, rows, T, c_part, c_hh):
-    """Per-body costs of one family at n bodies from its items' times T (rounds, items): c_serial
-    (the one-part engine, best of the rounds); c_plain and c_path fitted on the multi-rank parts
-    round by round, as ratios to that round's one-part engine (measured within a second of each
-    other), the median ratio times c_serial; ABA and the placement per entry (best of the rounds)."""
+    """Per-body costs of one family at n bodies from its items' times T (rounds, items), each item
+    its best over the rounds: c_serial (the one-part engine), c_plain and c_path fitted on the
+    multi-rank parts; ABA and the placement per entry.  The same fit round by round, as ratios to
+    that round's one-part engine, is kept to show the noise (``ratio_*_rounds``)."""
     best = T.min(axis=0)
     for r, t in zip(rows, best):
         r["seconds"] = float(t)
     t_aba, t_place = float(best[-2]), float(best[-1])
     c_serial = rows[0]["seconds"] / n
+    c_plain_fit, c_path_fit = _fit_plain_path(rows, best, c_part, c_hh)
     ratios = np.array([np.array(_fit_plain_path(rows, t, c_part, c_hh)) / (t[0] / n) for t in T])
-    r_plain = float(np.median(ratios[:, 0]))
-    r_path = float(np.median(ratios[:, 1])) if not np.isnan(ratios[0, 1]) else float("nan")
     path = sum(r["p"] for r in rows if r["R"] > 1)
     total = sum(r["m"] for r in rows if r["R"] > 1)
-    return {"n": n, "c_serial": c_serial, "c_plain_fit": r_plain * c_serial, "c_path_fit": r_path * c_serial,
+    return {"n": n, "c_serial": c_serial, "c_plain_fit": c_plain_fit, "c_path_fit": c_path_fit,
             "ratio_plain_rounds": ratios[:, 0].tolist(), "ratio_path_rounds": ratios[:, 1].tolist(),
             "c_part": c_part, "c_hh": c_hh, "c_place": t_place / n, "aba_seconds": t_aba,
             "aba_per_body": t_aba / n, "path_share": path / total, "parts": rows}
@@ -893,13 +892,6 @@ def validate(cal, sizes, pairs, repeat, cores, log, over=4, over_sizes=None):
                        "terms": {k: pr[k] for k in ("compute", "messages", "root")},
                        "oversubscribed": R > cores}
                 rows.append(row)
-                log(f"  {fam:6s} n={n:>8d} R={R} parts={row['parts']:3d}  measured {meas * 1e3:8.2f} ms  predicted "
-                    f"{pr['total'] * 1e3:8.2f} ms  error {100 * row['error']:+6.1f}%   gathered {meas_g * 1e3:8.2f} / "
-                    f"{pr['total_gathered'] * 1e3:8.2f} ms ({100 * row['error_gathered']:+6.1f}%)  bytes "
-                    f"{bytes_meas}/{bytes_pred}{'  (oversubscribed)' if R > cores else ''}")
-                if own:
-                    log("      each rank's own work, measured / predicted: " + ", ".join(
-                        f"{a * 1e3:.2f} / {b * 1e3:.2f} ms" for a, b in zip(own, pr["loads"])))
     for r in rows:
         one = [x for x in rows if x["family"] == r["family"] and x["n"] == r["n"] and x["R"] == 1]
         if one and r["R"] > 1:
@@ -953,9 +945,9 @@ def compare_earlier(cal):
                                                                            pr["total_gathered"], R),
                                         "gather": pr["gather"], "compute": pr["compute"], "root": pr["root"],
                                         "messages": pr["messages"]})
-        k6 = kernels_for(cal, fam, 10**6)
         t16 = predict(fam, 10**6, 16, cal)["compute"]
-        out["ideal_16"][fam] = {"recorded": SIXTEEN_IDEAL[fam], "model_compute_only": k6["aba_per_body"] * 10**6 / t16}
+        out["ideal_16"][fam] = {"recorded": SIXTEEN_IDEAL[fam],
+                                "model_compute_only": predict(fam, 10**6, 1, cal)["total"] / t16}
     for fam, pts in TWO_CORE_1E7.items():
         k0 = kernels_for(cal, fam, N)
         s = pts[1] / N / k0["c_serial"]
@@ -1042,7 +1034,7 @@ def calibrate(quick, log, rounds=None):
     costs are measured side by side, in the same minutes of a shared machine."""
     from partree.parallel.partition import PATH_WEIGHT
 
-    rounds = rounds or (3 if quick else 7)
+    rounds = rounds or (3 if quick else 9)
     sizes = (20000,) if quick else (100000, 1000000)
     t0 = time.perf_counter()
     cal = {"path_weight": PATH_WEIGHT, "machine": _machine(), "quick": bool(quick), "rounds": rounds,
@@ -1072,29 +1064,12 @@ def calibrate(quick, log, rounds=None):
     cal["load_average"]["after_timing"] = _load()
     c_part = float(np.median(best[where["part"]]))
     c_hh = fit_handles(caps[0], best[where["caps"]], c_part)
-    log(f"c_part = {c_part * 1e6:.1f} us per part; c_hh = {c_hh * 1e9:.1f} ns per handle pair (top parts of "
-        f"H = {[r['H'] for r in caps[0]]})")
     kern = {fam: {str(n): fit_kernels(n, groups[(fam, n)][0], T[:, where[(fam, n)]], c_part, c_hh) for n in sizes}
             for fam in SPECS}
     finish_kernels(kern)
-    for fam in SPECS:
-        for n, k in kern[fam].items():
-            rp, rq = np.array(k["ratio_plain_rounds"]), np.array(k["ratio_path_rounds"])
-            log(f"{fam:6s} n={int(n):>8d}: c_serial {k['c_serial'] * 1e9:6.1f}  c_plain {k['c_plain'] * 1e9:6.1f} "
-                f"(fit {k['c_plain_fit'] * 1e9:6.1f}; ratio {rp.min():.3f}..{rp.max():.3f} over the rounds)  "
-                f"c_path {k['c_path'] * 1e9:6.1f} ({k['c_path_from']}"
-                + (f"; ratio {rq.min():.3f}..{rq.max():.3f}" if not np.isnan(rq).any() else "") + ")  ns/body; "
-                f"ABA {k['aba_per_body'] * 1e9:6.1f}; qdd placement {k['c_place'] * 1e9:.1f} ns/entry")
     cal["kernels"] = kern
     cal["caps"] = caps[0]
-    cal["root"] = r = fit_root(groups["root"][0], best[where["root"]])
-    log("root per part (slope over P): " + ", ".join(f"{s} {v * 1e6:.1f} us" for s, v in r["slopes"].items())
-        + "; stars (whole tree): " + ", ".join(f"H={x['H']}: {x['seconds'] * 1e3:.2f} ms (fit {x['predicted'] * 1e3:.2f})"
-                                              for x in r["trees"] if x["shape"] == "star"))
-    z_, a_, e_, b_, c_, d_ = r["coef"]
-    log(f"T_root = {z_ * 1e6:.1f} us + sum_k c_root(H_k), c_root(H) = {a_ * 1e6:.1f} us + {e_ * 1e6:.1f} us [H > 0] "
-        f"+ {b_ * 1e6:.1f} us H + {c_ * 1e9:.1f} ns H^2 + {d_ * 1e9:.2f} ns H^3; largest misfit "
-        f"{100 * r['max_fit_error']:.0f}%")
+    cal["root"] = fit_root(groups["root"][0], best[where["root"]])
     log(f"timed in {cal['timing_seconds']:.0f} s")
     del groups, fns
     t1 = time.perf_counter()
@@ -1102,22 +1077,61 @@ def calibrate(quick, log, rounds=None):
     shape_R = (2, 4, 8, 16) if quick else (2, 4, 8, 16, 32, 64)
     cal["shape"] = calibrate_shape(shape_n, shape_R)
     cal["shape"]["n"] = shape_n
-    b = cal["shape"]["binary"]
-    log(f"binary shape at n={shape_n}: {b['rho']:.2f} parts per rank, top part {b['h_top']:.3f} R handles, "
-        f"{b['path_per_part']:.1f} path bodies per part, rank imbalance {b['imbalance']:.4f} "
-        f"({time.perf_counter() - t1:.0f} s)")
+    log(f"partitions for R = {list(shape_R)} at n={shape_n} in {time.perf_counter() - t1:.0f} s")
     t1 = time.perf_counter()
     two = run_network(2, quick)
     four = None if quick or two is None else run_network(4, quick)
-    cal["network"] = net = fit_network(two, four)
+    cal["network"] = fit_network(two, four)
     cal["load_average"]["after_network"] = _load()
-    log(f"network ({net['source']}): alpha {net['alpha'] * 1e6:.2f} us, gap {net['gap'] * 1e6:.2f} us, "
-        f"beta {net['beta'] / 1e9:.2f} GB/s ({time.perf_counter() - t1:.0f} s)")
-    log("load average (1 min) during the calibration: " + ", ".join(
-        f"{k} {v:.1f}" for k, v in cal["load_average"].items() if v is not None))
+    log(f"network measured in {time.perf_counter() - t1:.0f} s")
     cal["calibration_seconds"] = time.perf_counter() - t0
     log(f"calibrated in {cal['calibration_seconds']:.0f} s")
     return cal
+
+
+def summarize_calibration(cal, log):
+    """The calibration's figures, one line each (what report.txt shows)."""
+    k0 = next(iter(cal["kernels"]["chain"].values()))
+    log(f"calibration ({'quick, ' if cal.get('quick') else ''}best of {cal.get('rounds')} rounds; "
+        f"load average {', '.join(f'{v:.1f}' for v in cal.get('load_average', {}).values() if v is not None)}):")
+    log(f"  c_part = {k0['c_part'] * 1e6:.1f} us per part; c_hh = {k0['c_hh'] * 1e9:.1f} ns per handle pair (top parts "
+        f"of H = {[r['H'] for r in cal.get('caps', [])]})")
+    for fam in SPECS:
+        for n, k in cal["kernels"][fam].items():
+            rp, rq = np.array(k.get("ratio_plain_rounds", [np.nan]), dtype=float), \
+                np.array(k.get("ratio_path_rounds", [np.nan]), dtype=float)
+            log(f"  {fam:6s} n={int(n):>8d}: c_serial {k['c_serial'] * 1e9:6.1f}  c_plain {k['c_plain'] * 1e9:6.1f} "
+                f"(fit {k['c_plain_fit'] * 1e9:6.1f}; round by round {np.nanmin(rp):.2f}..{np.nanmax(rp):.2f} c_serial)  "
+                f"c_path {k['c_path'] * 1e9:6.1f} ({k['c_path_from']}"
+                + (f"; round by round {np.nanmin(rq):.2f}..{np.nanmax(rq):.2f}" if not np.isnan(rq).all() else "")
+                + f")  ns/body; ABA {k['aba_per_body'] * 1e9:6.1f}; qdd placement {k['c_place'] * 1e9:.1f} ns/entry")
+    r = cal["root"]
+    log("  root per part (slope over P): " + ", ".join(f"{s} {v * 1e6:.1f} us" for s, v in r["slopes"].items())
+        + "; stars (whole tree): " + ", ".join(f"H={x['H']}: {x['seconds'] * 1e3:.2f} ms (fit {x['predicted'] * 1e3:.2f})"
+                                              for x in r["trees"] if x["shape"] == "star"))
+    z_, a_, e_, b_, c_, d_ = r["coef"]
+    log(f"  T_root = {z_ * 1e6:.1f} us + sum_k c_root(H_k), c_root(H) = {a_ * 1e6:.1f} us + {e_ * 1e6:.1f} us [H > 0] "
+        f"+ {b_ * 1e6:.1f} us H + {c_ * 1e9:.1f} ns H^2 + {d_ * 1e9:.2f} ns H^3; largest misfit "
+        f"{100 * r['max_fit_error']:.0f}%")
+    b = cal["shape"]["binary"]
+    log(f"  binary tree's partitions at n={cal['shape']['n']}: {b['rho']:.2f} parts per rank, top part "
+        f"{b['h_top']:.3f} R handles, {b['path_per_part']:.1f} path bodies per part, rank imbalance {b['imbalance']:.4f}")
+    net = cal["network"]
+    log(f"  network ({net['source']}): alpha {net['alpha'] * 1e6:.2f} us, gap {net['gap'] * 1e6:.2f} us, "
+        f"beta {net['beta'] / 1e9:.2f} GB/s")
+
+
+def summarize_validation(rows, log):
+    log("validation (fresh mpiexec -n R partree bench --backend mpi jobs; best job per point):")
+    for row in rows:
+        log(f"  {row['family']:6s} n={row['n']:>8d} R={row['R']} parts={row['parts']:3d}  measured "
+            f"{row['measured'] * 1e3:8.2f} ms  predicted {row['predicted'] * 1e3:8.2f} ms  error "
+            f"{100 * row['error']:+6.1f}%   gathered {row['measured_gathered'] * 1e3:8.2f} / "
+            f"{row['predicted_gathered'] * 1e3:8.2f} ms ({100 * row['error_gathered']:+6.1f}%)  bytes "
+            f"{row['bytes_measured']}/{row['bytes_predicted']}{'  (oversubscribed)' if row['oversubscribed'] else ''}")
+        if row.get("rank_work_measured"):
+            log("      each rank's own work, measured / predicted: " + ", ".join(
+                f"{a * 1e3:.2f} / {b * 1e3:.2f} ms" for a, b in zip(row["rank_work_measured"], row["rank_work_predicted"])))
 
 
 def apply_overrides(cal, a):
@@ -1181,7 +1195,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5, help="validation: evaluations per job, best reported (default 5)")
     ap.add_argument("--no-oversubscribe", action="store_true",
                     help="validation: skip the job on twice as many ranks as cores (at N = 1e5)")
-    ap.add_argument("--rounds", type=int, default=None, help="calibration: timing rounds, best of (default 7; quick 3)")
+    ap.add_argument("--rounds", type=int, default=None, help="calibration: timing rounds, best of (default 9; quick 3)")
     ap.add_argument("--fanin", type=int, default=2, help="the hierarchical root's fan-in (default 2)")
     ap.add_argument("--alpha-us", type=float, default=None, help="override the message latency (microseconds)")
     ap.add_argument("--gap-us", type=float, default=None, help="override the per-message gap at the root (microseconds)")
@@ -1209,16 +1223,21 @@ def main(argv=None):
         saved = json.loads(a.from_json.read_text())
         cal = saved["calibration"]
         validation = saved.get("validation", [])
-        log(f"calibration from {a.from_json}")
+        measured = {"date": saved.get("date"), "command": saved.get("measured_by", saved.get("command"))}
+        log(f"calibration from {a.from_json}: measured on {measured['date']} by `{measured['command']}`")
     else:
         cal = calibrate(a.quick, log, a.rounds)
         validation = []
+        measured = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(["scaling_model.py"] + (argv or sys.argv[1:]))}
     apply_overrides(cal, a)
+    summarize_calibration(cal, log)
     if (a.validate or (not a.from_json and not a.quick)) and not a.no_validate:
-        log("validation (fresh mpiexec -n R partree bench jobs; best job per point):")
+        log("validation jobs ...")
         cores = os.cpu_count() or 2
         validation = validate(cal, (100000, 1000000), a.pairs, a.repeat, cores, log,
                               over=0 if a.no_oversubscribe else 2 * cores)
+    if validation:
+        summarize_validation(validation, log)
     earlier = compare_earlier(cal)
     log("earlier measurements (docs/performance.md) against the model:")
     for r in earlier["sixteen_core"]:
@@ -1240,7 +1259,8 @@ def main(argv=None):
     log(f"total {time.perf_counter() - t0:.0f} s")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        doc = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(["scaling_model.py"] + (argv or sys.argv[1:])),
+        doc = {"date": measured["date"], "measured_by": measured["command"],
+               "command": " ".join(["scaling_model.py"] + (argv or sys.argv[1:])),
                "calibration": cal, "validation": validation, "earlier": earlier, "curves": cv}
         (out / "scaling_model.json").write_text(json.dumps(_jsonable(doc), indent=1) + "\n")
         (out / "report.txt").write_text("\n".join(lines) + "\n")
