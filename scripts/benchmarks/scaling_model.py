@@ -1,6 +1,6 @@
 """A calibrated model of the parallel engine's time per evaluation, from 1 to thousands of ranks.
 
-    python scripts/benchmarks/scaling_model.py                 # calibrate, validate, curves (a few minutes)
+    python scripts/benchmarks/scaling_model.py --pairs 3       # calibrate (~3 min), validate (~4 min), curves
     python scripts/benchmarks/scaling_model.py --quick --out /tmp/sm   # small calibration (seconds)
     python scripts/benchmarks/scaling_model.py --from-json docs/results/scaling_model/scaling_model.json \\
         --alpha-us 2 --beta-gbs 10 --ns-per-body 250 --out /tmp/my_cluster   # your cluster's figures
@@ -15,8 +15,8 @@ is predicted as
     T_msg  = 4 collectives (velocity maps gathered, incoming velocities scattered, boundary
              relations gathered, solutions scattered), each alpha + (R - 2) gap + B / beta, B the
              bytes that cross (messages.py: 18 H, 6, 42 + 36 H + 36 H^2 + 6 H, 6 + 6 H doubles)
-    T_root = flat root (as built): sum over all parts of
-             z + sum_k c_root(H_k), c_root(H) = a + e [H > 0] + b H + c H^2 + d H^3, on rank 0: O(P);
+    T_root = flat root (as built), rank 0 through every part: O(P)
+             z + sum_k c_root(H_k), c_root(H) = a + e [H > 0] + b H + c H^2 + d H^3;
              hierarchical root (a design NOT built): rho c_root(1) + ceil(log_f R) (c_root(f)
              + f c_root(1) + 4 alpha + B_level / beta), a reduction tree of fan-in f over the ranks
     (+ T_gather = alpha + (R - 2) gap + 8 (N - N_0) / beta + N c_place when qdd is gathered on
@@ -221,11 +221,11 @@ def chain_parts(N, R, path_weight=0.12):
     return {"m": m, "p": p, "H": H, "owner": np.arange(R, dtype=np.int64)}
 
 
-def binary_parts(N, R, shape, root_kind="flat"):
+def binary_parts(N, R, shape, root_kind="flat", fanin=2):
     """A binary tree's partition for R ranks, from the shape fitted on the engine's own partitions
-    (``shape``: parts per rank rho, top-part handles h_top R, path bodies per rank, the other
-    parts' handles, the rank imbalance): the top part (on rank 0, which holds the most handles)
-    plus rho R - 1 parts spread evenly.  With the hierarchical root the design assumes a partition
+    (``shape``: parts per rank rho, top-part handles h_top R, path bodies per part, the rank
+    imbalance): the top part (on rank 0, which holds the most handles) plus rho R - 1 parts of one
+    handle or none, spread evenly.  With the hierarchical root the design assumes a partition
     whose parts keep a few handles (the top part split as the ranks' reduction tree), so the top
     part's handles are capped at the fan-in."""
     R = int(R)
@@ -235,7 +235,7 @@ def binary_parts(N, R, shape, root_kind="flat"):
     P = max(int(round(shape["rho"] * R)), R)
     h_top = max(1, int(round(shape["h_top"] * R)))
     if root_kind != "flat":
-        h_top = min(h_top, 2)
+        h_top = min(h_top, fanin)
     # handles of the others: P - 1 attachments in all; h_top of them on the top part
     rest = max(P - 1 - h_top, 0)
     H = np.zeros(P, dtype=np.int64)
@@ -256,11 +256,11 @@ def binary_parts(N, R, shape, root_kind="flat"):
     return {"m": m, "p": p, "H": H, "owner": owner}
 
 
-def shape_parts(family, N, R, cal, root_kind="flat"):
+def shape_parts(family, N, R, cal, root_kind="flat", fanin=2):
     """The modelled partition of a family at N bodies on R ranks."""
     if family == "chain":
         return chain_parts(N, R, cal["path_weight"])
-    return binary_parts(N, R, cal["shape"]["binary"], root_kind)
+    return binary_parts(N, R, cal["shape"]["binary"], root_kind, fanin)
 
 
 def kernels_for(cal, family, N):
@@ -274,7 +274,7 @@ def predict(family, N, R, cal, root_kind="flat", fanin=2, gather=False):
     """Predicted time per evaluation (a dict of terms; 'total' the seconds) of ``family`` at N
     bodies on R ranks with the flat or the hierarchical root, from calibration ``cal``."""
     kern = kernels_for(cal, family, N)
-    parts = shape_parts(family, N, R, cal, root_kind)
+    parts = shape_parts(family, N, R, cal, root_kind, fanin)
     return predict_parts(parts, R, kern, cal["root"], cal["network"], root_kind, fanin, gather)
 
 
