@@ -49,6 +49,7 @@ GUIDES = {
     "results-format": "The model blob",
     "loops-examples": "Why the corrections use the kinetic-energy metric",
     "momentum-form": "The sixth-order method",
+    "scaling-model": "Limits of the model",
 }
 
 
