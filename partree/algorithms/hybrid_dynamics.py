@@ -118,7 +118,7 @@ def _few(names, k=8):
     return ", ".join(repr(x) for x in names[:k]) + (f", ... ({len(names)} in all)" if len(names) > k else "")
 
 
-def _given(model, x, name, ignored):
+def given_entries(model, x, name, ignored):
     """``x`` checked as an (nv,) vector whose ``ignored`` entries (the other kind of joint's) are
     set to zero first, so that only the entries that are read must be finite."""
     if x is not None and not np.iscomplexobj(x):
@@ -181,8 +181,8 @@ def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, retur
     mask = active_mask(model, active)
     q, qd = checks.state(model, q, qd)
     dof_active = np.repeat(mask, model.nv_j)
-    tau = _given(model, tau, "tau", dof_active)
-    qdd = _given(model, qdd, "qdd", ~dof_active)
+    tau = given_entries(model, tau, "tau", dof_active)
+    qdd = given_entries(model, qdd, "qdd", ~dof_active)
     F, has_f = checks.external_forces(model, f_ext)
     d = checks.data_for(model, data)
     qdd_out = np.empty(model.nv)

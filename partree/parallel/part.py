@@ -538,15 +538,15 @@ def hybrid_arguments(model, active, qdd_active, tau):
     vectors of which only the entries that are read must be finite (tau's of the passive joints,
     qdd's of the active ones; the others are set to zero).  A model with loops is refused: the
     engine's hybrid dynamics is for trees, as ``partree.hybrid_dynamics`` is."""
-    from ..algorithms.hybrid_dynamics import _given, active_mask
+    from ..algorithms.hybrid_dynamics import active_mask, given_entries
 
     mask = active_mask(model, active)
     if len(getattr(model, "loops", ())):
         raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: hybrid dynamics (active joints) "
                                 f"is for trees")
     dof_active = np.repeat(mask, model.nv_j)
-    tau = _given(model, tau, "tau", dof_active)
-    qdd = _given(model, qdd_active, "qdd_active", ~dof_active)
+    tau = given_entries(model, tau, "tau", dof_active)
+    qdd = given_entries(model, qdd_active, "qdd_active", ~dof_active)
     return mask, tau, qdd
 
 

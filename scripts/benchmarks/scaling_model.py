@@ -65,8 +65,11 @@ import sys
 import time
 from pathlib import Path
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
+if __name__ == "__main__":
+    # one thread per process, set before numpy starts (only when run: a process that imports
+    # the module, such as its test, keeps its own settings; numba refuses a changed thread count)
+    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(_v, "1")
 
 import numpy as np  # noqa: E402
 
