@@ -500,6 +500,15 @@ class MPIEngine:
         self.last_boundary_bytes = self._bytes
         return out
 
+    def _force_slices(self, f_ext):
+        """Each local part's slice of the external wrenches (n, 6) (checked), or None."""
+        if f_ext is None:
+            return None
+        f_ext = np.asarray(f_ext, dtype=np.float64)
+        if f_ext.shape != (self.n, 6):
+            raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
+        return [f_ext[pk.bix] for pk in self.parts]
+
     def momentum_rhs(self, q, p, tau=None, f_ext=None):
         """The equations of motion in generalized momenta over the ranks (collective; see
         :meth:`momentum_local`): (qdot, pdot) gathered to rank 0, None on the other ranks.  The
@@ -514,12 +523,7 @@ class MPIEngine:
         for x, nm, size in ((q, "q", self.nq), (p, "p", self.nv), (tau, "tau", self.nv)):
             if x.shape != (size,):
                 raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
-        fs = None
-        if f_ext is not None:
-            f_ext = np.asarray(f_ext, dtype=np.float64)
-            if f_ext.shape != (self.n, 6):
-                raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
-            fs = [f_ext[pk.bix] for pk in self.parts]
+        fs = self._force_slices(f_ext)
         out = self.momentum_local([q[pk.qix] for pk in self.parts], [p[pk.vix] for pk in self.parts], fs)
         qdot, pdot = [], []
         for pk, (v, pd) in zip(self.parts, out):
@@ -555,12 +559,7 @@ class MPIEngine:
         for x, nm, size in checked:
             if x.shape != (size,):
                 raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
-        fs = None
-        if f_ext is not None:
-            f_ext = np.asarray(f_ext, dtype=np.float64)
-            if f_ext.shape != (self.n, 6):
-                raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
-            fs = [f_ext[pk.bix] for pk in self.parts]
+        fs = self._force_slices(f_ext)
         local = self.evaluate_local([q[pk.qix] for pk in self.parts], [qd[pk.vix] for pk in self.parts],
                                     [tau[pk.vix] for pk in self.parts], fs, actives=actives, qdds=qdds)
         if hyb is not None:

@@ -240,15 +240,18 @@ class PartKernel:
         """Keep a reduction's joint forces and external wrenches (checked) for the later steps;
         returns (F, has_f) as the kernels take them."""
         self._tau = np.ascontiguousarray(tau, dtype=np.float64)
-        if f_ext is None:
-            F, has_f = self._fext, False
-        else:
-            F = np.ascontiguousarray(f_ext, dtype=np.float64)
-            if F.shape != (self.m, 6):
-                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
-            has_f = True
+        F, has_f = self._checked_forces(f_ext)
         self._F, self._has_f = F, has_f
         return F, has_f
+
+    def _checked_forces(self, f_ext):
+        """(F, has_f) as the kernels take the part's external wrenches (m, 6), or None."""
+        if f_ext is None:
+            return self._fext, False
+        F = np.ascontiguousarray(f_ext, dtype=np.float64)
+        if F.shape != (self.m, 6):
+            raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
+        return F, True
 
     def reduce(self, v_in, tau, f_ext=None, rows="dynamics", active=None, qdd=None):
         """Step (b). v_in: the incoming velocity; tau: this part's own joint forces; f_ext: this
@@ -397,13 +400,7 @@ class PartKernel:
             ws["up"] = np.zeros(6)
             ws["pdot"] = np.zeros(self.nv)
             ws["zero"] = np.zeros(self.nv)
-        if f_ext is None:
-            F, has_f = self._fext, False
-        else:
-            F = np.ascontiguousarray(f_ext, dtype=np.float64)
-            if F.shape != (self.m, 6):
-                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
-            has_f = True
+        F, has_f = self._checked_forces(f_ext)
         K.momentum_forces_kernel(self.parent, self.mass, self.com, self.I_com,
                                  np.ascontiguousarray(g_in, dtype=np.float64), self.E, self.r, F, has_f, ws["ag"],
                                  ws["F"], ws["tmp"], ws["up"])
