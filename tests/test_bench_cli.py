@@ -67,6 +67,13 @@ def test_mpi_two_ranks():
     assert d["residual"] < 1e-10
     assert 0 < d["bytes_per_eval"] < 10_000
     assert len(d["rss_bytes_per_rank"]) == 2 and d["max_rss_bytes"] == max(d["rss_bytes_per_rank"])
+    # every timed evaluation's phases, rank by rank: own work + wait = the rank's total
+    reps = d["phase_seconds_per_repeat"]
+    assert len(reps) == 2 and all(len(r) == 2 for r in reps)
+    for r in reps:
+        for ph in r:
+            own = sum(v for k, v in ph.items() if k.startswith("local_") or k == "root_solve")
+            assert ph["wait"] >= 0 and own + ph["wait"] == pytest.approx(ph["total"], abs=5e-6)
 
 
 def test_dask_local_cluster(capsys):

@@ -10,7 +10,10 @@ computed, on the MPI ranks / Dask workers, as a distributed simulation leaves it
 the time with qdd collected on rank 0 / the client every evaluation), the time per body, the bytes
 communicated per evaluation (boundary data of the engine, O(P) and independent of N; the
 O(N) gather of qdd / the state slices sent to Dask workers are reported separately), the peak
-memory (max RSS, VmHWM) of every rank / worker, and the residual against the serial reference:
+memory (max RSS, VmHWM) of every rank / worker, under MPI every timed evaluation's phase times rank
+by rank (each rank's own kernels, the root solve, and ``wait``: messages and waiting for the other
+ranks; the fastest and the slowest evaluation are printed), and the residual against the serial
+reference:
     aba:  |qdd - ABA| / |ABA|                  (default up to 2*10^6 bodies)
     rnea: |RNEA(q, qd, qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)   (the normwise backward error;
           default above that: the terms of M qdd + h = tau that cancel set its scale, and on a long
@@ -221,7 +224,7 @@ def _bench_mpi(a, model, q, qd, tau, comm):
 
     evaluate = eng.constraint_forces if _wants_wrenches(a) else eng.forward_dynamics
 
-    def timed(gather):
+    def timed(gather, per_repeat=None):
         evaluate(q, qd, tau, gather=gather)          # warm-up
         times = []
         for _ in range(a.repeat):
@@ -230,12 +233,16 @@ def _bench_mpi(a, model, q, qd, tau, comm):
             evaluate(q, qd, tau, gather=gather)
             comm.Barrier()
             times.append(time.perf_counter() - t)
+            if per_repeat is not None:
+                per_repeat.append(with_wait(eng.last_info["times"]))
         return times
 
     # the engine's evaluation: qdd (and the wrenches) stay on the ranks that own them, as in a
     # distributed simulation; then the same with the result collected on rank 0 every time (O(N) more)
-    times = timed(False)
-    phases = comm.gather(eng.last_info["times"], root=0)
+    mine = []
+    times = timed(False, mine)
+    phases = comm.gather(mine[-1], root=0)
+    phases_all = comm.gather(mine, root=0)
     times_g = timed(True)
     qdd = evaluate(q, qd, tau, gather=True)
     info = eng.last_info
@@ -246,8 +253,21 @@ def _bench_mpi(a, model, q, qd, tau, comm):
         out.update({"bytes_per_eval": info["boundary_bytes"], "boundary_payload_bytes": info["boundary_payload_bytes"],
                     "gather_bytes_per_eval": int(gather), "rss_bytes_per_rank": [int(x) for x in rss],
                     "rank_imbalance": eng.imbalance,
-                    "phase_seconds_per_rank": [{k: round(v, 6) for k, v in p.items()} for p in phases]})
+                    "phase_seconds_per_rank": [{k: round(v, 6) for k, v in p.items()} for p in phases],
+                    "phase_seconds_per_repeat": [[{k: round(v, 6) for k, v in p.items()} for p in rk]
+                                                 for rk in zip(*phases_all)]})
     return qdd, out
+
+
+def with_wait(t):
+    """A rank's phase times of one evaluation with ``wait`` added: the evaluation's total less the
+    rank's own work (its kernels, and the root solve on rank 0), i.e. the time spent in the
+    engine's messages and waiting for the other ranks."""
+    t = dict(t)
+    own = sum(v for k, v in t.items() if k.startswith("local_") or k == "root_solve")
+    if "total" in t:
+        t["wait"] = max(t["total"] - own, 0.0)
+    return t
 
 
 def _mpi_max():
@@ -330,7 +350,8 @@ def cmd_bench(a):
         "residual": res, "residual_kind": kind, "setup_seconds": float(r["setup_seconds"]),
         "build_seconds": t_build,
     }
-    for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "imbalance", "rank_imbalance", "restarts", "rss_labels"):
+    for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "phase_seconds_per_repeat", "imbalance",
+                "rank_imbalance", "restarts", "rss_labels"):
         if key in r:
             out[key] = r[key]
     if "times_client_state" in r:
@@ -359,6 +380,14 @@ def cmd_bench(a):
     if "seconds_per_eval_gathered" in out:
         print(f"           (the result left on the ranks that own it; gathered on rank 0 every evaluation:"
               f" {out['seconds_per_eval_gathered'] * 1e3:.3f} ms)")
+    if "phase_seconds_per_repeat" in out and len(r["times"]) > 1:
+        # where the fastest and the slowest evaluation spent their time, rank by rank
+        order = np.argsort(r["times"])
+        for label, k in (("fastest", order[0]), ("slowest", order[-1])):
+            ranks = out["phase_seconds_per_repeat"][int(k)]
+            print(f"phases     {label} ({r['times'][int(k)] * 1e3:.1f} ms): " + "; ".join(
+                f"rank {j} own {1e3 * (p['total'] - p['wait']):.1f} wait {1e3 * p['wait']:.1f}"
+                for j, p in enumerate(ranks)) + " ms")
     if aba_t is not None:
         print(f"serial {'CFA' if _wants_wrenches(a) else 'ABA'} {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
     print(f"traffic    {out['bytes_per_eval']} B boundary data per evaluation"
