@@ -95,6 +95,31 @@ def test_the_random_trees_hold_every_joint_type():
     assert types == {J.REVOLUTE, J.PRISMATIC, J.UNIVERSAL, J.SPHERICAL, J.FREE, J.FIXED}
 
 
+def same_forces(got, ref, tol=1e-10):
+    """Two CFAResults agree: qdd, every joint wrench, constraint and drive force."""
+    for a in ("qdd", "joint_wrench", "constraint_force", "drive_force"):
+        assert rel(getattr(got, a), getattr(ref, a)) < tol, a
+
+
+@pytest.mark.parametrize("seed,floating_base,with_fext", CASES)
+def test_reaction_forces_are_cfas_with_the_full_joint_forces(seed, floating_base, with_fext):
+    """return_forces: the CFAResult of the motion equals partree.cfa run with the full joint
+    forces hybrid dynamics found (forward dynamics of them gives back the same motion)."""
+    m = tree(seed, floating_base)
+    rng = np.random.default_rng(30 + seed)
+    q, qd, tau, qdd, F = state(m, rng, with_fext)
+    for mask in (rng.random(m.n) < 0.5, np.zeros(m.n, dtype=bool), np.ones(m.n, dtype=bool)):
+        qdd_h, tau_h, res = partree.hybrid_dynamics(m, q, qd, tau, qdd, mask, F, return_forces=True)
+        ref = partree.cfa(m, q, qd, tau_h, F)
+        same_forces(res, ref)
+        assert np.array_equal(res.qdd, qdd_h) and res.method == "hybrid"
+        # the constraint basis of a joint and its reaction wrench come with the result
+        j = m.joint_names[m.n // 2]
+        assert rel(res.constraint_wrench_of(j), ref.constraint_wrench_of(j)) < 1e-10
+    out = partree.hybrid_dynamics(m, q, qd, tau, qdd, mask, F, return_wrenches=True, return_forces=True)
+    assert len(out) == 4 and rel(out[2], out[3].joint_wrench) < 1e-12
+
+
 @pytest.mark.parametrize("seed,floating_base,with_fext", CASES[:4])
 def test_wrenches_are_rneas_for_the_resulting_motion(seed, floating_base, with_fext):
     m = tree(seed, floating_base)

@@ -69,6 +69,30 @@ def test_serial_engine_equals_hybrid_dynamics(seed, floating_base):
                 assert np.array_equal(got[1][np.repeat(~mask, m.nv_j)], tau[np.repeat(~mask, m.nv_j)])
 
 
+def same_forces(got, ref, tol=1e-10):
+    for a in ("qdd", "joint_wrench", "constraint_force", "drive_force"):
+        assert rel(getattr(got, a), getattr(ref, a)) < tol, a
+
+
+@pytest.mark.parametrize("seed,floating_base", CASES)
+def test_serial_engine_reaction_forces_equal_hybrid_dynamics(seed, floating_base):
+    """constraint_forces(..., active=, qdd_active=) through the parts equals
+    partree.hybrid_dynamics(..., return_forces=True), itself checked against partree.cfa."""
+    m = tree(seed, floating_base)
+    rng = np.random.default_rng(40 + seed)
+    for P in (1, 3, 7):
+        eng = SerialEngine(m, P)
+        q, qd, tau, qdd, F = state(m, rng)
+        for mask in (rng.random(m.n) < 0.4, cutting_mask(eng, rng)):
+            ref = partree.hybrid_dynamics(m, q, qd, tau, qdd, mask, F, return_forces=True)[2]
+            same_forces(eng.constraint_forces(q, qd, tau, F, active=mask, qdd_active=qdd), ref)
+        # and the plain evaluation after a hybrid one takes the given forces again
+        same_forces(eng.constraint_forces(q, qd, tau, F), partree.cfa(m, q, qd, tau, F))
+    names = [m.joint_names[i] for i in range(0, m.n, 4)]
+    ref = partree.hybrid_dynamics(m, q, qd, tau, qdd, names, return_forces=True)[2]
+    same_forces(partree.parallel.constraint_forces(m, q, qd, tau, parts=4, active=names, qdd_active=qdd), ref)
+
+
 @pytest.mark.parametrize("seed,floating_base", CASES)
 def test_all_passive_is_aba_and_all_active_is_rnea(seed, floating_base):
     m = tree(seed, floating_base)
@@ -213,6 +237,11 @@ def test_dask_local_cluster_equals_hybrid_dynamics(dask_client):
     got = forward_dynamics(m, q, qd, tau, backend="dask", client=dask_client, parts=3, active=names,
                            qdd_active=qdd)
     assert rel(got[0], ref[0]) < 1e-10 and rel(got[1], ref[1]) < 1e-10
+    # the reaction forces of the hybrid motion
+    ref = partree.hybrid_dynamics(m, q, qd, tau, qdd, names, F, return_forces=True)[2]
+    got = partree.parallel.constraint_forces(m, q, qd, tau, backend="dask", client=dask_client, parts=3, f_ext=F,
+                                             active=names, qdd_active=qdd)
+    same_forces(got, ref)
 
 
 # ------------------------------------------------------------ simulations with prescribed motion

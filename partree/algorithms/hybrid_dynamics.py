@@ -41,6 +41,7 @@ from .. import checks
 from ..errors import PartreeInputError
 from .aba import (BACKWARD_SCRATCH, NONE_ACTIVE, PASS1_SCRATCH, PASS2_SCRATCH, aba_forward_pass1_in,
                   hybrid_backward_pass_in, hybrid_forward_pass2_in)
+from .cfa.leaf_first import result_from_articulated
 from .packed import raw_view
 
 #: scratch values of the whole algorithm
@@ -132,7 +133,8 @@ def given_entries(model, x, name, ignored):
     return checks.vector(model, x, model.nv, name, "nv")
 
 
-def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, return_wrenches=False):
+def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, return_wrenches=False,
+                    return_forces=False):
     """Hybrid dynamics: accelerations of the passive joints and forces of the active ones, in O(N).
 
     Each joint is active (its acceleration is given, e.g. a motor following a trajectory, and the
@@ -163,13 +165,19 @@ def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, retur
         Also return the (n, 6) joint wrenches [n; f], row i the wrench the parent transmits to
         body i across joint i in body i's frame: those of ``partree.rnea(q, qd, qdd_full,
         return_wrenches=True)``.
+    return_forces : bool
+        Also return the joint reaction forces as :func:`partree.cfa` gives them: a
+        :class:`~partree.CFAResult` of the motion (its qdd the full accelerations, every joint's
+        wrench split into its constraint force F_S = W^T F and its drive force F_T from the full
+        joint forces, active joints' included).  O(N), no second dynamics pass.
 
     Returns
     -------
     qdd_full, tau_full : ndarray
         (nv,) each: the given accelerations of the active joints and the computed ones of the
         passive joints; the given forces of the passive joints and the computed ones of the
-        active joints.  With ``return_wrenches=True`` a third item, the (n, 6) joint wrenches.
+        active joints.  With ``return_wrenches=True`` a third item, the (n, 6) joint wrenches;
+        with ``return_forces=True`` then (last) the ``CFAResult``.
 
     Raises
     ------
@@ -196,4 +204,9 @@ def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, retur
             f"passive joint {model.joint_names[bad]!r} (body {bad}): its subtree has a singular inertia "
             f"along the joint's motion (massless subtree?); its acceleration is undefined (make the "
             f"joint active, or give the subtree inertia)")
-    return (qdd_out, tau_out, W) if return_wrenches else (qdd_out, tau_out)
+    out = (qdd_out, tau_out, W) if return_wrenches else (qdd_out, tau_out)
+    if return_forces:
+        # the kernel leaves every body's articulated IA, pA and its acceleration a in the
+        # workspace, and F_j = IA_j a_j + pA_j for either kind of joint
+        out = out + (result_from_articulated(model, q, d, qdd_out.copy(), tau_out, "hybrid"),)
+    return out

@@ -107,7 +107,8 @@ def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None,
     return _dispatch("forward_dynamics", model, q, qd, tau, backend, parts, comm, client, f_ext, hybrid)
 
 
-def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None):
+def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None, client=None, f_ext=None,
+                      active=None, qdd_active=None):
     """The constraint force algorithm through the parallel decomposition: a
     :class:`~partree.CFAResult` (qdd, every joint's wrench, its constraint force F_S and drive
     force F_T) equal to :func:`partree.cfa`'s.
@@ -115,9 +116,13 @@ def constraint_forces(model, q, qd, tau, backend="serial", parts=None, comm=None
     Arguments as for :func:`forward_dynamics`.  Each part computes its joint wrenches right after
     its back-substitution, from the child parts' root-joint wrenches the root solve gave it, so it
     costs no communication beyond forward dynamics (plus gathering the result).  Under MPI the
-    result is on rank 0, None on the other ranks.
+    result is on rank 0, None on the other ranks.  With ``active`` and ``qdd_active`` the
+    evaluation is hybrid dynamics and the result equals
+    ``partree.hybrid_dynamics(..., return_forces=True)``'s: qdd the full accelerations, F_T formed
+    from every joint's force, the active joints' computed ones included.
     """
-    return _dispatch("constraint_forces", model, q, qd, tau, backend, parts, comm, client, f_ext)
+    hybrid = None if active is None else (active, qdd_active)
+    return _dispatch("constraint_forces", model, q, qd, tau, backend, parts, comm, client, f_ext, hybrid)
 
 
 def velocity_from_momentum(model, q, p, backend="serial", parts=None, comm=None, client=None):

@@ -276,6 +276,9 @@ class DaskEngine:
         same."""
         if active is None:
             return self._evaluate(q, qd, tau, f_ext, wrenches=False)
+        return self._hybrid(q, qd, tau, f_ext, active, qdd_active, wrenches=False)
+
+    def _hybrid(self, q, qd, tau, f_ext, active, qdd_active, wrenches):
         from .part import hybrid_arguments
 
         model = self.model
@@ -283,13 +286,17 @@ class DaskEngine:
         mask, tau, qdd = hybrid_arguments(model, active, qdd_active, tau)
         F, has_f = checks.external_forces(model, f_ext)
         F = F if has_f else None
-        return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, hybrid=(mask, qdd)))
+        return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, wrenches, hybrid=(mask, qdd)))
 
-    def constraint_forces(self, q, qd, tau, f_ext=None):
+    def constraint_forces(self, q, qd, tau, f_ext=None, active=None, qdd_active=None):
         """The constraint force algorithm over the cluster: a ``CFAResult`` equal to
         ``partree.cfa``'s.  Each part computes its joint wrenches right after its back-substitution
-        (same rounds as ``forward_dynamics``); the client gathers them."""
-        return self._evaluate(q, qd, tau, f_ext, wrenches=True)
+        (same rounds as ``forward_dynamics``); the client gathers them.  With ``active`` and
+        ``qdd_active`` (as :meth:`forward_dynamics` takes them): hybrid dynamics' result, as
+        ``partree.hybrid_dynamics(..., return_forces=True)`` gives it."""
+        if active is None:
+            return self._evaluate(q, qd, tau, f_ext, wrenches=True)
+        return self._hybrid(q, qd, tau, f_ext, active, qdd_active, wrenches=True)
 
     def _evaluate(self, q, qd, tau, f_ext, wrenches):
         model = self.model
@@ -323,6 +330,7 @@ class DaskEngine:
         if hybrid is not None:
             mask, qdd = hybrid
             args = [a + (mask[sel[k][2]], qdd[sel[k][1]]) for k, a in enumerate(args)]
+        if hybrid is not None and not wrenches:
             out = self._rounds(args, deadline, gather=True, forces=True)
             res = self._assemble([x[0] for x in out]), self._assemble([x[1] for x in out])
             self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + 2 * tau.nbytes + 2 * qdd.nbytes + mask.nbytes
@@ -330,12 +338,15 @@ class DaskEngine:
             return res
         out = self._rounds(args, deadline, gather=True, wrenches=wrenches)
         if wrenches:
+            # after a hybrid solve each part's wrenches take F_T from its full joint forces
             res = self._assemble_wrenches(q, out)
             back = res.qdd.nbytes + res.joint_wrench.nbytes + res.constraint_force.nbytes + res.drive_force.nbytes
         else:
             res = self._assemble(out)
             back = res.nbytes
-        self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + tau.nbytes + (0 if F is None else F.nbytes) + back)
+        sent = 0 if hybrid is None else hybrid[0].nbytes + hybrid[1].nbytes
+        self.last_info["state_bytes"] = int(q.nbytes + qd.nbytes + tau.nbytes + (0 if F is None else F.nbytes) + back
+                                            + sent)
         return res
 
     def _rounds(self, args, deadline, gather, wrenches=False, forces=False):
@@ -697,18 +708,14 @@ def forward_dynamics_dask(model, q, qd, tau, client=None, parts=None, path_weigh
                           active=None, qdd_active=None):
     """One evaluation over Dask (builds and scatters the parts; keep a DaskEngine to reuse them);
     with ``active``, hybrid dynamics ((qdd, tau), see ``DaskEngine.forward_dynamics``)."""
-    if active is None:
-        return _one_off("forward_dynamics", model, q, qd, tau, client, parts, path_weight, f_ext)
-    eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight)
-    try:
-        return eng.forward_dynamics(q, qd, tau, f_ext, active=active, qdd_active=qdd_active)
-    finally:
-        eng.close()
+    return _one_off("forward_dynamics", model, q, qd, tau, client, parts, path_weight, f_ext, active, qdd_active)
 
 
-def constraint_forces_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
-    """One constraint-force evaluation over Dask (a ``CFAResult``; keep a DaskEngine to reuse the parts)."""
-    return _one_off("constraint_forces", model, q, qd, tau, client, parts, path_weight, f_ext)
+def constraint_forces_dask(model, q, qd, tau, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None,
+                           active=None, qdd_active=None):
+    """One constraint-force evaluation over Dask (a ``CFAResult``; keep a DaskEngine to reuse the
+    parts); with ``active``, of hybrid dynamics (``DaskEngine.constraint_forces``)."""
+    return _one_off("constraint_forces", model, q, qd, tau, client, parts, path_weight, f_ext, active, qdd_active)
 
 
 def momentum_rhs_dask(model, q, p, tau=None, client=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
@@ -720,9 +727,11 @@ def momentum_rhs_dask(model, q, p, tau=None, client=None, parts=None, path_weigh
         eng.close()
 
 
-def _one_off(method, model, q, qd, tau, client, parts, path_weight, f_ext):
+def _one_off(method, model, q, qd, tau, client, parts, path_weight, f_ext, active=None, qdd_active=None):
     eng = DaskEngine(model, client=client, parts=parts, path_weight=path_weight)
     try:
-        return getattr(eng, method)(q, qd, tau, f_ext)
+        if active is None:
+            return getattr(eng, method)(q, qd, tau, f_ext)
+        return getattr(eng, method)(q, qd, tau, f_ext, active=active, qdd_active=qdd_active)
     finally:
         eng.close()

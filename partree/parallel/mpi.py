@@ -291,17 +291,23 @@ class MPIEngine:
                                active)
         return self.comm.bcast(mask, root=0)
 
-    def constraint_forces(self, q, qd, tau, f_ext=None, gather=None):
+    def constraint_forces(self, q, qd, tau, f_ext=None, gather=None, active=None, qdd_active=None):
         """The constraint force algorithm over the ranks (collective; arguments as for
         ``forward_dynamics``).  Each part computes its joint wrenches right after its
         back-substitution: no further message between the ranks.  Returns on rank 0, when
         gathered, a ``CFAResult`` equal to ``partree.cfa``'s (None elsewhere); every rank keeps
         its parts' (F, F_S, F_T) in ``local_wrenches`` (in the order of ``parts``).  For a model
         with closed loops the wrenches include the loop forces and the result also holds
-        ``loop_multipliers`` and ``loop_force`` (as ``partree.constrained_dynamics``)."""
+        ``loop_multipliers`` and ``loop_force`` (as ``partree.constrained_dynamics``).  With
+        ``active`` and ``qdd_active`` (as :meth:`forward_dynamics` takes them): hybrid dynamics'
+        result, as ``partree.hybrid_dynamics(..., return_forces=True)`` gives it."""
         gather = self._gather_flag(gather)
         with AbortOnError(self.comm):
-            qdd = self._fd(q, qd, tau, f_ext, gather)
+            if active is None:
+                qdd = self._fd(q, qd, tau, f_ext, gather)
+            else:
+                qdd = self._fd(q, qd, tau, f_ext, gather, (self._active_mask(active), qdd_active))
+                qdd = qdd[0] if qdd is not None else None
             self.local_wrenches = [tuple(x.copy() for x in pk.wrenches()) for pk in self.parts]
             if not gather:
                 return None
@@ -643,11 +649,15 @@ def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight
     return MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather), mask
 
 
-def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
+def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None,
+                          active=None, qdd_active=None):
     """The constraint force algorithm over MPI (collective over ``comm``, default COMM_WORLD):
     a ``CFAResult`` on rank 0, None on the others.  Arguments as for ``forward_dynamics_mpi``."""
-    eng = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, True)[0]
-    return eng.constraint_forces(q, qd, tau, f_ext)
+    hybrid = None if active is None else (active, qdd_active)
+    eng, mask = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, True, hybrid)
+    if hybrid is None:
+        return eng.constraint_forces(q, qd, tau, f_ext)
+    return eng.constraint_forces(q, qd, tau, f_ext, active=mask, qdd_active=qdd_active)
 
 
 def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gather=True, return_info=False,

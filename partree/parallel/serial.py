@@ -144,14 +144,22 @@ class SerialEngine:
         return correct(self.correction_step, lambda x, dv, s: integrate(self.model, x, s * dv), q, qd, tol=tol,
                        max_iter=max_iter, polish=polish)
 
-    def constraint_forces(self, q, qd, tau, f_ext=None):
+    def constraint_forces(self, q, qd, tau, f_ext=None, active=None, qdd_active=None):
         """The constraint force algorithm through the decomposition: a ``CFAResult`` (qdd, every
         joint's wrench, its constraint force F_S and drive force F_T) equal to ``partree.cfa``'s.
         One forward-dynamics evaluation, then each part's wrenches (``PartKernel.wrenches``).  For
         a model with closed loops the wrenches include the loop forces (as
         ``partree.constrained_dynamics`` gives them), and the result also holds
-        ``loop_multipliers`` and ``loop_force``."""
-        qdd = self.forward_dynamics(q, qd, tau, f_ext)      # checks the arguments
+        ``loop_multipliers`` and ``loop_force``.
+
+        With ``active`` and ``qdd_active`` (as :meth:`forward_dynamics` takes them) the evaluation
+        is hybrid dynamics: the result is ``partree.hybrid_dynamics(..., return_forces=True)``'s,
+        its qdd the full accelerations and F_T formed from the full joint forces (the parts keep
+        their active joints' computed forces for ``wrenches``)."""
+        if active is None:
+            qdd = self.forward_dynamics(q, qd, tau, f_ext)      # checks the arguments
+        else:
+            qdd = self.forward_dynamics(q, qd, tau, f_ext, active=active, qdd_active=qdd_active)[0]
         if self._layout is None:
             self._layout = [PartLayout(self.model, pk) for pk in self.parts]
         pieces = [pk.wrenches() for pk in self.parts]
@@ -161,9 +169,12 @@ class SerialEngine:
         return res
 
 
-def constraint_forces_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None):
-    """The constraint force algorithm through the parallel decomposition, in one process."""
-    return SerialEngine(model, parts, path_weight).constraint_forces(q, qd, tau, f_ext)
+def constraint_forces_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None, active=None,
+                             qdd_active=None):
+    """The constraint force algorithm through the parallel decomposition, in one process (with
+    ``active``: of hybrid dynamics, see ``SerialEngine.constraint_forces``)."""
+    return SerialEngine(model, parts, path_weight).constraint_forces(q, qd, tau, f_ext, active=active,
+                                                                     qdd_active=qdd_active)
 
 
 def forward_dynamics_serial(model, q, qd, tau, parts=None, path_weight=PATH_WEIGHT, f_ext=None, active=None,

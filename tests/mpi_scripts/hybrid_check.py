@@ -68,6 +68,16 @@ for k, src in enumerate(sources):
         check(eng.forward_dynamics(q, qd, tau, fe, active=mask, qdd_active=qdd), ref, f"engine {k} mask {frac}")
         names = [m.joint_names[i] for i in np.flatnonzero(mask)]
         check(eng.forward_dynamics(q, qd, tau, fe, active=names, qdd_active=qdd), ref, f"engine {k} names {frac}")
+    # the reaction forces of the hybrid motion (partree.cfa's form) against the serial ones
+    mask = rng.random(m.n) < 0.5
+    ref = partree.hybrid_dynamics(m, q, qd, tau, qdd, mask, fe, return_forces=True)[2]
+    res = eng.constraint_forces(q, qd, tau, fe, active=mask, qdd_active=qdd)
+    check(None if res is None else [res.qdd, res.joint_wrench, res.constraint_force, res.drive_force],
+          [ref.qdd, ref.joint_wrench, ref.constraint_force, ref.drive_force], f"engine {k} reaction forces")
+    got = partree.parallel.constraint_forces(src, q, qd, tau, backend="mpi", comm=comm, parts=comm.size + 1,
+                                             f_ext=fe, active=mask, qdd_active=qdd)
+    check(None if got is None else [got.qdd, got.joint_wrench, got.constraint_force, got.drive_force],
+          [ref.qdd, ref.joint_wrench, ref.constraint_force, ref.drive_force], f"one-off {k} reaction forces")
     qdd_plain = eng.forward_dynamics(q, qd, tau, fe)
     check([qdd_plain] if comm.rank == 0 else None, [partree.aba(m, q, qd, tau, fe)], f"engine {k} plain")
 

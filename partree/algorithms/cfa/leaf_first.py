@@ -48,23 +48,30 @@ def _singular(model, bad):
 
 
 def cfa_leaf_first(model, q, qd, tau, F_ext, has_f, data=None):
-    topo = topology(model)
     d = checks.data_for(model, data)
     bad = aba_kernel(*checks.model_args(model), model.gravity, q, qd, tau, F_ext, has_f,
                      d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, d.qdd)
     if bad >= 0:
         raise _singular(model, bad)
+    return result_from_articulated(model, q, d, d.qdd.copy(), tau, "leaf-first")
+
+
+def result_from_articulated(model, q, d, qdd, tau, method):
+    """The :class:`CFAResult` of a motion whose articulated quantities are in the workspace ``d``
+    (IA, pA, a and S after ABA's passes, or hybrid dynamics' with every joint's force ``tau``):
+    F_j = IA_j a_j + pA_j split into F_S = W^T F and F_T = (S^T S)^-1 tau."""
+    topo = topology(model)
     ws = workspace(model)[1]
     bad = rows_kernel(model.jtype, model.idx_v, topo.idx_s, d.S, ws.rows_ready, ws.Wt)
     if bad >= 0:
         ws.rows_ready = False
-        raise_error(model, bad, ERR_UNIVERSAL, "leaf-first")
+        raise_error(model, bad, ERR_UNIVERSAL, method)
     ws.rows_ready = True
     FS = np.empty(topo.ns)
     F = np.empty((model.n, 6))
     FT = np.empty(model.nv)
     _wrenches_from_articulated(model.idx_v, topo.idx_s, d.IA, d.pA, d.a, d.S, tau, ws.Wt, FS, F, FT)
-    return CFAResult(model, "leaf-first", d.qdd.copy(), FS, FT, F, q.copy(), topo.idx_s, topo.ns_j, [])
+    return CFAResult(model, method, qdd, FS, FT, F, q.copy(), topo.idx_s, topo.ns_j, [])
 
 
 def result_size(n, nq, nv, ns):
