@@ -674,9 +674,9 @@ class ScissorDrive:
 
     * ``force=None`` (default): F(t) = F_hold (1 + gain r(t)), r(t) = min(1, t / ramp) (r = 1 with
       ramp = 0).  F_hold (``hold``) is the force that holds the mast at rest at q = 0 against
-      gravity (from two evaluations of ``partree.constrained_dynamics`` at q = 0, qd = 0: the
-      one-DOF acceleration is linear in F).  The mast starts in equilibrium and the excess
-      ``gain`` F_hold, ramped in over ``ramp`` s, deploys it.  Chosen: gain = 1, ramp = 0.1 s.
+      gravity, by virtual work along the mechanism's one degree of freedom (:meth:`holding_force`:
+      O(N) and exact at any length).  The mast starts in equilibrium and the excess ``gain``
+      F_hold, ramped in over ``ramp`` s, deploys it.  Chosen: gain = 1, ramp = 0.1 s.
     * ``force`` a number F0: F(t) = F0 r(t).
     * ``force`` a callable: F(t) = force(t).
 
@@ -709,7 +709,7 @@ class ScissorDrive:
                 self._paths.append((path, model.idx_v[path], model.jtype[path] == J.PRISMATIC))
         self._force = force
         if force is None:
-            self.hold = self._holding_force()
+            self.hold = self.holding_force()
         elif callable(force):
             self.hold = None
         else:
@@ -719,14 +719,46 @@ class ScissorDrive:
             self._force = f0
             self.hold = None
 
-    def _holding_force(self):
-        from ..algorithms.constrained_dynamics import constrained_dynamics
+    def holding_force(self):
+        """F_hold (N): the force that holds the mast at rest at q = 0 against gravity.
 
-        m = self.model
-        q0, z = m.neutral(), np.zeros(m.nv)
-        a_g = constrained_dynamics(m, q0, z, z).qdd
-        a_1 = constrained_dynamics(m, q0, z, self.generalized(q0, 1.0)).qdd - a_g
-        return float(-(a_g @ a_1) / (a_1 @ a_1))
+        Virtual work along the mechanism's one degree of freedom, the common angle theta of the
+        bars: as theta moves, every height above the base scales with sin(theta) and every
+        horizontal distance from the support's fixed point (the planar mast's pinned end; the
+        centre of a spatial mast's radial sliders) with cos(theta), so a point p moves by
+        dp/dtheta = (-tan(theta) (p - c)_horizontal, cot(theta) (p_z - z_base)).  Then
+        F_hold = (dV/dtheta) / (sum over the driven points of d_i . dP_i/dtheta), with V the
+        potential of gravity over the bodies' centres of mass and d_i the driving forces' unit
+        directions.  One forward kinematics, O(N): unlike a solve of the constrained dynamics,
+        whose accuracy falls with the mast's depth in relative coordinates, it is exact at any
+        number of units."""
+        from ..algorithms.kinematics import forward_kinematics
+
+        m, lay = self.model, self.layout
+        kin = forward_kinematics(m, m.neutral())
+        com = kin.p + np.einsum("nij,nj->ni", kin.R, m.com)
+        levels = [np.array([kin.p[b] + kin.R[b] @ x for b, x in pts]) for pts in self._levels]
+        base = levels[0]
+        # the fixed point of the support: the planar mast's pinned end (A_0's lower end), else the
+        # centre of the base hubs on their radial sliders
+        c = base[1] if lay.sides == 1 else base.mean(axis=0)
+        t = np.tan(lay.angle)
+
+        def rate(p):
+            d = np.empty_like(p)
+            d[:, :2] = -t * (p[:, :2] - c[:2])
+            d[:, 2] = (p[:, 2] - c[2]) / t
+            return d
+
+        dV = -float(np.sum(m.mass * (rate(com) @ m.gravity)))
+        dW = 0.0
+        for P in levels:
+            inward = P.mean(axis=0) - P
+            inward[:, 2] = 0.0
+            nd = np.linalg.norm(inward, axis=1)
+            live = nd > 0
+            dW += float(np.sum((inward[live] / nd[live, None]) * rate(P)[live]))
+        return dV / dW
 
     def force(self, t):
         """F(t), N."""
