@@ -132,8 +132,17 @@ def add_parser(subparsers):
         help="folder of the figures (default: next to the results file, named after it with _plots)")
     arg("--save-every", type=int, default=None,
         help="record every k-th step/output (default 5 for the built-in job, 1 otherwise)")
-    arg("--record", choices=("joints", "all"), default="joints",
-        help="joints: t, q, qd, energy; all: also qdd, tau and every joint's wrench")
+    arg("--record", default="joints", metavar="WHAT",
+        help="what is recorded besides t: a comma list of q, qd, qdd, tau, energy, wrenches (e.g. q,energy); "
+             "joints (default) = q,qd,energy; all = every one")
+    arg("--record-joints", nargs="+", default=None, metavar="JOINTS",
+        help="record q, qd, qdd, tau of these joints only: names, glob patterns ('arm*'), indices and index "
+             "ranges START:STOP (e.g. --record-joints 0:100 'wrist*')")
+    arg("--output", default="auto", choices=("auto", "per-rank", "gathered"),
+        help="--backend mpi: per-rank: every rank writes its joints' columns to OUT's folder "
+             "(NAME.rank0003.h5) and rank 0 writes OUT joining them (HDF5 virtual datasets; load_results "
+             "reads it as one); gathered: rank 0 writes one file; auto (default): per rank for .h5 results of "
+             "100000 bodies or more on several ranks")
     arg("--wrench-joints", nargs="+", default=None, metavar="JOINT",
         help="record the wrench of these joints (the built-in job records every joint's)")
     arg("--damping", type=float, default=None, help="joint damping (same for every dof)")
@@ -264,7 +273,8 @@ def run(a):
             dt=a.dt if a.dt is not None else (DEFAULT_DT if builtin else MODEL_DT),
             integrator=a.integrator, formulation=a.formulation, rtol=a.rtol, atol=a.atol, h0=a.h0, h_max=a.h_max,
             save_every=a.save_every if a.save_every is not None else (5 if builtin else 1), record=a.record,
-            wrench_joints=a.wrench_joints, out=out, overwrite=a.force, checkpoint=a.checkpoint,
+            record_joints=a.record_joints, output=a.output, wrench_joints=a.wrench_joints, out=out,
+            overwrite=a.force, checkpoint=a.checkpoint,
             checkpoint_every=a.checkpoint_every, resume=a.resume, keep_checkpoint=a.keep_checkpoint,
             progress=not a.no_progress, verbose=root, backend=a.backend, parts=a.parts, correct=a.correct, singular_band=a.singular_band,
             command=["partree"] + argv)
@@ -337,7 +347,7 @@ def run(a):
         raise
     if not root:
         return 0                 # the result lives on rank 0; a failure anywhere aborts the whole job
-    if builtin and opts.t_end > DRIVE_PERIOD:
+    if builtin and opts.t_end > DRIVE_PERIOD and res.energy is not None:
         d = _coast_drift(res, DRIVE_PERIOD)
         if d is not None:
             print(f"coasting    energy drift while no torque acts (t >= {DRIVE_PERIOD:g} s): max |E - E({DRIVE_PERIOD:g} s)|"

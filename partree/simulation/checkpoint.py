@@ -9,6 +9,14 @@ to a missing segment; segments beyond the ones it lists (from a later, unfinishe
 ignored and overwritten.  Only the rows recorded since the previous checkpoint are written each
 time, so checkpointing costs O(interval), not O(run).
 
+Runs that write their output per rank (MPI, ``output='per-rank'``) write the joints' rows per
+rank too: rank r writes its columns of segment k to ``PATH.seg000001.rank0003.npz`` (with the
+global column of each: ``q_columns``, ``v_columns``), rank 0 the time and the scalars to
+``PATH.seg000001.npz``, and the main file lists every rank segment's checksum
+(``rank_segments``).  On resume every process reads the columns it records now from whichever
+segments hold them (:func:`load_columns`), so such a checkpoint resumes on any backend and rank
+count, and a gathered one in a per-rank run.
+
 The main file holds: the state (q, v), time, step counters, the integrator's state (step size,
 FSAL derivative), the run's options and their fingerprint, the model's fingerprint, the list of
 segments with their checksums, wall time so far, and a SHA-256 checksum of everything.  Loading
@@ -116,8 +124,84 @@ def _read_npz(path, what):
     return meta, arrays
 
 
-def segment_path(path, k):
-    return f"{os.fspath(path)}.seg{k:06d}.npz"
+def segment_path(path, k, rank=None):
+    """The file of segment k (and of a rank's columns of it)."""
+    if rank is None:
+        return f"{os.fspath(path)}.seg{k:06d}.npz"
+    return f"{os.fspath(path)}.seg{k:06d}.rank{rank:04d}.npz"
+
+
+def write_rank_segment(path, k, rank, rows, q_columns, v_columns):
+    """Rank ``rank``'s columns of segment k (rows: q, qd, qdd, tau, p of its joints); returns
+    the segment's checksum (the root lists it in the main file)."""
+    arrays = dict(rows, q_columns=np.asarray(q_columns, dtype=np.int64), v_columns=np.asarray(v_columns, dtype=np.int64))
+    return _write_npz(segment_path(path, k, rank), arrays, {"format": FORMAT + "-segment", "index": k, "rank": rank})
+
+
+#: the per-joint series of a run's rows: which columns they have
+Q_SERIES = ("q",)
+V_SERIES = ("qd", "p", "qdd", "tau")
+
+
+def load_columns(path, meta, q_columns, v_columns, all_q, all_v):
+    """The joints' rows of a checkpoint restricted to some columns.
+
+    Parameters
+    ----------
+    path : str
+        The checkpoint.
+    meta : dict
+        Its metadata (``segments``, ``rank_segments``).
+    q_columns, v_columns : ndarray of int
+        The global columns wanted (of q; of qd, qdd, tau, p).
+    all_q, all_v : ndarray of int
+        The columns the run records (those of a gathered segment, which stores no column list).
+
+    Returns
+    -------
+    dict
+        name -> (rows, len(columns)) array for every per-joint series the segments hold.
+    """
+    segs = meta.get("segments", [])
+    ranks = meta.get("rank_segments") or [None] * len(segs)
+    out = {}
+    qc, vc = np.asarray(q_columns, dtype=np.int64), np.asarray(v_columns, dtype=np.int64)
+
+    def read(sp, digest):
+        if not os.path.exists(sp):
+            raise CheckpointError(f"checkpoint {path!r} lists segment {sp!r}, which is missing")
+        smeta, arrs = _read_npz(sp, "checkpoint segment")
+        if smeta.get("checksum") != digest:
+            raise CheckpointError(f"checkpoint segment {sp!r} does not belong to {path!r} (checksum)")
+        return arrs
+
+    for k, digest in enumerate(segs, start=1):
+        head = read(segment_path(path, k), digest)
+        out.setdefault("t", []).append(head["t"])
+        files = [(head, all_q, all_v)]
+        if ranks[k - 1]:
+            files = []
+            for r, d in enumerate(ranks[k - 1]):
+                arrs = read(segment_path(path, k, r), d)
+                files.append((arrs, arrs.pop("q_columns"), arrs.pop("v_columns")))
+        pieces = {}
+        for arrs, have_q, have_v in files:
+            for name, a in arrs.items():
+                kind = "q" if name in Q_SERIES else "v" if name in V_SERIES else None
+                if kind is None:
+                    continue
+                have = np.asarray(have_q if kind == "q" else have_v, dtype=np.int64)
+                want = qc if kind == "q" else vc
+                buf = pieces.setdefault(name, np.full((a.shape[0], want.size), np.nan))
+                if not have.size or not want.size:
+                    continue
+                order = np.argsort(have, kind="stable")
+                pos = np.minimum(np.searchsorted(have, want, sorter=order), have.size - 1)
+                hit = have[order[pos]] == want
+                buf[:, hit] = a[:, order[pos[hit]]]
+        for name, a in pieces.items():
+            out.setdefault(name, []).append(a)
+    return {name: np.concatenate(lst, axis=0) for name, lst in out.items()}
 
 
 class Checkpointer:
@@ -126,18 +210,24 @@ class Checkpointer:
     def __init__(self, path):
         self.path = os.fspath(path)
         self.segments = []          # checksums of the segments written so far
+        self.rank_segments = []     # per segment: None, or the checksums of its ranks' files
 
     def exists(self):
         return os.path.exists(self.path)
 
-    def save(self, state, meta, rows=None):
+    def save(self, state, meta, rows=None, rank_digests=None):
         """state: dict of arrays (q, v, integrator arrays); meta: JSON-able dict; rows: dict of
-        arrays (the output recorded since the previous checkpoint) or None."""
+        arrays (the output recorded since the previous checkpoint) or None; rank_digests: the
+        checksums of the ranks' segments of these rows (:func:`write_rank_segment`), when the
+        joints' rows are written per rank."""
         if rows:
             k = len(self.segments) + 1
             digest = _write_npz(segment_path(self.path, k), rows, {"format": FORMAT + "-segment", "index": k})
             self.segments.append(digest)
+            self.rank_segments.append(None if rank_digests is None else list(rank_digests))
         meta = dict(meta, format=FORMAT, version=VERSION, segments=list(self.segments))
+        if any(r is not None for r in self.rank_segments):
+            meta["rank_segments"] = list(self.rank_segments)
         _write_npz(self.path, state, meta)
 
     def load(self, model_fp=None, options_fp=None, options=None):
@@ -178,10 +268,13 @@ class Checkpointer:
         for name, lst in parts.items():
             rows[name] = np.concatenate(lst, axis=0)
         self.segments = list(meta.get("segments", []))
+        self.rank_segments = list(meta.get("rank_segments") or [None] * len(self.segments))
         return meta, state, rows
 
     def remove(self):
         """Delete the checkpoint and all its segments."""
+        import glob
+
         k = 1
         while True:
             sp = segment_path(self.path, k)
@@ -189,5 +282,10 @@ class Checkpointer:
                 break
             os.remove(sp)
             k += 1
+        for sp in glob.glob(glob.escape(os.fspath(self.path)) + ".seg[0-9]*.rank[0-9]*.npz"):
+            try:
+                os.remove(sp)
+            except OSError:
+                pass
         if os.path.exists(self.path):
             os.remove(self.path)

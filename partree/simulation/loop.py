@@ -231,58 +231,90 @@ class Progress:
 
 
 class Recorder:
-    """The rows of the result (on the root process only): at every save point the time, the
-    state, the energy and, when asked for, qdd, tau and some joints' wrenches.
+    """The rows of the result: at every save point the time and what ``quantities`` names.
+
+    In a gathered run (every serial and Dask run, and MPI runs with ``output='gathered'``) one
+    recorder on the root process keeps everything, from the whole vectors.  In a per-rank MPI
+    run every rank keeps its joints' columns (``scalars=False``, its pieces of the vectors) and
+    the root one more recorder for the time and the scalars (``columns=False``, the whole state
+    when energy or wrenches are recorded).
 
     Parameters
     ----------
-    model : Model
-        The model (for the energy and the wrenches).
-    dyn : Dynamics
+    model : Model or None
+        The model (for the energy and the wrenches; None where no scalars are recorded).
+    dyn : Dynamics or None
         The joint inputs (for the wrenches' external forces).
-    record : str
-        ``'joints'`` or ``'all'``.
+    quantities : set of str
+        What is recorded (``SimulationOptions.quantities``).
     wids : ndarray or None
         The joints whose wrenches are recorded.
     momentum : bool
-        The run integrates the momentum form: the generalized momenta p are recorded too.
+        The run integrates the momentum form: the generalized momenta p are recorded with qd.
+    qtake, vtake : ndarray of int or None
+        The entries of the q- and velocity-sized vectors passed to :meth:`add` that are recorded
+        (None: all).
+    columns, scalars : bool
+        Whether this recorder keeps the joints' columns (q, qd, p, qdd, tau), and the scalars
+        (energy, violation) and wrenches.
     """
 
-    def __init__(self, model, dyn, record, wids, momentum=False):
-        self.model, self.dyn, self.record, self.wids = model, dyn, record, wids
-        self.rows = {k: [] for k in ("t", "q", "qd", "kinetic", "potential")}
-        if momentum:
-            self.rows["p"] = []
-        if record == "all":
-            self.rows.update(qdd=[], tau=[])
-        if wids is not None:
+    def __init__(self, model, dyn, quantities, wids, momentum=False, qtake=None, vtake=None, columns=True,
+                 scalars=True):
+        self.model, self.dyn, self.wids = model, dyn, (wids if scalars else None)
+        Q = self.quantities = frozenset(quantities)
+        self.qtake, self.vtake = qtake, vtake
+        self.rows = {"t": []}
+        self.energy = scalars and "energy" in Q
+        if columns:
+            for k in ("q", "qd", "qdd", "tau"):
+                if k in Q:
+                    self.rows[k] = []
+            if momentum and "qd" in Q:
+                self.rows["p"] = []
+        if self.energy:
+            self.rows.update(kinetic=[], potential=[])
+        if self.wids is not None:
             self.rows["joint_wrench"] = []
         self.closure = None
-        if len(getattr(model, "loops", ())):
+        if self.energy and len(getattr(model, "loops", ())):
             from .closure import LoopClosure
             self.closure = LoopClosure(model)
             self.rows["violation"] = []
 
     @property
     def needs_qdd(self):
-        """Whether a save point needs qdd (and tau): ``record='all'`` or recorded wrenches."""
-        return self.record == "all" or self.wids is not None
+        """Whether a save point needs qdd (and tau): recorded, or for the wrenches."""
+        return "qdd" in self.rows or "tau" in self.rows or self.wids is not None
 
-    def add(self, t, q, v, qdd=None, tau=None, p=None):
+    @property
+    def needs_state(self):
+        """Whether :meth:`add` needs the state (q, v): any column, the energy or wrenches."""
+        return len(self.rows) > 1
+
+    def add(self, t, q=None, v=None, qdd=None, tau=None, p=None):
         """One row: the state (q, v) at time t, qdd, tau when :attr:`needs_qdd`, and the
         momenta p in the momentum form."""
-        T, V = _energy(self.model, q, v)
         r = self.rows
         r["t"].append(t)
-        r["q"].append(q.copy())
-        r["qd"].append(v.copy())
+
+        def take(x, idx):
+            return np.array(x, dtype=float) if idx is None else np.asarray(x, dtype=float)[idx]
+
+        if "q" in r:
+            r["q"].append(take(q, self.qtake))
+        if "qd" in r:
+            r["qd"].append(take(v, self.vtake))
         if "p" in r:
-            r["p"].append(np.array(p, dtype=float))
-        r["kinetic"].append(T)
-        r["potential"].append(V)
-        if self.record == "all":
-            r["qdd"].append(np.array(qdd, dtype=float))
-            r["tau"].append(np.array(tau, dtype=float))
+            r["p"].append(take(p, self.vtake))
+        if "qdd" in r:
+            r["qdd"].append(take(qdd, self.vtake))
+        if "tau" in r:
+            r["tau"].append(take(tau, self.vtake))
+        if self.energy:
+            T, V = _energy(self.model, q, v)
+            r["kinetic"].append(T)
+            r["potential"].append(V)
         if self.wids is not None:
             r["joint_wrench"].append(self.dyn.joint_wrenches(t, q, v, qdd)[self.wids])
         if self.closure is not None:
@@ -334,6 +366,8 @@ class CheckpointBook:
         self.backend = backend
         self.wall_before = 0.0
         self.n_flushed = 0
+        self.n_local = 0
+        self.nseg = 0
         self.last_steps = 0
         self.last_wall = time.perf_counter()
         self.model_fp = self.options_fp = self.fp_values = None
@@ -362,12 +396,29 @@ class CheckpointBook:
             return None
         meta, st, _ = loaded
         return {"tick": int(meta["tick"]), "t": float(meta["t"]), "integrator": dict(meta.get("integrator", {})),
-                "wall_time": float(meta.get("wall_time", 0.0)), "fsal": "fsal" in st}
+                "wall_time": float(meta.get("wall_time", 0.0)), "fsal": "fsal" in st,
+                "segments": list(meta.get("segments", [])), "rank_segments": meta.get("rank_segments")}
 
-    def resumed(self, info, rows, rec, steps):
-        """Bookkeeping after a resume (``rows``, ``rec``: on the root)."""
+    def resumed(self, info, rows, rec, steps, columns=None):
+        """Bookkeeping after a resume (``rows``, ``rec``: on the root).  ``columns``: a per-rank
+        run's recorders of its joints' columns, ``(recorder, q_columns, v_columns, all_q,
+        all_v)`` on every process (the global columns it records, and every column the run
+        records), filled from the checkpoint's segments (``checkpoint.load_columns``); in a
+        gathered run the root's columns come from the ranks' segments when the checkpoint has
+        them."""
+        from .checkpoint import load_columns
+
         self.wall_before = info["wall_time"]
+        self.nseg = len(info.get("segments", ()))
+        if columns is not None:
+            lrec, qc, vc, all_q, all_v = columns
+            lrec.load(load_columns(self.path, info, qc, vc, all_q, all_v))
+            self.n_local = len(lrec)
         if self.root:
+            if columns is None and info.get("rank_segments"):
+                qc = np.arange(rec.model.nq) if rec.qtake is None else rec.qtake
+                vc = np.arange(rec.model.nv) if rec.vtake is None else rec.vtake
+                rows = dict(rows, **load_columns(self.path, info, qc, vc, qc, vc))
             rec.load(rows)
             self.n_flushed = len(rec)
         self.last_steps = steps
@@ -384,10 +435,25 @@ class CheckpointBook:
             return True
         return bool(self.every_secs) and bool(late)
 
-    def write(self, k, t, steps, q, v, integ, backend, rec):
+    def write(self, k, t, steps, q, v, integ, backend, rec, lrec=None):
         """Write the checkpoint of tick k (collective: the state and the integrator's FSAL
-        derivative are gathered to the root, which writes)."""
+        derivative are gathered to the root, which writes).  ``lrec``: a per-rank run's
+        recorder of this rank's columns: every rank writes its new rows to its own segment."""
         now = time.perf_counter()
+        digests = None
+        if lrec is not None:
+            from .checkpoint import write_rank_segment
+
+            n = len(lrec)
+            d = None
+            if n > self.n_local:             # the same on every rank: they save at the same ticks
+                d = write_rank_segment(self.path, self.nseg + 1, backend.rank, lrec.stacked(self.n_local),
+                                       lrec.q_columns, lrec.v_columns)
+                self.n_local = n
+                self.nseg += 1
+            digests = backend.gather_objects(d)
+            if self.root and any(x is None for x in digests):
+                digests = None
         idict = integ.state_dict()
         fsal = idict.pop("fsal", None)
         # the integrator's other arrays (the momentum form's FSAL velocity, gauss6's last stages):
@@ -410,7 +476,7 @@ class CheckpointBook:
                     "options_fingerprint": self.options_fp, "options": self.fp_values, "integrator": idict,
                     "wall_time": self.wall_before + now - self.t_wall0, "rng": None, "backend": self.backend}
             nrows = len(rec)
-            self.ckpt.save(st, meta, rec.stacked(self.n_flushed) if nrows > self.n_flushed else None)
+            self.ckpt.save(st, meta, rec.stacked(self.n_flushed) if nrows > self.n_flushed else None, digests)
             self.n_flushed = nrows
         self.last_steps = steps
         self.last_wall = now
@@ -502,6 +568,14 @@ class Backend:
         """Backend facts for the run's summary (parts, ranks, workers)."""
         return {}
 
+    def per_rank_output(self, opts, model):
+        """Whether every process writes its own joints' columns (MPI: ``SimulationOptions.output``)."""
+        return False
+
+    def gather_objects(self, obj):
+        """A small picklable object of every process, in a list on the root (None elsewhere)."""
+        return [obj]
+
     def close(self):
         """Release what the backend holds (the engine, a cluster it started)."""
 
@@ -518,9 +592,20 @@ def _initial_state(model, q0, qd0):
     return q, v
 
 
-def _wrench_ids(model, record, wrench_joints):
-    if wrench_joints is None and record == "all":
-        return np.arange(model.n)
+def joint_columns(idx, nj, ids):
+    """The columns of joints ``ids`` in a vector whose joint i holds [idx[i], idx[i] + nj[i])."""
+    ids = np.asarray(ids, dtype=np.int64)
+    cnt = np.asarray(nj, dtype=np.int64)[ids]
+    start = np.asarray(idx, dtype=np.int64)[ids]
+    if not cnt.sum():
+        return np.zeros(0, dtype=np.int64)
+    off = np.repeat(start - np.concatenate(([0], np.cumsum(cnt)[:-1])), cnt)
+    return (np.arange(int(cnt.sum())) + off).astype(np.int64)
+
+
+def _wrench_ids(model, quantities, wrench_joints, rsel=None):
+    if wrench_joints is None and "wrenches" in quantities:
+        return np.arange(model.n) if rsel is None else np.asarray(rsel, dtype=np.int64)
     if wrench_joints:
         try:
             return np.array([model.joint_id(j) for j in wrench_joints], dtype=np.int64)
@@ -651,7 +736,18 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
             q_full, v_full = closure.initial(q_full, v_full)
             if opts.singular_band and hasattr(dyn, "singular_band"):
                 dyn.singular_band = opts.singular_band
-        wids = _wrench_ids(model, opts.record, opts.wrench_joints)
+        quantities = opts.quantities
+        rsel = None
+        if opts.record_joints is not None:
+            from .options import select_joints
+
+            rsel = select_joints(model, opts.record_joints)
+        wids = _wrench_ids(model, quantities, opts.wrench_joints, rsel)
+        qcols = vcols = None
+        if rsel is not None:
+            qcols = joint_columns(model.idx_q, model.nq_j, rsel)
+            vcols = joint_columns(model.idx_v, model.nv_j, rsel)
+        per_rank = backend.per_rank_output(opts, model)
         wnames = [model.joint_names[int(i)] for i in wids] if wids is not None else []
         inputs_fp = dyn.fingerprint()
         fp_values, options_fp = opts.fingerprint(q_full, v_full, inputs_fp, wnames)
@@ -670,7 +766,9 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         return CheckpointBook.info(loaded)
 
     info = _agreed(backend, prepare)
-    need_qdd = opts.record == "all" or wids is not None
+    momentum = opts.formulation == "momentum"
+    need_qdd = bool({"qdd", "tau"} & quantities) or wids is not None
+    need_full = "energy" in quantities or wids is not None       # per rank: the root needs the whole state
     options = None
     if root:
         options = dict(opts.to_dict(), model=model.name, wrench_joints=wnames, q0=fp_values["q0"],
@@ -684,7 +782,21 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         tick = opts.dt * opts.save_every if adaptive else opts.dt
         n_ticks = max(1, int(math.ceil(opts.t_end / tick - 1e-9)))
         save_mod = 1 if adaptive else opts.save_every
-        rec = Recorder(model, dyn, opts.record, wids, opts.formulation == "momentum") if root else None
+        lrec = columns = None
+        if per_rank:
+            rec = Recorder(model, dyn, quantities, wids, momentum, columns=False) if root else None
+            lq, lv = backend.local_columns()
+            tq = None if qcols is None else np.flatnonzero(np.isin(lq, qcols))
+            tv = None if vcols is None else np.flatnonzero(np.isin(lv, vcols))
+            lrec = Recorder(None, None, quantities, None, momentum, qtake=tq, vtake=tv, scalars=False)
+            lrec.q_columns = lq if tq is None else lq[tq]
+            lrec.v_columns = lv if tv is None else lv[tv]
+            all_q = np.arange(model.nq) if qcols is None else qcols
+            all_v = np.arange(model.nv) if vcols is None else vcols
+            columns = (lrec, lrec.q_columns, lrec.v_columns, all_q, all_v)
+            layout = backend.gather_objects((lrec.q_columns, lrec.v_columns))
+        else:
+            rec = Recorder(model, dyn, quantities, wids, momentum, qtake=qcols, vtake=vcols) if root else None
 
         def steps_of(k):
             return int(integ.accepted) if adaptive else k
@@ -693,7 +805,7 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         if info is not None:
             q, v = backend.put_state(integ, info, loaded[1] if root else None)
             k0 = info["tick"]
-            book.resumed(info, loaded[2] if root else None, rec, steps_of(k0))
+            book.resumed(info, loaded[2] if root else None, rec, steps_of(k0), columns)
         loaded = None
         if not root:
             model = dyn = None             # only the root keeps the whole model
@@ -702,9 +814,29 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
             return min(k * tick, opts.t_end)
 
         def save(t, q, v):
+            if per_rank:
+                mine, whole = backend.sample_split(t, q, v, need_qdd, need_full)
+                lrec.add(t, *mine)
+                if root:
+                    rec.add(t, *whole)
+                return
             got = backend.sample(t, q, v, need_qdd)
             if root:
                 rec.add(t, *got)
+
+        def write_out(res):
+            """The results file (per rank: every rank's file, then rank 0's joined one)."""
+            if not per_rank:
+                if root:
+                    res.save(opts.out, overwrite=True)
+                return
+            from .results import rank_file, write_rank_file
+
+            me = rank_file(opts.out, backend.rank)
+            write_rank_file(me, backend.rank, backend.size, lrec.stacked(), lrec.q_columns, lrec.v_columns)
+            backend.gather_objects(None)           # every rank's file is written before the joined one
+            if root:
+                res.save(opts.out, overwrite=True, ranks=layout)
 
         if k0 == 0:
             save(0.0, q, v)
@@ -763,7 +895,7 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
                         stopped = stop
                         break
                     if book is not None and book.periodic and book.due(steps, late):
-                        book.write(k, t1, steps, q, v, integ, backend, rec)
+                        book.write(k, t1, steps, q, v, integ, backend, rec, lrec)
                     progress.update(t1, steps)
             if stopped is None:
                 progress.update(t_of(k), steps_of(k), last=True)
@@ -780,22 +912,24 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
         if stopped is not None:
             t_stop = t_of(k)
             if book is not None:
-                book.write(k, t_stop, steps_of(k), q, v, integ, backend, rec)
-            if root and opts.out is not None:
-                _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, model_fp, wall, backend,
-                        wnames, info, {"t": t_stop, "signal": signal.Signals(stopped).name}, timing).save(opts.out,
-                                                                                                  overwrite=True)
+                book.write(k, t_stop, steps_of(k), q, v, integ, backend, rec, lrec)
+            if opts.out is not None:
+                write_out(_result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, model_fp, wall,
+                                  backend, wnames, info, {"t": t_stop, "signal": signal.Signals(stopped).name}, timing,
+                                  qcols, vcols, opts.out if per_rank else None) if root else None)
             raise SimulationInterrupted(t_stop, stopped, None if book is None else book.path,
                                         opts.out if root else None)
         extra = dict(backend.summary(), **timing)
         if not backend.polls_every_tick:
             extra["polls"] = polls
+        res = None
+        if root:
+            res = _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, model_fp, wall, backend,
+                          wnames, info, None, extra, qcols, vcols, opts.out if per_rank else None)
+        if opts.out is not None:
+            write_out(res)
         if not root:
             return None
-        res = _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, model_fp, wall, backend,
-                      wnames, info, None, extra)
-        if opts.out is not None:
-            res.save(opts.out, overwrite=True)
         if book is not None:
             book.finish(opts.keep_checkpoint)
         if opts.verbose:
@@ -804,23 +938,27 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
 
 
 def _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, model_fp, wall, backend, wnames, info,
-            interrupted=None, extra=None):
+            interrupted=None, extra=None, qcols=None, vcols=None, lazy=None):
     """The result object (root): series, summary, options, fingerprints."""
     series = rec.stacked()
-    series["energy"] = series["kinetic"] + series["potential"]
-    E = series["energy"]
-    E0 = E[0]
-    # drift relative to the run's energy scale (|E(0)|, or the largest |T| + |V| when E(0) ~ 0)
-    scale = max(abs(E0), float(np.max(np.abs(series["kinetic"]) + np.abs(series["potential"]))), 1e-300)
+    energy = None
+    if "kinetic" in series:
+        series["energy"] = series["kinetic"] + series["potential"]
+        E = series["energy"]
+        E0 = E[0]
+        # drift relative to the run's energy scale (|E(0)|, or the largest |T| + |V| when E(0) ~ 0)
+        scale = max(abs(E0), float(np.max(np.abs(series["kinetic"]) + np.abs(series["potential"]))), 1e-300)
+        energy = {"initial": float(E0), "final": float(E[-1]), "max_abs_drift": float(np.abs(E - E0).max()),
+                  "max_rel_drift": float(np.abs(E - E0).max() / scale), "scale": float(scale),
+                  "conservative": bool(getattr(dyn, "conservative", True))}
     nsteps = int(integ.accepted) if adaptive else k
     summary = {"integrator": opts.integrator, "formulation": opts.formulation, "steps": nsteps,
                "rejected": int(getattr(integ, "rejected", 0)),
                "f_evals": int(getattr(integ, "nfev", 0)), "t_end": opts.t_end, "wall_time": wall,
-               "samples": int(E.size),
-               "resumed_from": None if info is None else info["t"], "backend": backend.name,
-               "energy": {"initial": float(E0), "final": float(E[-1]), "max_abs_drift": float(np.abs(E - E0).max()),
-                          "max_rel_drift": float(np.abs(E - E0).max() / scale), "scale": float(scale),
-                          "conservative": bool(getattr(dyn, "conservative", True))}}
+               "samples": int(series["t"].size),
+               "resumed_from": None if info is None else info["t"], "backend": backend.name}
+    if energy is not None:
+        summary["energy"] = energy
     if getattr(integ, "iterations", None) is not None:
         summary["iterations"] = int(integ.iterations)      # gauss6: fixed-point iterations (3 evaluations each)
     summary.update(extra or {})
@@ -844,5 +982,8 @@ def _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, mode
         summary["out"] = opts.out
     if "nparts" in summary:
         options = dict(options, parts=summary["nparts"])
-    return SimulationResult(series, options, summary, model, wnames, None, model_fp, None, options_fp,
-                            opts.command)
+    res = SimulationResult(series, options, summary, model, wnames, None, model_fp, None, options_fp, opts.command,
+                           q_columns=qcols, v_columns=vcols)
+    if lazy is not None:
+        res._lazy = lazy              # a per-rank run: the joints' columns are read from the files on first use
+    return res

@@ -12,7 +12,9 @@ allreduce hook (:func:`ordered_allreduce`).  One evaluation of the dynamics
 Gatherv velocity maps / Scatterv v_in, Gatherv boundary relations / Scatterv a_in and g): O(P)
 boundary data, never the state.  The state is gathered to rank 0 only at save points and
 checkpoints (rank 0 keeps the model: it computes the energy, the optional joint wrenches, and
-writes the files).  In the momentum form the pieces are of (q, p), and an evaluation
+writes the files).  With per-rank output (``SimulationOptions.output``) nothing of the joints'
+series is gathered: every rank records and writes its own columns (``sample_split``), and rank 0
+gathers the state only for the energy and the wrenches when they are recorded.  In the momentum form the pieces are of (q, p), and an evaluation
 (:class:`MPILocalMomentum`) is the engine's momentum rounds (``MPIEngine.momentum_local``).
 
 Besides, the time loop agrees on stopping (a signal reached some rank) and on wall-clock
@@ -334,6 +336,44 @@ class MPIBackend(DistributedBackend):
             tau = self.gather.v(self.vf.last_tau)
         got = (qg, vg, qdd, tau) if p is None else (qg, vg, qdd, tau, self.gather.v(p))
         return got if self.root else None
+
+    # ---------------------------------------------------------------- per-rank output
+    def per_rank_output(self, opts, model):
+        """Per-rank results files (``SimulationOptions.output``): asked for, or ``'auto'`` with
+        .h5 results of a model of ``PER_RANK_MIN_BODIES`` bodies or more on several ranks."""
+        from .options import PER_RANK_MIN_BODIES, results_kind
+
+        if self.name != "mpi" or opts.out is None or results_kind(opts.out) != "h5":
+            return False
+        if opts.output == "per-rank":
+            return True
+        return opts.output == "auto" and self.size > 1 and model.n >= PER_RANK_MIN_BODIES
+
+    def gather_objects(self, obj):
+        return self.comm.gather(obj, root=0)
+
+    def local_columns(self):
+        """The global columns of this rank's pieces of q and of the velocity-sized vectors."""
+        L = self.f.layout
+        return np.asarray(L.qsel, dtype=np.int64), np.asarray(L.vsel, dtype=np.int64)
+
+    def sample_split(self, t, q, v, need_qdd, need_full):
+        """A save point of a per-rank run: ``(mine, whole)``, this rank's ``(q, v, qdd, tau, p)``
+        and on rank 0, when ``need_full`` (energy, wrenches), the whole ``(q, v, qdd, tau)``
+        (``()`` elsewhere or without it); collective."""
+        p = None
+        if self.f is not self.vf:             # the momentum form: v carries p; solve for the velocity
+            p, v = v, self.f.velocity(t, q, v)
+        qdd = tau = None
+        if need_qdd:
+            qdd = self.vf(t, q, v)             # collective: every rank evaluates at the save point
+            tau = self.vf.last_tau
+        whole = ()
+        if need_full:
+            got = (self.gather.q(q), self.gather.v(v)) + ((self.gather.v(qdd), self.gather.v(tau)) if need_qdd
+                                                          else (None, None))
+            whole = got if self.root else ()
+        return (q, v, qdd, tau, p), whole
 
     def summary(self):
         return {"ranks": self.size, "nparts": int(self.eng.nparts) if self.eng is not None else None}

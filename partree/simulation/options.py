@@ -20,8 +20,16 @@ import numpy as np
 from ..errors import PartreeInputError
 from .integrators import canonical_integrator
 
-#: what a run records: 'joints' (t, q, qd, energy) or 'all' (also qdd, tau and every joint's wrench)
-RECORD = ("joints", "all")
+#: the quantities a run may record (``SimulationOptions.record``; t is always recorded)
+QUANTITIES = ("q", "qd", "qdd", "tau", "energy", "wrenches")
+#: the names of two sets of :data:`QUANTITIES`: 'joints' (q, qd, energy) and 'all' (every one)
+RECORD_ALIASES = {"joints": ("q", "qd", "energy"), "all": QUANTITIES}
+#: what ``record`` accepts: an alias, or a comma list of :data:`QUANTITIES`
+RECORD = tuple(RECORD_ALIASES) + QUANTITIES
+#: where the joints' time series of an MPI run are written (``SimulationOptions.output``)
+OUTPUTS = ("auto", "per-rank", "gathered")
+#: ``output='auto'`` writes per rank from this many bodies on (with more than one rank)
+PER_RANK_MIN_BODIES = 100_000
 #: the backends ``simulate`` runs on
 BACKENDS = ("serial", "mpi", "dask")
 #: suffixes of results files and the format each one picks
@@ -34,6 +42,129 @@ FORMULATIONS = ("velocity", "momentum")
 
 FINGERPRINT_KEYS = ("dt", "integrator", "rtol", "atol", "save_every", "record", "wrench_joints", "h0", "h_max",
                     "q0", "qd0", "inputs", "correct", "singular_band", "formulation")
+#: and, when given, ``record_joints`` (left out otherwise, so older checkpoints still match)
+
+
+def parse_record(value):
+    """Read a ``record`` value: ``'joints'``, ``'all'``, or a subset of :data:`QUANTITIES` as a
+    comma list (``'q,energy'``) or a list of names.
+
+    Parameters
+    ----------
+    value : str or list of str
+        What to record.
+
+    Returns
+    -------
+    tuple
+        ``(name, quantities)``: the canonical name (the alias when the set is one, otherwise the
+        quantities joined by commas in the order of :data:`QUANTITIES`) and the set.
+    """
+    where = f"record (--record) = {value!r}"
+    if isinstance(value, str):
+        items = [x.strip().lower() for x in value.split(",")]
+    elif isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(x, str) for x in value):
+        items = [x.strip().lower() for x in value]
+    else:
+        raise PartreeInputError(f"{where}: give 'joints', 'all' or a comma list of {', '.join(QUANTITIES)}")
+    got = set()
+    for x in items:
+        if x in RECORD_ALIASES:
+            got.update(RECORD_ALIASES[x])
+        elif x in QUANTITIES:
+            got.add(x)
+        else:
+            raise PartreeInputError(f"{where}: unknown quantity {x!r}; record 'joints', 'all' or a comma list of "
+                                    f"{', '.join(QUANTITIES)}")
+    if not got:
+        raise PartreeInputError(f"{where}: name at least one of {', '.join(QUANTITIES)}")
+    for alias, qs in RECORD_ALIASES.items():
+        if got == set(qs):
+            return alias, frozenset(got)
+    return ",".join(x for x in QUANTITIES if x in got), frozenset(got)
+
+
+def parse_joint_selection(items, what="record_joints (--record-joints)"):
+    """Check a joint selection: joint names, glob patterns (``'arm*'``), body indices and index
+    ranges ``'START:STOP'`` (STOP excluded; either may be left out), as a list or one comma list.
+
+    Parameters
+    ----------
+    items : str, int or list of them
+        The selection.
+    what : str
+        The option's name, for messages.
+
+    Returns
+    -------
+    list
+        The items, as strings and ints (resolved against a model by :func:`select_joints`).
+    """
+    if isinstance(items, (str, int, np.integer)):
+        items = [items]
+    try:
+        items = list(items)
+    except TypeError:
+        raise PartreeInputError(f"{what} must be joint names, patterns or index ranges, got {items!r}") from None
+    out = []
+    for x in items:
+        if isinstance(x, (bool, np.bool_)):
+            raise PartreeInputError(f"{what}: {x!r} is not a joint name, pattern or index")
+        if isinstance(x, (int, np.integer)):
+            out.append(int(x))
+        elif isinstance(x, str):
+            out += [y.strip() for y in x.split(",") if y.strip()]
+        else:
+            raise PartreeInputError(f"{what}: {x!r} is not a joint name, pattern or index")
+    if not out:
+        raise PartreeInputError(f"{what}: an empty selection")
+    return out
+
+
+def select_joints(model, items, what="record_joints (--record-joints)"):
+    """The body ids (sorted, unique) of a joint selection (:func:`parse_joint_selection`).
+
+    An item is a joint name; a glob pattern (``*``, ``?``, ``[``); an index (negative from the
+    end); or a range ``START:STOP`` of indices.  An item that selects nothing is refused.
+    """
+    import fnmatch
+    import re
+
+    n = model.n
+    names = None
+    ids = []
+    for x in items:
+        if isinstance(x, int):
+            if not -n <= x < n:
+                raise PartreeInputError(f"{what}: no joint {x} (model {model.name!r} has {n} joints)")
+            ids.append(np.array([x % n]))
+            continue
+        m = re.fullmatch(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*", x)
+        if m:
+            a = int(m.group(1)) if m.group(1) else None
+            b = int(m.group(2)) if m.group(2) else None
+            r = np.arange(n)[slice(a, b)]
+            if not r.size:
+                raise PartreeInputError(f"{what}: the range {x!r} selects no joint (model {model.name!r} has "
+                                        f"{n} joints)")
+            ids.append(r)
+            continue
+        if re.fullmatch(r"-?\d+", x) and x not in model.joint_names:
+            ids.append(np.array([model.joint_id(int(x))]) if -n <= int(x) < n else None)
+            if ids[-1] is None:
+                raise PartreeInputError(f"{what}: no joint {x} (model {model.name!r} has {n} joints)")
+            continue
+        if names is None:
+            names = np.array([str(s) for s in model.joint_names], dtype=object)
+        if any(c in x for c in "*?["):
+            sel = np.flatnonzero([fnmatch.fnmatchcase(s, x) for s in names])
+        else:
+            sel = np.flatnonzero(names == x)
+        if not sel.size:
+            raise PartreeInputError(f"{what}: no joint matches {x!r}; model {model.name!r} has joints "
+                                    f"{list(model.joint_names[:min(n, 8)])}{' ...' if n > 8 else ''}")
+        ids.append(sel)
+    return np.unique(np.concatenate(ids)).astype(np.int64)
 
 
 def hash_array(x):
@@ -184,10 +315,24 @@ class SimulationOptions:
         Most steps an adaptive integrator may take within one output interval.
     save_every : int
         Record every k-th tick (the initial state is always recorded).
-    record : str
-        ``'joints'``: t, q, qd and the energy; ``'all'``: also qdd, tau and every joint's wrench.
+    record : str or list of str
+        What is recorded at each save point besides the time: a comma list (or a list) of
+        ``q``, ``qd`` (and, in the momentum form, p), ``qdd``, ``tau``, ``energy`` (kinetic,
+        potential and total; with loops also the violation) and ``wrenches`` (the joints'
+        transmitted wrenches); ``'joints'`` is ``'q,qd,energy'``, ``'all'`` every one.
+    record_joints : list or str or None
+        Record q, qd, qdd, tau (and p) of these joints only: joint names, glob patterns
+        (``'arm*'``), body indices and index ranges ``'START:STOP'`` (None: every joint).
+        Without ``wrench_joints`` the wrenches recorded are those of these joints.
     wrench_joints : list of str or None
         Joints whose wrench [n; f] (child frame) is recorded, whatever ``record`` says.
+    output : str
+        Where an MPI run writes the joints' time series: ``'per-rank'``: every rank writes its
+        joints' columns to its own file next to ``out`` (``run.rank0003.h5``) and rank 0 writes
+        ``out`` with HDF5 virtual datasets joining them (``load_results`` reads it as one);
+        ``'gathered'``: rank 0 gathers the rows and writes one file; ``'auto'`` (default):
+        per rank for .h5 results of models with at least :data:`PER_RANK_MIN_BODIES` bodies on
+        more than one rank, gathered otherwise.  The serial and Dask backends always gather.
     out : str or path-like or None
         Results file (.h5 / .hdf5 needs h5py; .npz needs nothing).
     overwrite : bool
@@ -263,7 +408,9 @@ class SimulationOptions:
     max_steps: int = 10**9
     save_every: int = 1
     record: str = "joints"
+    record_joints: list | None = None
     wrench_joints: list | None = None
+    output: str = "auto"
     out: str | None = None
     overwrite: bool = False
     checkpoint: str | None = None
@@ -343,10 +490,13 @@ class SimulationOptions:
         self.h_max = _real("h_max (--h-max)", self.h_max, allow_inf=True, allow_none=True)
         self.max_steps = _count("max_steps", self.max_steps)
         self.save_every = _count("save_every (--save-every)", self.save_every)
-        rec = str(self.record).lower()
-        if rec not in RECORD:
-            raise PartreeInputError(f"record must be one of {RECORD}, got {self.record!r}")
-        self.record = rec
+        self.record = parse_record(self.record)[0]
+        if self.record_joints is not None:
+            self.record_joints = parse_joint_selection(self.record_joints)
+        outp = str(self.output).strip().lower() if isinstance(self.output, str) else self.output
+        if outp not in OUTPUTS:
+            raise PartreeInputError(f"output (--output) must be one of {', '.join(OUTPUTS)}; got {self.output!r}")
+        self.output = outp
         if self.wrench_joints is not None:
             if isinstance(self.wrench_joints, str):
                 self.wrench_joints = [self.wrench_joints]
@@ -357,6 +507,9 @@ class SimulationOptions:
         self.out = _path("out (--out)", self.out)
         if self.out is not None:
             results_kind(self.out)
+        if self.output == "per-rank" and (self.out is None or results_kind(self.out) != "h5"):
+            raise PartreeInputError("output='per-rank' (--output per-rank) writes HDF5 files: give an .h5 results "
+                                    "file (out=..., --out)")
         self.checkpoint = _path("checkpoint (--checkpoint)", self.checkpoint)
         self.overwrite = _flag("overwrite (--force)", self.overwrite)
         steps, secs = parse_checkpoint_every(self.checkpoint_every)
@@ -386,6 +539,9 @@ class SimulationOptions:
         if bk not in BACKENDS:
             raise PartreeInputError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         self.backend = bk
+        if self.output == "per-rank" and bk != "mpi":
+            raise PartreeInputError(f"output='per-rank' (--output per-rank) is for the MPI backend (each rank writes "
+                                    f"its own file); the {bk} backend writes one file (output='gathered')")
         form = str(self.formulation).strip().lower() if isinstance(self.formulation, str) else self.formulation
         if form not in FORMULATIONS:
             raise PartreeInputError(f"formulation (--formulation) must be one of {', '.join(FORMULATIONS)}; got "
@@ -424,6 +580,11 @@ class SimulationOptions:
         return None
 
     @property
+    def quantities(self):
+        """The set of :data:`QUANTITIES` that ``record`` names."""
+        return parse_record(self.record)[1]
+
+    @property
     def periodic_checkpoints(self):
         """True when checkpoints are written during the run (every so many steps or seconds)."""
         return bool(self.checkpoint_every or self.checkpoint_seconds)
@@ -456,6 +617,8 @@ class SimulationOptions:
                   "h0": self.h0, "h_max": self.h_max, "q0": hash_array(q0), "qd0": hash_array(qd0),
                   "inputs": str(inputs)[:16], "correct": self.correct, "singular_band": self.singular_band,
                   "formulation": self.formulation}
+        if self.record_joints is not None:
+            values["record_joints"] = list(self.record_joints)
         return values, hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
     def to_dict(self):
@@ -463,6 +626,8 @@ class SimulationOptions:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if d["wrench_joints"] is not None:
             d["wrench_joints"] = list(d["wrench_joints"])
+        if d["record_joints"] is not None:
+            d["record_joints"] = list(d["record_joints"])
         if d["command"] is not None:
             d["command"] = list(d["command"])
         if self.parts is not None and not isinstance(self.parts, int):

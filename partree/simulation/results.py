@@ -24,9 +24,9 @@ name                shape           content and unit
 ``kinetic``         (K,)            kinetic energy, J
 ``potential``       (K,)            potential energy of gravity, J
 ``energy``          (K,)            kinetic + potential, J
-``qdd``             (K, nv)         acceleration; ``qdd_units`` (only with ``record='all'``)
-``tau``             (K, nv)         applied joint forces; ``tau_units`` (only with
-                                    ``record='all'``)
+``qdd``             (K, nv)         acceleration; ``qdd_units`` (when ``record`` names it)
+``tau``             (K, nv)         applied joint forces; ``tau_units`` (when ``record``
+                                    names it)
 ``joint_wrench``    (K, m, 6)       wrench [n; f] transmitted across each joint of
                                     ``wrench_joints``, in its child body's frame; n in N m,
                                     f in N (``wrench_units``)
@@ -55,6 +55,10 @@ What the columns are:
 ``q_slices``        (n, 2) int      [start, stop) of each joint's columns of ``q``
 ``v_slices``        (n, 2) int      [start, stop) of each joint's columns of ``qd``
 ``wrench_joints``   (m,) str        the joints of ``joint_wrench`` (when recorded)
+``q_columns``       (nq',) int      files whose joint series do not hold every column in
+                                    order (``record_joints``, per-rank files): the column of
+                                    ``q`` (0 .. nq-1) each stored column is
+``v_columns``       (nv',) int      the same for ``qd``, ``p``, ``qdd`` and ``tau``
 ``wrench_units``    (6,) str        ``N m``, ``N m``, ``N m``, ``N``, ``N``, ``N``
 ``model_npz``       (bytes,) uint8  the model, as ``partree.io.save_model`` writes an .npz
 ==================  ==============  =========================================================
@@ -64,7 +68,9 @@ stored as the uint8 array ``meta``):
 
 ==========================  ==================================================================
 ``format``                  ``"partree-simulation"``
-``format_version``          2 (files without it are version 1: no column descriptions)
+``format_version``          3 for files with ``q_columns`` / ``v_columns`` (a subset of the
+                            joints, or per-rank files), 2 otherwise (files without it are
+                            version 1: no column descriptions)
 ``partree_version``         the partree that wrote the file
 ``command``                 the command line (list of arguments) of a ``partree simulate``
                             run, or empty
@@ -75,8 +81,20 @@ stored as the uint8 array ``meta``):
 ``model_name``              the model's name
 ``model_fingerprint``       SHA-256 of the model's arrays (as checkpoints record it)
 ``options_fingerprint``     SHA-256 of what a checkpoint must match (``SimulationOptions.fingerprint``)
-``units``                   dataset name -> unit (a string, or a per-column list)
+``units``                   dataset name -> unit (a string, a per-column list, or for more
+                            than ``UNITS_INLINE`` columns the name of the dataset holding them)
+``rank_files``              per-rank MPI runs: the rank files, in the results file's folder
 ==========================  ==================================================================
+
+What is recorded is ``SimulationOptions.record`` (any of q, qd, qdd, tau, energy, wrenches; the
+time always) of the joints ``record_joints`` (all by default); series not recorded are absent.
+
+Per-rank files (``output='per-rank'``, MPI): every rank writes ``NAME.rankRRRR.h5`` next to
+``NAME.h5`` with its joints' columns (``t``, its columns of q, qd, p, qdd, tau, and their
+``q_columns`` / ``v_columns``); ``NAME.h5`` holds everything else, and its ``q``, ``qd``, ...
+are HDF5 virtual datasets putting the ranks' blocks side by side (rank 0's columns, then rank
+1's, ...), with ``q_columns`` / ``v_columns`` saying which column each is.  The sources are named
+relative to the file's folder, so the folder may be moved or copied whole.
 
 In HDF5 files every time series also carries a ``units`` attribute (a string, or one string
 per column, or per wrench component).
@@ -102,14 +120,19 @@ from .options import results_kind
 from ..outputs import HDF5_SIGNATURE, MODEL_FORMAT, ZIP_SIGNATURE, check_output_file, complete_zip
 
 FORMAT = "partree-simulation"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: the version written for files whose columns are all of q and qd in order (readable by partree
+#: versions that read version 2); files with ``q_columns`` / ``v_columns`` are version 3
+PLAIN_FORMAT_VERSION = 2
 SERIES = ("t", "q", "qd", "p", "energy", "kinetic", "potential", "qdd", "tau", "joint_wrench", "violation")
+#: the series with a column per coordinate of q (``q``) or of the velocity (the others)
+JOINT_SERIES = ("q", "qd", "p", "qdd", "tau")
 #: the column descriptions (see the module docstring)
 COLUMNS = ("q_joint", "q_index", "v_joint", "v_index", "q_units", "qd_units", "qdd_units", "tau_units",
            "joint_names", "joint_types", "q_slices", "v_slices")
 STRING_ARRAYS = ("q_joint", "v_joint", "q_units", "qd_units", "qdd_units", "tau_units", "joint_names",
                  "joint_types", "wrench_joints", "wrench_units")
-META_JSON = ("options", "summary", "wrench_joints", "command", "units")
+META_JSON = ("options", "summary", "wrench_joints", "command", "units", "rank_files")
 WRENCH_UNITS = ("N m", "N m", "N m", "N", "N", "N")
 SCALAR_UNITS = {"t": "s", "energy": "J", "kinetic": "J", "potential": "J", "violation": ""}
 
@@ -214,11 +237,18 @@ class SimulationResult:
         The column descriptions (``describe_columns``), from the file or derived from the model.
     """
 
+    _lazy = None
+
     def __init__(self, series, options=None, summary=None, model=None, wrench_joints=(), model_blob=None,
                  model_fingerprint=None, path=None, options_fingerprint=None, command=None, columns=None,
-                 partree_version=None, format_version=FORMAT_VERSION):
+                 partree_version=None, format_version=FORMAT_VERSION, q_columns=None, v_columns=None):
         for k in SERIES:
-            setattr(self, k, series.get(k))
+            if k in series or k not in JOINT_SERIES:
+                setattr(self, k, series.get(k))
+            else:
+                self.__dict__.pop(k, None)         # None, or read from the files (``_lazy``) on first use
+        self.q_columns = None if q_columns is None else np.asarray(q_columns, dtype=np.int64)
+        self.v_columns = None if v_columns is None else np.asarray(v_columns, dtype=np.int64)
         self.options = dict(options or {})
         self.summary = dict(summary or {})
         self._model = model
@@ -231,6 +261,20 @@ class SimulationResult:
         self._columns = columns
         self.partree_version = partree_version
         self.format_version = format_version
+
+    def __getattr__(self, name):
+        # the joints' series of a per-rank run, read from its files on first use (or None)
+        if name in JOINT_SERIES:
+            lazy = self.__dict__.get("_lazy")
+            if lazy is not None:
+                self.__dict__["_lazy"] = None
+                got = load_results(lazy)
+                for k in JOINT_SERIES:
+                    self.__dict__[k] = getattr(got, k)
+                self.q_columns, self.v_columns = got.q_columns, got.v_columns
+                return self.__dict__[name]
+            return None
+        raise AttributeError(name)
 
     @property
     def model(self):
@@ -249,14 +293,21 @@ class SimulationResult:
     @property
     def units(self):
         """Dataset name -> unit: a string, or an array of one unit per column (or wrench component)."""
+        present = {k for k in JOINT_SERIES if getattr(self, k) is not None}
+        return self._units_for(present, self.q_columns, self.v_columns)
+
+    def _units_for(self, present, qc, vc):
         c = self.columns
-        u = dict(SCALAR_UNITS, q=c["q_units"], qd=c["qd_units"])
-        if self.qdd is not None:
-            u["qdd"] = c["qdd_units"]
-        if self.tau is not None:
-            u["tau"] = c["tau_units"]
-        if self.p is not None:
-            u["p"] = np.array([f"{x} s" for x in c["tau_units"]], dtype=str)
+
+        def sub(a, cols):
+            return a if cols is None else a[cols]
+
+        u = dict(SCALAR_UNITS)
+        for k in ("q", "qd", "qdd", "tau"):
+            if k in present:
+                u[k] = sub(c[f"{k}_units"], qc if k == "q" else vc)
+        if "p" in present:
+            u["p"] = np.array([f"{x} s" for x in sub(c["tau_units"], vc)], dtype=str)
         if self.joint_wrench is not None:
             u["joint_wrench"] = np.array(WRENCH_UNITS)
         return u
@@ -271,9 +322,23 @@ class SimulationResult:
         return f"<SimulationResult {m!r}: {len(self)} samples, {span}; {', '.join(rec)}>"
 
     def joint(self, name):
-        """(q, qd) time series (K, nq_j), (K, nv_j) of one joint."""
+        """(q, qd) time series (K, nq_j), (K, nv_j) of one joint (None for a series that was not
+        recorded; ``KeyError`` for a joint outside ``record_joints``)."""
         m = self.model
-        return self.q[:, m.q_slice(name)], self.qd[:, m.v_slice(name)]
+        return self._cols(self.q, m.q_slice(name), self.q_columns, name), \
+            self._cols(self.qd, m.v_slice(name), self.v_columns, name)
+
+    @staticmethod
+    def _cols(a, sl, cols, name):
+        if a is None:
+            return None
+        if cols is None:
+            return a[:, sl]
+        want = np.arange(sl.start, sl.stop)
+        pos = np.searchsorted(cols, want)
+        if want.size and (pos[-1] >= cols.size or not np.array_equal(cols[np.minimum(pos, cols.size - 1)], want)):
+            raise KeyError(f"joint {name!r} was not recorded (record_joints)")
+        return a[:, pos]
 
     def wrench(self, name):
         """(K, 6) wrench [n; f] of a recorded joint, in its child body's frame."""
@@ -290,7 +355,7 @@ class SimulationResult:
         return format_summary(self.summary)
 
     # ---------------------------------------------------------------- files
-    def save(self, path, overwrite=False):
+    def save(self, path, overwrite=False, ranks=None):
         """Write the results to ``path`` (.h5/.hdf5 or .npz), atomically.
 
         Parameters
@@ -299,6 +364,10 @@ class SimulationResult:
             The file; its suffix picks the format.
         overwrite : bool
             Replace an existing file (never a model file).
+        ranks : list of (ndarray, ndarray) or None
+            A per-rank MPI run (.h5 only): the global columns of q and of qd of every rank's
+            file (:func:`write_rank_file`, already written next to ``path``); the joints'
+            series are then virtual datasets joining those files.
 
         Returns
         -------
@@ -312,24 +381,43 @@ class SimulationResult:
         check_output_file(path, "results file", overwrite=overwrite)
         blob = self._model_blob if self._model_blob is not None else _model_bytes(self._model)
         from .. import __version__
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "partree_version": __version__,
+        if ranks is not None:
+            h5py = require("h5py", "writing .h5 results")
+            with h5py.File(rank_file(path, 0), "r") as f0:
+                present = [k for k in JOINT_SERIES if k in f0]
+            units = self._units_for(present, self.q_columns, self.v_columns)
+        else:
+            units = self.units
+        plain = ranks is None and self.q_columns is None and self.v_columns is None
+        meta = {"format": FORMAT, "format_version": PLAIN_FORMAT_VERSION if plain else FORMAT_VERSION,
+                "partree_version": __version__,
                 "command": self.command or [], "options": self.options, "summary": self.summary,
                 "model_name": (self._model.name if self._model is not None else self.options.get("model")),
                 "model_fingerprint": self.model_fingerprint, "options_fingerprint": self.options_fingerprint,
                 "wrench_joints": self.wrench_joints,
-                "units": {k: (v if isinstance(v, str) else list(map(str, v))) for k, v in self.units.items()}}
-        arrays = {k: getattr(self, k) for k in SERIES if getattr(self, k) is not None}
+                "units": {k: _unit_value(k, v) for k, v in units.items()}}
+        arrays = {k: getattr(self, k) for k in SERIES
+                  if (ranks is None or k not in JOINT_SERIES) and getattr(self, k) is not None}
         extra = dict(self.columns)
+        if self.q_columns is not None and ranks is None:
+            extra["q_columns"] = self.q_columns
+        if self.v_columns is not None and ranks is None:
+            extra["v_columns"] = self.v_columns
         if self.wrench_joints:
             extra["wrench_joints"] = np.array(self.wrench_joints, dtype=str)
             extra["wrench_units"] = np.array(WRENCH_UNITS, dtype=str)
+        if ranks is not None and kind != "h5":
+            raise PartreeInputError(f"{path}: per-rank results need an .h5 file")
+        if ranks is not None:
+            meta["rank_files"] = [os.path.basename(rank_file(path, r)) for r in range(len(ranks))]
+            qp = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in ranks])
+            vp = np.concatenate([np.asarray(r[1], dtype=np.int64) for r in ranks])
         if kind == "npz":
             def write(fh):
                 np.savez(fh, meta=np.frombuffer(json.dumps(meta, default=_json_default).encode(), dtype=np.uint8),
                          model_npz=blob, **arrays, **extra)
         else:
             h5py = require("h5py", "writing .h5 results")
-            units = self.units
 
             def write(fh):
                 buf = io.BytesIO()
@@ -338,10 +426,13 @@ class SimulationResult:
                         ds = f.create_dataset(k, data=a)
                         u = units.get(k)
                         if u is not None:
-                            ds.attrs["units"] = u if isinstance(u, str) else _encode(u)
+                            _unit_attr(ds, k, u)
                     for k, a in extra.items():
                         f.create_dataset(k, data=_encode(a) if k in STRING_ARRAYS else a)
                     f.create_dataset("model_npz", data=np.asarray(blob, dtype=np.uint8))
+                    if ranks is not None:
+                        _virtual_series(f, h5py, ranks, len(self), present, self._units_for(present, qp, vp),
+                                        meta["rank_files"])
                     for k, v in meta.items():
                         f.attrs[k] = (json.dumps(v, default=_json_default) if isinstance(v, (dict, list))
                                       else (v if v is not None else ""))
@@ -349,6 +440,97 @@ class SimulationResult:
         atomic_write(path, write)
         self.path = path
         return path
+
+
+#: per-column unit lists longer than this are not copied into attributes and metadata (HDF5
+#: attributes are small): they name the dataset of the column units instead
+UNITS_INLINE = 1024
+#: the dataset of a series' column units
+UNIT_DATASETS = {"q": "q_units", "qd": "qd_units", "qdd": "qdd_units", "tau": "tau_units", "p": "tau_units"}
+
+
+def _unit_value(k, u):
+    """A series' unit for the metadata: a string, a list, or for long lists the dataset that
+    holds them (``"per column: qd_units"``; p's are tau_units' with ``s`` appended)."""
+    if isinstance(u, str):
+        return u
+    if len(u) <= UNITS_INLINE:
+        return list(map(str, u))
+    uniq = set(map(str, u))
+    if len(uniq) == 1:
+        return uniq.pop()
+    return f"per column: {UNIT_DATASETS.get(k, k + '_units')}" + (" times s" if k == "p" else "")
+
+
+def _unit_attr(ds, k, u):
+    v = _unit_value(k, u)
+    ds.attrs["units"] = v if isinstance(v, str) else _encode(v)
+
+
+def rank_file(path, rank):
+    """The file of rank ``rank``'s columns of a per-rank run whose results file is ``path``:
+    ``run.h5`` -> ``run.rank0003.h5`` (same folder)."""
+    base, ext = os.path.splitext(os.fspath(path))
+    return f"{base}.rank{int(rank):04d}{ext}"
+
+
+def write_rank_file(path, rank, ranks, rows, q_columns, v_columns):
+    """Write one rank's columns of a per-rank run (atomically).
+
+    Parameters
+    ----------
+    path : str
+        The rank's file (:func:`rank_file`).
+    rank, ranks : int
+        This rank and the number of ranks.
+    rows : dict
+        ``t`` and the rank's columns of q, qd, p, qdd, tau that were recorded, (K, columns).
+    q_columns, v_columns : ndarray of int
+        The global column of each column of q and of the velocity-sized series.
+    """
+    h5py = require("h5py", "writing .h5 results")
+    K = len(rows["t"])
+
+    def write(fh):
+        buf = io.BytesIO()
+        with h5py.File(buf, "w") as f:
+            for k, a in rows.items():
+                a = np.asarray(a, dtype=np.float64)
+                if k in JOINT_SERIES:
+                    a = a.reshape(K, len(q_columns) if k == "q" else len(v_columns))
+                f.create_dataset(k, data=a)
+            f.create_dataset("q_columns", data=np.asarray(q_columns, dtype=np.int64))
+            f.create_dataset("v_columns", data=np.asarray(v_columns, dtype=np.int64))
+            f.attrs["format"] = FORMAT + "-rank"
+            f.attrs["rank"] = int(rank)
+            f.attrs["ranks"] = int(ranks)
+        fh.write(buf.getvalue())
+
+    atomic_write(path, write)
+    return path
+
+
+def _virtual_series(f, h5py, ranks, K, present, units, names):
+    """The joints' series of a per-rank run as virtual datasets: the ranks' blocks side by side
+    (rank 0's columns, then rank 1's, ...), ``q_columns`` / ``v_columns`` the global column of
+    each; the source files by their names relative to the results file's folder (``./NAME``:
+    the folder may be moved or copied whole).  ``units``: of the stored columns."""
+    qcols = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in ranks])
+    vcols = np.concatenate([np.asarray(r[1], dtype=np.int64) for r in ranks])
+    f.create_dataset("q_columns", data=qcols)
+    f.create_dataset("v_columns", data=vcols)
+    for k in present:
+        width = [len(r[0]) if k == "q" else len(r[1]) for r in ranks]
+        layout = h5py.VirtualLayout(shape=(K, int(sum(width))), dtype=np.float64)
+        o = 0
+        for r, w in enumerate(width):
+            if w:
+                layout[:, o:o + w] = h5py.VirtualSource("./" + names[r], k, shape=(K, w))
+            o += w
+        ds = f.create_virtual_dataset(k, layout, fillvalue=np.nan)
+        u = units.get(k)
+        if u is not None:
+            _unit_attr(ds, k, u)
 
 
 def _encode(strings):
@@ -519,6 +701,13 @@ def _read_h5(path, head, arrays):
             _check_format(path, meta)
             if not arrays:
                 return meta, None, None
+            folder = os.path.dirname(os.path.abspath(path))
+            for name in meta.get("rank_files") or ():
+                rf = os.path.join(folder, name)
+                if not os.path.exists(rf):
+                    raise _not_results(path, f"the rank file {rf!r} is missing: a per-rank run's results are this "
+                                             f"file and its rank files {', '.join(meta['rank_files'])} in the same "
+                                             f"folder (move or copy them together)")
             out = {}
             for k, ds in f.items():
                 if isinstance(ds, h5py.Dataset):
@@ -557,8 +746,23 @@ def load_results(path):
     path = os.fspath(path)
     meta, arrays, blob = _read(path)
     series = {k: arrays[k] for k in SERIES if k in arrays}
-    if "t" not in series or "q" not in series:
-        raise _not_results(path, "a partree results file without its time series (t, q): truncated or corrupt")
+    if "t" not in series:
+        raise _not_results(path, "a partree results file without its time series (t): truncated or corrupt")
+    picked = {}
+    for kind, names in (("q", ("q",)), ("v", ("qd", "p", "qdd", "tau"))):
+        cols = arrays.get(f"{kind}_columns")
+        if cols is None:
+            picked[kind] = None
+            continue
+        cols = np.asarray(cols, dtype=np.int64)
+        order = np.argsort(cols, kind="stable")
+        if not np.array_equal(order, np.arange(cols.size)):      # per-rank files: the ranks' blocks side by side
+            for k in names:
+                if k in series:
+                    series[k] = series[k][:, order]
+            cols = cols[order]
+        total = len(arrays["q_joint" if kind == "q" else "v_joint"]) if f"{kind}_joint" in arrays else None
+        picked[kind] = None if total is not None and np.array_equal(cols, np.arange(total)) else cols
     columns = None
     if all(k in arrays for k in COLUMNS):
         columns = {k: (_decode(arrays[k]) if k in STRING_ARRAYS else arrays[k]) for k in COLUMNS}
@@ -568,7 +772,8 @@ def load_results(path):
     command = meta.get("command") or None
     return SimulationResult(series, meta.get("options"), meta.get("summary"), None, wj or (), blob,
                             meta.get("model_fingerprint"), path, meta.get("options_fingerprint") or None, command,
-                            columns, meta.get("partree_version"), int(meta.get("format_version", 1)))
+                            columns, meta.get("partree_version"), int(meta.get("format_version", 1)),
+                            q_columns=picked["q"], v_columns=picked["v"])
 
 
 def format_summary(s):
