@@ -14,6 +14,7 @@ from numba import njit
 from . import joints as J
 from .errors import PartreeInputError
 from .inertia import apply_policy, check_policy
+from .flexible import FlexibleBodies
 from .loops import LoopSet, loop_set
 
 
@@ -169,6 +170,10 @@ class Model:
     loops : sequence of Loop, optional
         Cut joints closing kinematic loops over the tree (:class:`partree.Loop`); kept as
         ``loops``, a :class:`partree.loops.LoopSet`.  See :meth:`with_loops`.
+    flexible : dict body -> FlexibleBody, optional
+        Modal data of the bodies that deform (:class:`partree.flexible.FlexibleBody`); kept as
+        ``flexible``, a :class:`partree.flexible.FlexibleBodies` (None for a rigid model).  See
+        :meth:`with_flexible` and ``partree.algorithms.flexible_dynamics``.
 
     Raises
     ------
@@ -179,7 +184,8 @@ class Model:
 
     def __init__(self, parent, jtype, axis, E_tree, r_tree, mass, com, I_com, axis2=None,
                  gravity=(0.0, 0.0, -9.81), joint_names=None, body_names=None, name="model",
-                 allow_massless=False, validate=True, units=None, inertia="strict", loops=None):
+                 allow_massless=False, validate=True, units=None, inertia="strict", loops=None,
+                 flexible=None):
         parent = np.ascontiguousarray(parent, dtype=np.int64)
         if parent.ndim != 1:
             raise PartreeInputError(f"parent must be 1-D, got shape {parent.shape}")
@@ -217,6 +223,7 @@ class Model:
             self._sizes()
         self.units = None if units is None else unit_heads(parent, units)[0]
         self.loops = LoopSet.empty() if loops is None else loop_set(self, loops)
+        self.flexible = None if not flexible else FlexibleBodies(self, flexible)
 
     def _sizes(self):
         """Joint sizes and offsets from ``jtype`` (valid codes)."""
@@ -245,6 +252,7 @@ class Model:
         self.__dict__.update(state)
         self.__dict__.setdefault("_packed", None)
         self.__dict__.setdefault("loops", LoopSet.empty())     # a model pickled without loops
+        self.__dict__.setdefault("flexible", None)             # a model pickled without flexible bodies
 
     # ------------------------------------------------------------------ validation
     def validate(self):
@@ -323,7 +331,9 @@ class Model:
         kinds = ", ".join(f"{c} {J.NAMES[k]}" for k, c in enumerate(counts) if c)
         nl = len(getattr(self, "loops", ()))
         loops = f", {nl} loop{'s' if nl != 1 else ''}" if nl else ""
-        return f"<partree.Model {self.name!r}: {self.n} bodies ({kinds}), nq={self.nq}, nv={self.nv}{loops}>"
+        fl = getattr(self, "flexible", None)
+        flex = f", {len(fl.bodies)} flexible with {fl.n_modal} modes" if fl is not None else ""
+        return f"<partree.Model {self.name!r}: {self.n} bodies ({kinds}), nq={self.nq}, nv={self.nv}{loops}{flex}>"
 
     def with_loops(self, loops, replace=False):
         """A model with the same tree and these loops (:class:`partree.Loop` objects) added to its
@@ -338,6 +348,15 @@ class Model:
             seen.add(nm)
         object.__setattr__(new, "_data", None)
         object.__setattr__(new, "_topo", dict(self._topo))
+        return new
+
+    def with_flexible(self, bodies):
+        """A model with the same tree whose bodies ``bodies`` (dict body index ->
+        :class:`partree.flexible.FlexibleBody`) deform; an empty dict gives the rigid model.  The
+        arrays are shared, not copied."""
+        new = copy.copy(self)
+        object.__setattr__(new, "flexible", FlexibleBodies(self, bodies) if bodies else None)
+        object.__setattr__(new, "_data", None)
         return new
 
     def joint_id(self, name):
