@@ -15,8 +15,11 @@ One evaluation = four messages, all O(P) small matrices, independent of N:
   Scatterv incoming velocities v_in                        root -> parts
   Gatherv  boundary relations (M, m0, Kt, Lam, beta)       parts -> root
   Scatterv a_in and the handle wrenches g                  root -> parts
-plus, optionally, a Gatherv of qdd to rank 0 (O(N), counted separately).  Hybrid dynamics (joints
-whose acceleration is given, ``forward_dynamics(..., active=...)``) takes the same four messages
+plus, optionally, a Gatherv of qdd to rank 0 (O(N), counted separately).  That is the flat root;
+with ``MPIEngine(root='tree')`` (or 'auto' from ``TREE_ROOT_MIN_PARTS`` parts on) the two rounds
+go up and down a reduction tree of point-to-point messages instead
+(:mod:`partree.parallel.hierarchical_root`): O(log P) levels, no O(P) buffer on any rank.
+Hybrid dynamics (joints whose acceleration is given, ``forward_dynamics(..., active=...)``) takes the same four messages
 (each part flags its own active joints in its reduction) and gathers the joint forces with qdd.
 The constraint forces
 (``constraint_forces``) add no message: each part forms its joint wrenches from its own
@@ -37,6 +40,7 @@ import numpy as np
 
 from ..model import Model
 from ..errors import PartreeInputError
+from . import hierarchical_root as HR
 from . import messages as msg
 from . import root as R
 from .part import (attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted, gravity_a0,
@@ -53,6 +57,10 @@ def _resolve(model_or_loader):
 
     return resolve_model(model_or_loader)
 
+
+#: ``MPIEngine(root='auto')`` takes the hierarchical root from this many parts on (see
+#: docs/parallel-engine.md, "The hierarchical root", for the measurement behind it)
+TREE_ROOT_MIN_PARTS = 64
 
 #: pause between writing the failing rank's message and MPI_Abort (see ``AbortOnError``)
 ABORT_GRACE_SECONDS = 0.5
@@ -107,16 +115,33 @@ class MPIEngine:
     ``parts``: number of parts (default: the number of ranks) or a Partition.
     ``path_weight``: see ``partition``.  ``gather``: collect qdd on rank 0.  ``poses``: build the
     parts for the momentum form too (:meth:`momentum_local`; see ``build_part``).
+
+    ``root``: how the boundary relations are solved.  ``'flat'``: gathered to rank 0, which
+    solves the whole tree of parts (``root.solve``, O(P) work and messages on rank 0).
+    ``'tree'``: the hierarchical root (:mod:`partree.parallel.hierarchical_root`): the
+    relations merged along a reduction tree of fan-in ``fanin`` over the parts in postorder, each
+    merge on the rank that holds the group's first member, point-to-point messages, then split
+    back down the same tree: ceil(log_f P) levels, no O(P) buffer on any rank.  ``'auto'`` (the
+    default): the tree from ``TREE_ROOT_MIN_PARTS`` parts on, the flat root below.  Loops left to
+    the root (their two ends in different parts) always take the flat root, and so does the
+    momentum form (:meth:`momentum_local`) whatever ``root``.  ``root_mode`` says which one
+    forward dynamics, constraint forces, hybrid dynamics and the loops' corrections use;
+    ``root_stats`` (every rank) the plan's depth and, after an evaluation, this rank's largest
+    relation (doubles) and port count.
     """
 
     def __init__(self, model_or_loader, comm=None, parts=None, path_weight=PATH_WEIGHT, gather=True,
-                 distribute="root", poses=False):
+                 distribute="root", poses=False, root="auto", fanin=2):
         if comm is None:
             from mpi4py import MPI
 
             comm = MPI.COMM_WORLD
         if distribute not in ("root", "each"):
             raise ValueError(f"distribute must be 'root' or 'each', not {distribute!r}")
+        if root not in ("flat", "tree", "auto"):
+            raise ValueError(f"root must be 'flat', 'tree' or 'auto', not {root!r}")
+        if int(fanin) < 2:
+            raise ValueError(f"fanin must be >= 2, not {fanin}")
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
@@ -206,6 +231,7 @@ class MPIEngine:
                     self._nv_j = np.asarray(model.nv_j, dtype=np.int8)
                     self._names = _JointIndex(model.n, model.joint_names)
                     self._model = model_or_loader if isinstance(model_or_loader, Model) else None
+            self._setup_root(root, int(fanin), tree)
             self._counts = {key: [int(arr[self.owner == r].sum()) for r in range(self.size)]
                             for key, arr in (("vel", self._vel_len), ("red", self._red_len),
                                              ("sol", self._sol_len), ("v", self._v_len),
@@ -217,6 +243,52 @@ class MPIEngine:
     def __repr__(self):
         return (f"<MPIEngine rank {self.rank} of {self.size}: {self.n} bodies in {self.nparts} parts, "
                 f"{len(self.parts)} on this rank>")
+
+    def _setup_root(self, root, fanin, tree):
+        """Decide the root (on rank 0, broadcast) and, for the tree, send each rank its share of
+        the plan (``hierarchical_root.Plan.rank_piece``) and duplicate the communicator for its
+        point-to-point messages."""
+        mode = pieces = None
+        if self.rank == 0:
+            if root == "auto":
+                mode = "tree" if self.nparts >= TREE_ROOT_MIN_PARTS else "flat"
+            else:
+                mode = root
+            if tree.loops is not None:          # loops at the root: the flat root only
+                mode = "flat"
+            if mode == "tree":
+                plan = HR.make_plan(tree, self.owner, fanin)
+                pieces = [plan.rank_piece(r) for r in range(self.size)]
+                depth = plan.depth
+        mode = self.comm.bcast(mode, root=0)
+        self.root_mode = mode
+        self.root_stats = {}
+        self._piece = None
+        if mode == "tree":
+            self._piece = self.comm.scatter(pieces, root=0)
+            self.root_stats["depth"] = self.comm.bcast(depth if self.rank == 0 else None, root=0)
+            self.root_stats["fanin"] = fanin
+            self._tcomm = self.comm.Dup()
+
+    def _tree_round(self, rels, top):
+        """One round of the hierarchical root over this rank's parts: ``rels`` part -> its
+        Relation; returns part -> its inputs (``hierarchical_root.run_down``).  Sends are
+        non-blocking (isend), receives blocking in the plan's order; both sweeps complete here."""
+        from mpi4py import MPI
+
+        comm, reqs = self._tcomm, []
+
+        def send(dest, node, obj):            # counts what this rank sends
+            self._bytes += 8 * (obj.doubles if isinstance(obj, HR.Relation) else obj.size)
+            reqs.append(comm.isend(obj, dest=dest, tag=int(node)))
+
+        def recv(source, node):
+            return comm.recv(source=source, tag=int(node))
+
+        recs = HR.run_up(self._piece, rels, top, send, recv, self.root_stats)
+        out = HR.run_down(self._piece, recs, send, recv)
+        MPI.Request.waitall(reqs)
+        return out
 
     # ------------------------------------------------------------------ helpers
     def _gather(self, key, local):
@@ -405,14 +477,22 @@ class MPIEngine:
             check_finite(qds[j], "qd", pk)
             bufs.append(msg.pack_velocity(*pk.velocity(qs[j], qds[j])))
         t["local_velocity"] = time.perf_counter() - t0
-        allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
-        vin_full = None
-        if self.rank == 0:
-            pieces = self._split(allv, self._vel_len)
-            vel = [msg.unpack_velocity(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
-            v_in = R.compose_velocities(self.tree, vel)
-            vin_full = np.ascontiguousarray(v_in[self._perm]).ravel()
-        v_loc = self._scatter("v", vin_full).reshape(-1, 6)
+        tree_root = self.root_mode == "tree"
+        if tree_root:
+            ids = self.local_ids.tolist()
+            x = self._tree_round({k: HR.part_velocity_relation(self._piece.leaves[k],
+                                                               msg.unpack_velocity(b, pk.H))
+                                  for k, b, pk in zip(ids, bufs, self.parts)}, np.zeros(6))
+            v_loc = np.array([x[k] for k in ids]).reshape(-1, 6)
+        else:
+            allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
+            vin_full = None
+            if self.rank == 0:
+                pieces = self._split(allv, self._vel_len)
+                vel = [msg.unpack_velocity(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
+                v_in = R.compose_velocities(self.tree, vel)
+                vin_full = np.ascontiguousarray(v_in[self._perm]).ravel()
+            v_loc = self._scatter("v", vin_full).reshape(-1, 6)
         t1 = time.perf_counter()
         # (b) reduction round
         bufs = []
@@ -429,8 +509,22 @@ class MPIEngine:
                 check_finite(np.where(dof, qdds[j], 0.0), "qdd_active", pk)
                 M, m0, Kt, Psi, Lam, beta = pk.reduce(v_loc[j], taus[j], fl, rows=rows, active=actives[j],
                                                       qdd=qdds[j])
-            bufs.append(msg.pack_reduction(M, m0, Kt, Lam, beta))
+            bufs.append(msg.pack_reduction(M, m0, Kt, Lam, beta) if not tree_root
+                        else HR.part_relation(self._piece.leaves[ids[j]], (M, m0, Kt, Psi, Lam, beta)))
         t["local_reduce"] = time.perf_counter() - t1
+        if tree_root:
+            tr = time.perf_counter()
+            x = self._tree_round(dict(zip(ids, bufs)), self.a0 if rows == "dynamics" else np.zeros(6))
+            t["root_solve"] = time.perf_counter() - tr
+            t2 = time.perf_counter()
+            out = []
+            for k, pk in zip(ids, self.parts):
+                qdd = pk.solve(x[k][:6], x[k][6:].reshape(pk.H, 6))
+                out.append(qdd if actives is None else (qdd, pk.joint_forces))
+            t["local_solve"] = time.perf_counter() - t2
+            self.last_boundary_bytes = self._bytes
+            self.phase_seconds = t
+            return out
         allr = self._gather("red", np.concatenate(bufs) if bufs else np.zeros(0))
         sol_full = None
         if self.rank == 0:
@@ -595,7 +689,8 @@ class MPIEngine:
         # boundary bytes: what this rank sent to / received from rank 0; rank 0 reports the total
         info = {"rank": self.rank, "ranks": self.size, "nparts": self.nparts, "local_parts": self.local_ids.tolist(),
                 "boundary_bytes_rank": boundary_bytes, "gather_bytes_rank": gather_bytes, "times": t}
-        tot = self.comm.reduce(boundary_bytes if self.rank else 0, root=0)
+        # (the hierarchical root counts what each rank sends, rank 0 included)
+        tot = self.comm.reduce(boundary_bytes if self.rank or self.root_mode == "tree" else 0, root=0)
         if self.rank == 0:
             info["boundary_bytes"] = int(tot)      # bytes that crossed between ranks
             info["boundary_payload_bytes"] = 8 * sum(sum(c) for c in self._counts.values())

@@ -1,0 +1,123 @@
+"""The hierarchical root (partree.parallel.hierarchical_root): merged and split relations give what
+the flat root (partree.parallel.root) gives, in one process up to P = 10^4 parts; under real
+mpiexec (16 and 32 oversubscribed ranks) the MPI engine's tree root against the flat root and
+the serial backend."""
+import numpy as np
+import pytest
+
+import partree
+from partree.models.generators import binary_tree, random_tree
+from partree.parallel import hierarchical_root as HR
+from partree.parallel import root as R
+from partree.parallel.serial import SerialEngine
+
+MIXED = ("revolute", "prismatic", "universal", "spherical", "free", "fixed")
+
+
+def _rel(a, b):
+    a = np.concatenate([np.ravel(x) for x in a]) if isinstance(a, list) else np.ravel(a)
+    b = np.concatenate([np.ravel(x) for x in b]) if isinstance(b, list) else np.ravel(b)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)) if b.size else 0.0
+
+
+def _boundary(m, parts, seed=0):
+    eng = SerialEngine(m, parts=parts)
+    rng = np.random.default_rng(seed)
+    q, qd, tau = m.random_configuration(rng), m.random_velocity(rng, 2.0), rng.normal(size=m.nv)
+    vel = [pk.velocity(q[pk.qix], qd[pk.vix]) for pk in eng.parts]
+    v_in = R.compose_velocities(eng.tree, vel)
+    red = [pk.reduce(v_in[k], tau[pk.vix], None) for k, pk in enumerate(eng.parts)]
+    return eng, vel, v_in, red
+
+
+def _check(eng, vel, v_in, red, plan):
+    a_in, g = R.solve(eng.tree, red, eng.a0)
+    v2 = HR.compose_velocities(eng.tree, vel, plan=plan)
+    a2, g2 = HR.solve(eng.tree, red, eng.a0, plan=plan)
+    assert _rel(v2, v_in) < 1e-10
+    assert _rel(a2, a_in) < 1e-10
+    assert _rel(g2, g) < 1e-10
+    assert all(x.shape == y.shape for x, y in zip(g, g2))
+
+
+@pytest.mark.parametrize("name,make,parts", [
+    ("chain", lambda: partree.specs.resolve_model("autotree:nb=300,bf=1"), 40),
+    ("binary", lambda: binary_tree(255), 40),
+    ("random", lambda: random_tree(300, seed=3, floating_base=True, joint_types=MIXED), 60),
+    ("long chains", lambda: random_tree(200, seed=5, p_chain=0.8, joint_types=MIXED), 25),
+])
+@pytest.mark.parametrize("fanin", [2, 3, 5])
+def test_tree_root_equals_flat_root(name, make, parts, fanin):
+    eng, vel, v_in, red = _boundary(make(), parts)
+    owner = np.arange(eng.tree.nparts) % 4          # hosts do not change the result
+    _check(eng, vel, v_in, red, HR.make_plan(eng.tree, owner, fanin))
+
+
+def test_one_part_and_two_parts():
+    m = random_tree(30, seed=2, floating_base=True)
+    for parts in (1, 2):
+        eng, vel, v_in, red = _boundary(m, parts)
+        plan = HR.make_plan(eng.tree)
+        assert plan.depth == (0 if parts == 1 else 1)
+        _check(eng, vel, v_in, red, plan)
+
+
+def test_chain_of_parts_keeps_two_ports():
+    """A chain of parts: every group is a run of segments, one entry and one handle."""
+    eng, vel, v_in, red = _boundary(partree.specs.resolve_model("autotree:nb=400,bf=1"), 100)
+    plan = HR.make_plan(eng.tree, fanin=2)
+    HR.solve(eng.tree, red, eng.a0, plan=plan)
+    assert plan.depth == 7
+    assert plan.last_stats["max_ports"] <= 2
+
+
+def test_plan_pieces_cover_every_node_once():
+    eng = _boundary(binary_tree(127), 30)[0]
+    owner = np.arange(eng.tree.nparts) % 5
+    plan = HR.make_plan(eng.tree, owner, 3)
+    pieces = [plan.rank_piece(r) for r in range(5)]
+    leaves = sorted(p for pc in pieces for p in pc.leaves)
+    assert leaves == list(range(eng.tree.nparts))
+    groups = sorted(n for pc in pieces for n, _ in pc.groups)
+    assert groups == list(range(eng.tree.nparts, len(plan.nodes)))
+    assert sorted(plan.order.tolist()) == list(range(eng.tree.nparts))
+
+
+def test_loops_at_the_root_are_refused():
+    tree = R.PartsTree(np.array([-1]), np.array([-1]), np.array([0]), loops=object())
+    with pytest.raises(ValueError, match="flat root"):
+        HR.make_plan(tree)
+
+
+def test_ten_thousand_parts():
+    """P = 10^4 parts of a random tree of 2 10^4 bodies (real parts' relations), fan-in 2:
+    velocities, a_in and every handle's g equal the flat root's."""
+    m = random_tree(20000, seed=3, floating_base=True)
+    eng, vel, v_in, red = _boundary(m, 10000)
+    assert eng.tree.nparts == 10000
+    plan = HR.make_plan(eng.tree, np.arange(10000) // 100, 2)      # 100 parts per "rank"
+    _check(eng, vel, v_in, red, plan)
+    assert plan.depth == 14
+    assert plan.last_stats["max_ports"] < 40
+
+
+# ---------------------------------------------------------------------- under mpiexec
+def _mpi_ok(n, *args, timeout=900):
+    from test_mpi import MPIEXEC, _run
+
+    if MPIEXEC is None:
+        pytest.skip("no mpiexec")
+    p, _ = _run(n, "tree_root_check.py", *args, timeout=timeout)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    line = [s for s in p.stdout.splitlines() if s.startswith("OK")]
+    assert line, p.stdout + p.stderr
+    return line[0].split()[1:]
+
+
+@pytest.mark.parametrize("n,args", [(16, ()), (32, ("light",))])
+def test_mpi_tree_root_matches_flat_and_serial(n, args):
+    pytest.importorskip("mpi4py")
+    err, largest, depth, tree_bytes, flat_bytes = _mpi_ok(n, *args)
+    assert float(err) < 1e-10
+    assert int(depth) >= 5
+    assert 0 < int(largest)
