@@ -1,0 +1,202 @@
+"""Dynamics of trees with flexible bodies (partree.algorithms.flexible_dynamics) against
+independent references: the compiled rigid algorithms, dense solves of the mass matrix, the energy,
+and a fine chain of rigid segments joined by torsional springs."""
+import numpy as np
+import pytest
+
+import partree
+from partree.algorithms.flexible_dynamics import (flexible_aba, flexible_bias, flexible_crba, flexible_energy,
+                                                   flexible_rnea, flexible_state_size)
+from partree.errors import PartreeInputError
+from partree.model import Model
+from partree.models.beam import euler_bernoulli_beam
+from partree.models.generators import random_tree
+
+
+def _beam_chain(n, joints, flex, EI=50.0, rhoA=2.0, L=0.8, modes=4, bending="yz", gravity=(0, 0, -9.81),
+                damping_ratio=0.0):
+    body, mass, com, I_com = euler_bernoulli_beam(L, EI, rhoA, modes, bending=bending, polar=1e-3,
+                                                  damping_ratio=damping_ratio)
+    parent = np.arange(n) - 1
+    r = np.zeros((n, 3))
+    r[1:, 0] = L
+    axis = np.tile([0, 0, 1.0], (n, 1))
+    axis[0] = (0, 1.0, 0)
+    joints = [joints] * n if isinstance(joints, str) else list(joints)
+    axis[[j == "universal" for j in joints]] = (0, 1.0, 0)
+    rigid = Model(parent, joints, axis, np.tile(np.eye(3), (n, 1, 1)), r, [mass] * n, np.tile(com, (n, 1)),
+                  np.tile(I_com, (n, 1, 1)), axis2=np.tile([0, 0, 1.0], (n, 1)), gravity=gravity)
+    return rigid, rigid.with_flexible({i: body for i in flex}), body
+
+
+def _state(model, rng, eta_scale=0.05):
+    nq, nv = flexible_state_size(model)
+    q = np.concatenate((model.random_configuration(rng), eta_scale * rng.normal(size=nq - model.nq)))
+    return q, rng.normal(size=nv)
+
+
+def test_rigid_model_gives_the_rigid_algorithms():
+    rng = np.random.default_rng(0)
+    m = random_tree(12, seed=3, floating_base=True)
+    q, qd = m.random_configuration(rng), m.random_velocity(rng)
+    qdd, tau = rng.normal(size=m.nv), rng.normal(size=m.nv)
+    assert np.allclose(flexible_rnea(m, q, qd, qdd), partree.rnea(m, q, qd, qdd), rtol=0, atol=1e-10)
+    assert np.allclose(flexible_aba(m, q, qd, tau), partree.aba(m, q, qd, tau), rtol=0, atol=1e-10)
+    assert np.allclose(flexible_crba(m, q), partree.crba(m, q), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("damping", [0.0, 0.02])
+def test_aba_is_the_dense_solve_of_crba_and_rnea(damping):
+    rng = np.random.default_rng(1)
+    _, m, _ = _beam_chain(4, ["revolute", "universal", "revolute", "spherical"], [0, 1, 2],
+                          damping_ratio=damping)
+    q, qd = _state(m, rng)
+    tau = rng.normal(size=qd.size)
+    M = flexible_crba(m, q)
+    b = flexible_bias(m, q, qd)
+    assert np.abs(M - M.T).max() < 1e-12 * np.abs(M).max()
+    assert np.linalg.eigvalsh(M).min() > 0
+    qdd = flexible_aba(m, q, qd, tau)
+    ref = np.linalg.solve(M, tau - b)
+    assert np.abs(qdd - ref).max() < 1e-10 * np.abs(ref).max()
+    # inverse dynamics undoes forward dynamics; and is M qdd + b for any qdd
+    assert np.abs(flexible_rnea(m, q, qd, qdd) - tau).max() < 1e-10 * np.abs(b).max()
+    y = rng.normal(size=qd.size)
+    assert np.abs(flexible_rnea(m, q, qd, y) - (M @ y + b)).max() < 1e-11 * np.abs(M @ y).max()
+
+
+def test_zero_deformation_changes_nothing():
+    rng = np.random.default_rng(2)
+    rigid, m, _ = _beam_chain(4, ["revolute", "universal", "revolute", "revolute"], [0, 2, 3])
+    nq, nv = flexible_state_size(m)
+    ne = nv - rigid.nv
+    q = rigid.random_configuration(rng)
+    qd, qdd = rigid.random_velocity(rng), rng.normal(size=rigid.nv)
+    qf, qdf, qddf = (np.concatenate((x, np.zeros(ne))) for x in (q, qd, qdd))
+    tau = flexible_rnea(m, qf, qdf, qddf)
+    assert np.allclose(tau[:rigid.nv], partree.rnea(rigid, q, qd, qdd), rtol=0, atol=1e-10)
+    M = flexible_crba(m, qf)
+    assert np.allclose(M[:rigid.nv, :rigid.nv], partree.crba(rigid, q), rtol=0, atol=1e-12)
+    # with the modes held (their accelerations the unknown modal forces keep at zero), the joints
+    # accelerate as the rigid model's: the Schur complement of the modal block
+    tq = rng.normal(size=rigid.nv)
+    b = flexible_bias(m, qf, qdf)
+    Mjj = M[:rigid.nv, :rigid.nv]
+    assert np.allclose(np.linalg.solve(Mjj, tq - b[:rigid.nv]), partree.aba(rigid, q, qd, tq), rtol=0, atol=1e-9)
+
+
+def _rk4(f, x, dt, steps, record=None):
+    out = [] if record is not None else None
+    for _ in range(steps):
+        k1 = f(x)
+        k2 = f(x + 0.5 * dt * k1)
+        k3 = f(x + 0.5 * dt * k2)
+        k4 = f(x + dt * k3)
+        x = x + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+        if out is not None:
+            out.append(record(x))
+    return x, out
+
+
+def _flexible_rhs(m):
+    nq, nv = flexible_state_size(m)
+    zero = np.zeros(nv)
+
+    def f(x):
+        return np.concatenate((x[nq:], flexible_aba(m, x[:nq], x[nq:], zero)))
+    return f, nq
+
+
+def test_energy_is_conserved_without_damping():
+    rng = np.random.default_rng(3)
+    _, m, _ = _beam_chain(2, ["universal", "revolute"], [0, 1], EI=20.0, modes=2)
+    q, qd = _state(m, rng, eta_scale=0.01)
+    qd *= 0.5
+    f, nq = _flexible_rhs(m)
+    x0 = np.concatenate((q, qd))
+    H = lambda x: sum(flexible_energy(m, x[:nq], x[nq:]))      # noqa: E731
+    T0, V0, E0 = flexible_energy(m, q, qd)
+    x, _ = _rk4(f, x0, 2.5e-4, 400)
+    T1, V1, E1 = flexible_energy(m, x[:nq], x[nq:])
+    assert abs(T1 - T0) > 0.1 and abs(E1 - E0) > 1e-3         # energy moved between its forms
+    assert abs(H(x) - H(x0)) < 1e-6 * (abs(T0) + abs(V0) + E0)
+
+
+def test_energy_decreases_with_damping():
+    rng = np.random.default_rng(4)
+    _, m, _ = _beam_chain(1, ["universal"], [0], EI=20.0, modes=2, damping_ratio=0.05)
+    q, qd = _state(m, rng, eta_scale=0.01)
+    f, nq = _flexible_rhs(m)
+    x0 = np.concatenate((q, qd))
+    H = lambda x: sum(flexible_energy(m, x[:nq], x[nq:]))      # noqa: E731
+    x, hist = _rk4(f, x0, 5e-4, 100, record=H)
+    assert np.all(np.diff([H(x0)] + hist) < 1e-9)
+
+
+def test_stiff_link_follows_the_rigid_link():
+    """stiffness -> infinity: the flexible double pendulum's joints follow the rigid one's."""
+    rigid, soft, body = _beam_chain(2, ["revolute", "revolute"], [0, 1], EI=50.0, modes=1, bending="y",
+                                    gravity=(0, -9.81, 0))
+    rigid = Model(rigid.parent, "revolute", np.tile([0, 0, 1.0], (2, 1)), rigid.E_tree, rigid.r_tree, rigid.mass,
+                  rigid.com, rigid.I_com, gravity=(0, -9.81, 0))
+    q0 = np.array([0.3, -0.2])
+    dt, steps = 2.5e-4, 400
+    xr, ref = _rk4(lambda x: np.concatenate((x[2:], partree.aba(rigid, x[:2], x[2:], np.zeros(2)))),
+                   np.concatenate((q0, np.zeros(2))), dt, steps, record=lambda x: x[:2].copy())
+    errors = []
+    for scale in (1e1, 1e3):
+        stiff = body.with_stiffness(scale * body.stiffness)
+        m = rigid.with_flexible({0: stiff, 1: stiff})
+        f, nq = _flexible_rhs(m)
+        x0 = np.concatenate((q0, np.zeros(2), np.zeros(4)))
+        _, hist = _rk4(f, x0, dt, steps, record=lambda x: x[:2].copy())
+        errors.append(np.abs(np.array(hist) - np.array(ref)).max())
+    assert errors[1] < 1e-3
+    assert errors[1] < 0.05 * errors[0]        # the difference goes as the compliance
+
+
+def test_cantilever_matches_a_chain_of_rigid_segments():
+    """A clamped beam released under a small gravity load: the modal link's tip deflection against
+    a chain of 100 rigid segments joined by torsional springs (EI / l; 2 EI / l at the clamp)."""
+    L, EI, rhoA, g = 1.0, 12.8, 1.0, 0.1
+    body, mass, com, I_com = euler_bernoulli_beam(L, EI, rhoA, 4, bending="z")
+    one = Model([-1], "fixed", [[0, 1.0, 0]], [np.eye(3)], [[0, 0, 0]], [mass], [com], [I_com],
+                gravity=(0, 0, -g)).with_flexible({0: body})
+    Phi_tip = body.nodes["tip"][1]
+    f, nq = _flexible_rhs(one)
+    T_end, dt = 0.26, 1e-3                       # past the first swing's lowest point (half a period)
+    steps = int(round(T_end / dt))
+    _, zf = _rk4(f, np.zeros(2 * nq), dt, steps, record=lambda x: float(Phi_tip[2] @ x[:nq]))
+    N = 100
+    ell = L / N
+    r = np.zeros((N, 3))
+    r[1:, 0] = ell
+    Ic = np.diag([1e-12, 1.0, 1.0]) * rhoA * ell ** 3 / 12
+    chain = Model(np.arange(N) - 1, "revolute", np.tile([0, 1.0, 0], (N, 1)), np.tile(np.eye(3), (N, 1, 1)), r,
+                  np.full(N, rhoA * ell), np.tile([ell / 2, 0, 0], (N, 1)), np.tile(Ic, (N, 1, 1)),
+                  gravity=(0, 0, -g))
+    k = np.full(N, EI / ell)
+    k[0] = 2 * EI / ell
+
+    def tip(x):
+        kin = partree.forward_kinematics(chain, x[:N])
+        return float((kin.p[-1] + kin.R[-1] @ np.array([ell, 0, 0]))[2])
+
+    sub = 110                                    # the chain's zigzag mode (2.5e5 rad/s) needs the finer step
+    rhs = lambda x: np.concatenate((x[N:], partree.aba(chain, x[:N], x[N:], -k * x[:N], check=False)))    # noqa: E731
+    x = np.zeros(2 * N)
+    zc = []
+    for _ in range(steps):
+        x, _ = _rk4(rhs, x, dt / sub, sub)
+        zc.append(tip(x))
+    zf, zc = np.array(zf), np.array(zc)
+    static = g * rhoA * L ** 4 / (8 * EI)
+    assert 1.5 * static < -zc.min() < 2.5 * static            # it swings through about twice the sag
+    assert -zc.min() < 0.01 * L                                # small deflection
+    assert np.abs(zf - zc).max() < 0.02 * np.abs(zc).max()
+
+
+def test_wrong_state_sizes_are_refused():
+    _, m, _ = _beam_chain(2, ["revolute", "revolute"], [0], modes=2, bending="y")
+    with pytest.raises(PartreeInputError, match="modal"):
+        flexible_aba(m, np.zeros(m.nq), np.zeros(m.nv), np.zeros(m.nv))
