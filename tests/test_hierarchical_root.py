@@ -101,6 +101,22 @@ def test_ten_thousand_parts():
     assert plan.last_stats["max_ports"] < 40
 
 
+def test_one_rank_engine_with_the_tree_root():
+    """MPIEngine(root='tree') on a one-rank communicator: every merge local, the same result."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    from partree.parallel.mpi import MPIEngine
+
+    m = random_tree(120, seed=7, floating_base=True, joint_types=MIXED)
+    rng = np.random.default_rng(1)
+    q, qd, tau = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
+    eng = MPIEngine(m, comm=MPI.COMM_SELF, parts=9, root="tree", fanin=3)
+    assert eng.root_mode == "tree" and eng.root_stats["depth"] == 2
+    assert _rel(eng.forward_dynamics(q, qd, tau), partree.aba(m, q, qd, tau)) < 1e-10
+    assert MPIEngine(m, comm=MPI.COMM_SELF, parts=9).root_mode == "flat"          # auto, few parts
+    with pytest.raises(ValueError, match="root must be"):
+        MPIEngine(m, comm=MPI.COMM_SELF, parts=9, root="star")
+
+
 # ---------------------------------------------------------------------- under mpiexec
 def _mpi_ok(n, *args, timeout=900):
     from test_mpi import MPIEXEC, _run
