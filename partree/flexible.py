@@ -14,6 +14,9 @@ the *inertia invariants* held here:
 ``phiphi``             (m, m, 3, 3)   C_kl = integral of rho Phi_k Phi_l^T dV
 ``stiffness``          (m, m)         K, symmetric positive semi-definite
 ``damping``            (m, m)         D, symmetric positive semi-definite (zero by default)
+``stiffening``         (3, 3, m, m)   G, geometric stiffening (optional): the modal force
+                                      ``(sum_ab omega_a omega_b G_ab) eta`` of the axial loads
+                                      the frame's spin puts in the body
 ``nodes``              name -> node   where children attach: point (3,) in body coordinates,
                                       translation Phi (3, m) and rotation Psi (3, m) there
 =====================  =============  ========================================================
@@ -51,10 +54,15 @@ class FlexibleBody:
     stiffness : float[m, m]
     damping : float[m, m], optional
     nodes : dict name -> (point (3,), Phi (3, m), Psi (3, m)), optional
+    stiffening : float[3, 3, m, m], optional
+        Geometric stiffening: with the body frame's angular velocity omega (body coordinates),
+        the modes feel the stiffness ``sum_ab omega_a omega_b G[a, b]`` (the centrifugal
+        stiffening of a spinning link).  A velocity-dependent force, not a potential one.
     name : str, optional
     """
 
-    def __init__(self, first, xphi, phiphi, stiffness, damping=None, nodes=None, name="flexible"):
+    def __init__(self, first, xphi, phiphi, stiffness, damping=None, nodes=None, name="flexible",
+                 stiffening=None):
         self.name = str(name)
         first = np.array(first, dtype=float)
         if first.ndim != 2 or first.shape[0] != 3 or first.shape[1] < 1:
@@ -77,6 +85,7 @@ class FlexibleBody:
         self.phiphi = shaped(phiphi, (m, m, 3, 3), "phiphi")
         self.stiffness = shaped(stiffness, (m, m), "stiffness")
         self.damping = np.zeros((m, m)) if damping is None else shaped(damping, (m, m), "damping")
+        self.stiffening = None if stiffening is None else shaped(stiffening, (3, 3, m, m), "stiffening")
         C = self.phiphi
         scale = max(1.0, float(np.abs(C).max()))
         if np.abs(C - C.transpose(1, 0, 3, 2)).max() > 1e-9 * scale:
@@ -114,7 +123,11 @@ class FlexibleBody:
     def with_stiffness(self, K, damping=None):
         """The same body with another stiffness (and damping) matrix."""
         return FlexibleBody(self.first, self.xphi, self.phiphi, K, self.damping if damping is None else damping,
-                            self.nodes, self.name)
+                            self.nodes, self.name, self.stiffening)
+
+    def without_stiffening(self):
+        """The same body without its geometric stiffening."""
+        return FlexibleBody(self.first, self.xphi, self.phiphi, self.stiffness, self.damping, self.nodes, self.name)
 
     def frequencies(self):
         """Natural frequencies (rad/s) of the body clamped at its frame: sqrt of the generalized

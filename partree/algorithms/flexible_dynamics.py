@@ -19,6 +19,9 @@ tangent map, so the velocities are the exact time derivatives of the poses).  A 
 * forward dynamics: articulated inertias ``(6 + m) x (6 + m)``, ``U = IA S_hat``,
   ``D = S_hat^T U``, handed to the parent as ``T_i^T Ia_i[:6, :6] T_i``.
 
+A body with geometric stiffening data (``FlexibleBody.stiffening``) adds its modal force
+``(omega^T G omega) eta`` to the velocity terms b.
+
 Coordinates: ``q_full = [q; eta]``, ``v_full = [qd; eta_dot]`` (``partree.flexible``); the
 modal generalized forces of ``tau_full`` are the forces applied to the modes (zero in free
 motion: the elastic and damping forces are part of the dynamics).  Gravity enters as the base
@@ -209,6 +212,8 @@ def _flexible_bias(mass, com, I_com, body, e, ed, v, h):
         dT += w @ sum(ed[l] * axial(C[k, l]) for l in range(m))
         out[6 + k] -= dT
     out[6:] += body.stiffness @ e + body.damping @ ed
+    if body.stiffening is not None:
+        out[6:] += np.einsum("a,b,abkl,l->k", w, w, body.stiffening, e)
     return out
 
 

@@ -64,7 +64,7 @@ def mode_shape(bL, xi, derivative=0):
 
 
 def euler_bernoulli_beam(length, EI, rhoA, modes, bending="y", polar=0.0, damping_ratio=0.0, EI_z=None,
-                         name="beam"):
+                         name="beam", stiffening=False):
     """A uniform clamped-free beam link.
 
     Parameters
@@ -81,6 +81,11 @@ def euler_bernoulli_beam(length, EI, rhoA, modes, bending="y", polar=0.0, dampin
         about the beam's axis.
     damping_ratio : float
         Modal damping ratio of every mode.
+    stiffening : bool
+        Add the geometric stiffening of the centrifugal axial force: a spin omega about the
+        axes across the beam pulls the section at x with N(x) = (omega_y^2 + omega_z^2) rho A
+        (L^2 - x^2) / 2, and the modes feel ``integral N phi_k' phi_l' dx``.  Without it a
+        linear modal beam spun past its first bending frequency diverges.
 
     Returns
     -------
@@ -144,7 +149,15 @@ def euler_bernoulli_beam(length, EI, rhoA, modes, bending="y", polar=0.0, dampin
     Mee = np.einsum("klii->kl", phiphi)
     omega = np.sqrt(np.maximum(np.diag(K) / np.diag(Mee), 0.0))
     D = np.diag(2.0 * float(damping_ratio) * omega * np.diag(Mee))
-    body = FlexibleBody(first, xphi, phiphi, K, D, nodes={"tip": (np.array([L, 0.0, 0.0]), Phi, Psi)}, name=name)
+    G = None
+    if stiffening:
+        slopes = np.stack([mode_shape(roots[k], xi, 1) / L for (_, _, k, _) in cand])
+        Ks = ((slopes * (wx * rhoA * 0.5 * (L ** 2 - x ** 2))) @ slopes.T) * same
+        G = np.zeros((3, 3, m, m))
+        G[1, 1] = Ks
+        G[2, 2] = Ks
+    body = FlexibleBody(first, xphi, phiphi, K, D, nodes={"tip": (np.array([L, 0.0, 0.0]), Phi, Psi)}, name=name,
+                        stiffening=G)
     mass = rhoA * L
     com = np.array([0.5 * L, 0.0, 0.0])
     It = mass * L ** 2 / 12.0
