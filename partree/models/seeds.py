@@ -172,6 +172,7 @@ THREE_ARM_LINK_MASS = 1.0                              # kg, paper
 THREE_ARM_LINK_LENGTH = 0.4                            # m, paper
 THREE_ARM_INERTIA_AT_JOINT = (0.1, 0.13, 0.13)         # kg m^2 about the inner joint, paper
 THREE_ARM_ARMS = (4, 3, 3)                             # links per arm: joints 1-4, 5-7, 8-10 (inferred)
+THREE_ARM_LINK_EI = 500.0                              # N m^2, bending stiffness of a flexible link (chosen)
 
 
 def three_arm_link_inertia(mass=THREE_ARM_LINK_MASS, length=THREE_ARM_LINK_LENGTH,
@@ -185,7 +186,8 @@ def three_arm_link_inertia(mass=THREE_ARM_LINK_MASS, length=THREE_ARM_LINK_LENGT
 
 def three_arm_manipulator(arms=THREE_ARM_ARMS, floating_base=False, base_mass=1.0,
                           base_inertia=THREE_ARM_INERTIA_AT_JOINT, mount_radius=0.2,
-                          gravity=(0.0, 0.0, 0.0), name="three_arm_manipulator"):
+                          gravity=(0.0, 0.0, 0.0), name="three_arm_manipulator", flexible=False, modes=6,
+                          EI=THREE_ARM_LINK_EI):
     """Seed 002's test model: a tree manipulator with three arms on a base, 10 rigid links.
 
     Joints are named after the paper's numbers, ``'J1'`` .. ``'J10'``; joint Jk is link k's inner
@@ -206,8 +208,13 @@ def three_arm_manipulator(arms=THREE_ARM_ARMS, floating_base=False, base_mass=1.
     ================================  ======================================================  =======
     parameter                         value                                                   source
     ================================  ======================================================  =======
-    links                             10, rigid (the paper's links are flexible, 6 modes      paper /
-                                      each; modes are left out here)                          brief
+    links                             10, rigid by default; with ``flexible=True`` each       paper /
+                                      link is a flexible body with ``modes`` (6) clamped-     brief
+                                      free bending modes of a uniform Euler-Bernoulli beam
+                                      (``partree.models.beam``; modes in both planes, 3 +
+                                      3), its rigid mass and inertia the paper's
+    link bending stiffness EI         500 N m^2 (flexible links; not in the paper)            chosen
+    link mass per length              2.5 kg/m (1 kg over 0.4 m, uniform; flexible links)     derived
     joints                            1-DOF revolute, ideal and rigid                         paper
     link mass                         1 kg                                                    paper
     inertia about the inner joint     diag(0.1, 0.13, 0.13) kg m^2                            paper
@@ -268,8 +275,14 @@ def three_arm_manipulator(arms=THREE_ARM_ARMS, floating_base=False, base_mass=1.
         axis[first] = _Z
         r_tree[ids[1:], 0] = THREE_ARM_LINK_LENGTH
         first += m
-    return Model(parent, jtype, axis, E_tree, r_tree, mass, com, I_com, gravity=gravity,
-                 joint_names=joint_names, body_names=body_names, name=name)
+    model = Model(parent, jtype, axis, E_tree, r_tree, mass, com, I_com, gravity=gravity,
+                  joint_names=joint_names, body_names=body_names, name=name)
+    if flexible:
+        from .beam import euler_bernoulli_beam
+        body = euler_bernoulli_beam(THREE_ARM_LINK_LENGTH, float(EI), THREE_ARM_LINK_MASS / THREE_ARM_LINK_LENGTH,
+                                    int(modes), bending="yz", name="link")[0]
+        model = model.with_flexible({i: body for i in range(off, n)})
+    return model
 
 
 @dataclass(frozen=True)
