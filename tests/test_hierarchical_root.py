@@ -117,6 +117,40 @@ def test_one_rank_engine_with_the_tree_root():
         MPIEngine(m, comm=MPI.COMM_SELF, parts=9, root="star")
 
 
+def test_tree_root_with_loops_inside_parts():
+    """Loops inside parts: forward dynamics and the position correction's step through the tree
+    root equal the flat root's (one-rank communicator)."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    from loop_models import local_loop_models, state
+
+    from partree.parallel.mpi import MPIEngine
+
+    for m in local_loop_models()[:2]:
+        q, qd, tau = state(m, 0)[:3]
+        flat = MPIEngine(m, comm=MPI.COMM_SELF, parts=9, root="flat")
+        tree = MPIEngine(m, comm=MPI.COMM_SELF, parts=9, root="tree")
+        assert tree.root_mode == "tree"
+        assert _rel(tree.forward_dynamics(q, qd, tau), flat.forward_dynamics(q, qd, tau)) < 1e-10
+        steps = [e.correction_step_local([q[pk.qix] for pk in e.parts], [qd[pk.vix] for pk in e.parts], "position")
+                 for e in (flat, tree)]
+        assert _rel(steps[1][0], steps[0][0]) < 1e-10
+        assert steps[1][1] == pytest.approx(steps[0][1], rel=1e-12, abs=1e-15)
+
+
+def test_loops_at_the_root_take_the_flat_root():
+    MPI = pytest.importorskip("mpi4py.MPI")
+    from loop_models import spanning_cases, state
+
+    from partree.parallel.mpi import MPIEngine
+    from partree.parallel.partition import partition_from_roots
+
+    m, roots = spanning_cases()[1]
+    q, qd, tau = state(m, 1)[:3]
+    eng = MPIEngine(m, comm=MPI.COMM_SELF, parts=partition_from_roots(m, roots), root="tree")
+    assert eng.root_mode == "flat"
+    assert np.all(np.isfinite(eng.forward_dynamics(q, qd, tau)))
+
+
 # ---------------------------------------------------------------------- under mpiexec
 def _mpi_ok(n, *args, timeout=900):
     from test_mpi import MPIEXEC, _run
