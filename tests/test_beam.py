@@ -124,3 +124,16 @@ def test_modal_data_that_does_not_fit_the_body_is_refused():
     light = _one_link(body, 0.1 * mass, com, 0.1 * I_com)       # modes carrying more mass than the body
     with pytest.raises(PartreeInputError, match=r"\(6 \+ m\) x \(6 \+ m\) mass matrix"):
         light.with_flexible({0: body})
+
+
+def test_flexible_model_pickles_and_rigid_model_has_none():
+    import pickle
+
+    body, mass, com, I_com = euler_bernoulli_beam(1.0, 10.0, 2.0, 3, stiffening=True)
+    rigid = _one_link(body, mass, com, I_com, children=1, at=(1.0, 0, 0))
+    flex = rigid.with_flexible({0: body})
+    back = pickle.loads(pickle.dumps(flex))
+    assert back.flexible.n_modal == 3 and back.flexible.node_of == {1: "tip"}
+    assert np.array_equal(back.flexible.bodies[0].stiffening, body.stiffening)
+    assert pickle.loads(pickle.dumps(rigid)).flexible is None
+    assert rigid.with_flexible({0: body}).with_flexible({}).flexible is None
