@@ -183,7 +183,9 @@ def describe_columns(model):
     v_index = np.arange(vj.size) - idx_v[vj]
 
     def units(tab, ids, comp):
-        return np.array(tab[jt[ids], comp].tolist(), dtype=str) if ids.size else np.zeros(0, dtype=str)
+        if not ids.size:
+            return np.zeros(0, dtype=str)
+        return tab.astype(str)[jt[ids], comp]
 
     return {"q_joint": names[qj], "q_index": q_index, "v_joint": names[vj], "v_index": v_index,
             "q_units": units(_TAB_Q, qj, q_index), "qd_units": units(_TAB_QD, vj, v_index),
@@ -535,7 +537,15 @@ def _virtual_series(f, h5py, ranks, K, present, units, names):
 
 def _encode(strings):
     """str array -> UTF-8 bytes array (HDF5 fixed-length strings)."""
-    return np.array([str(s).encode("utf-8") for s in strings], dtype="S") if len(strings) else np.zeros(0, "S1")
+    if not len(strings):
+        return np.zeros(0, "S1")
+    a = np.asarray(strings)
+    if a.dtype.kind == "U":
+        try:
+            return a.astype("S")            # ASCII: numpy converts the whole array at once
+        except UnicodeEncodeError:
+            pass
+    return np.array([str(s).encode("utf-8") for s in strings], dtype="S")
 
 
 def _decode(a):
