@@ -178,3 +178,41 @@ def test_plot_cli_refuses_to_overwrite(tmp_path):
     assert r.returncode == 0, r.stderr
     r = cli("--out", str(tmp_path / "missing" / "figs"))
     assert r.returncode == 2 and "does not exist" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_plots_follow_what_a_run_recorded(tmp_path):
+    """A run that recorded a subset (record / record_joints) gets the figures of what it kept;
+    asking for a figure of something it did not record is refused by name."""
+    import pytest
+
+    from partree.errors import PartreeInputError
+    from partree.plotting import animate_results, configuration_figure, energy_figure, joints_figure
+
+    m = partree.models.space_robot()
+    rng = np.random.default_rng(1)
+    qd0 = m.random_velocity(rng, 0.3)
+    some = tmp_path / "some.h5"                      # two joints' q and qd, no energy
+    simulate(m, 0.1, 0.01, qd0=qd0, out=some, record="q,qd", record_joints=["L11", "L12"], progress=False,
+             verbose=False)
+    files = plot_results(some, tmp_path / "some_figs")
+    assert sorted(p.split("/")[-1] for p in files) == ["joints.png"]
+    full = partree.simulate(m, 0.1, 0.01, qd0=qd0, progress=False, verbose=False)
+    ax = joints_figure(some).axes[0]
+    got = {ln.get_label().split(" ")[0]: ln.get_ydata() for ln in ax.get_lines()}
+    assert set(got) == {"L11", "L12"}
+    assert np.allclose(got["L11"], full.joint("L11")[0][:, 0], rtol=0, atol=1e-12)
+    with pytest.raises(PartreeInputError, match="not recorded"):
+        plot_results(some, tmp_path / "x", joints=["L21"])
+    for f in (energy_figure, configuration_figure):
+        with pytest.raises(PartreeInputError, match="record"):
+            f(some)
+    with pytest.raises(PartreeInputError, match="record_joints"):
+        animate_results(some, tmp_path / "a.gif")
+    only_q = tmp_path / "q.h5"                       # every joint's q only: the tree and q, no velocity axes
+    simulate(m, 0.1, 0.01, qd0=qd0, out=only_q, record="q", progress=False, verbose=False)
+    files = plot_results(only_q, tmp_path / "q_figs")
+    assert sorted(p.split("/")[-1] for p in files) == ["configuration.png", "joints.png"]
+    assert len(joints_figure(only_q).axes) == 1
+    energy_only = tmp_path / "e.h5"
+    simulate(m, 0.1, 0.01, qd0=qd0, out=energy_only, record="energy", progress=False, verbose=False)
+    assert [p.split("/")[-1] for p in plot_results(energy_only, tmp_path / "e_figs")] == ["energy.png"]

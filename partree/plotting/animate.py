@@ -104,6 +104,9 @@ def animate_results(results, out, fps=10.0, max_frames=100, ranks=None, large=LA
     res = results if isinstance(results, SimulationResult) else load_results(results)
     if res.q is None or len(res) == 0:
         raise PartreeInputError("the results hold no configurations to animate")
+    if res.q_columns is not None:
+        raise PartreeInputError("animating the tree needs every joint's coordinates: these results hold some "
+                                "joints' only (record_joints)")
     model = res.model
     frames = frame_indices(len(res), max_frames)
     drawing = TreeDrawing(model, ranks=ranks, large=large, max_segments=max_segments, labels=labels)

@@ -15,6 +15,11 @@
 ``configuration.<fmt>``
     the tree drawn at a few times, under one camera (see :mod:`partree.plotting.tree`).
 
+Each figure is written when the results hold what it shows: joint coordinates for the first
+(velocities too for its lower axes), the energy, the wrenches, and every joint's coordinates for
+the configuration (a run that recorded a subset, ``record`` / ``record_joints``, gets the figures of
+what it kept).
+
 Lines that lie on top of each other stay distinguishable: each line has its own colour, dash
 pattern and markers (placed at staggered samples), and the legend notes which lines overlap.
 """
@@ -126,9 +131,15 @@ def overlap_note(hits):
     return " (" + ", ".join(f"{what} on top of {h}" for what, h in hits if h is not None) + ")"
 
 
-def _default_joints(model, k=6):
-    """Up to ``k`` joints with at least one degree of freedom, spread over the tree."""
+def _default_joints(model, k=6, res=None):
+    """Up to ``k`` joints with at least one degree of freedom, spread over the tree (with ``res``:
+    among the joints whose coordinates it recorded, ``record_joints``)."""
     with_dof = np.flatnonzero(model.nv_j > 0)
+    if res is not None and res.q_columns is not None:
+        kept = np.zeros(model.nq, dtype=bool)
+        kept[res.q_columns] = True
+        with_dof = np.array([i for i in with_dof if kept[model.idx_q[i]:model.idx_q[i] + model.nq_j[i]].all()],
+                            dtype=np.int64)
     pick = with_dof if with_dof.size <= k else with_dof[np.unique(np.linspace(0, with_dof.size - 1, k).astype(int))]
     return [model.joint_names[int(i)] for i in pick]
 
@@ -148,11 +159,21 @@ def figure_names(res, fmt="png"):
     list of str
         File names, in the order they are written.
     """
-    names = ["joints", "energy"]
+    names = []
+    if res.q is not None and _default_joints(res.model, res=res):
+        names.append("joints")
+    if res.energy is not None:
+        names.append("energy")
     if res.joint_wrench is not None and len(res.wrench_joints):
         names.append("wrenches")
-    names.append("configuration")
+    if _whole_configuration(res):
+        names.append("configuration")
     return [f"{n}.{fmt}" for n in names]
+
+
+def _whole_configuration(res):
+    """Whether the results hold every coordinate of q (what drawing the tree needs)."""
+    return res.q is not None and res.q_columns is None
 
 
 def _save(fig, out_dir, name, dpi, files):
@@ -195,29 +216,37 @@ def joints_figure(results, joints=None):
     need_matplotlib("plotting results")
     res = _results(results)
     model, t = res.model, res.t
-    joints = list(joints) if joints else _default_joints(model)
-    lines = []                                   # (name, q series, q̇ series)
+    if res.q is None:
+        raise PartreeInputError("the results hold no joint coordinates (record q to plot joint trajectories)")
+    joints = list(joints) if joints else _default_joints(model, res=res)
+    with_v = res.qd is not None
+    lines = []                                   # (name, q series, q̇ series or None)
     for j in joints:
-        qs, vs = res.joint(j)
+        try:
+            qs, vs = res.joint(j)
+        except KeyError as e:
+            raise PartreeInputError(str(e.args[0])) from None
         if model.joint_type(j) in ("spherical", "free"):
             quat = qs[:, -4:]
             ang = 2 * np.arccos(np.clip(np.abs(quat[:, 3]), 0, 1))
-            lines.append((f"{j} (rotation angle, |ω|)", ang, np.linalg.norm(vs[:, -3:], axis=1)))
+            lines.append((f"{j} (rotation angle, |ω|)", ang, np.linalg.norm(vs[:, -3:], axis=1) if with_v else None))
         else:
             for c in range(qs.shape[1]):
-                lines.append((j if qs.shape[1] == 1 else f"{j}[{c}]", qs[:, c], vs[:, c]))
+                lines.append((j if qs.shape[1] == 1 else f"{j}[{c}]", qs[:, c], vs[:, c] if with_v else None))
     names = [ln[0] for ln in lines]
     hq = overlaps([ln[1] for ln in lines], names)
-    hv = overlaps([ln[2] for ln in lines], names)
-    fig = new_figure(figsize=(9.5, 6.5), layout="constrained")
-    axes = fig.subplots(2, 1, sharex=True)
+    hv = overlaps([ln[2] for ln in lines], names) if with_v else [[] for _ in lines]
+    fig = new_figure(figsize=(9.5, 6.5 if with_v else 3.8), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True) if with_v else [fig.subplots(1, 1)]
     for k, (name, q, v) in enumerate(lines):
         st = line_style(k, len(t), len(lines))
         axes[0].plot(t, q, label=name + overlap_note([("q", hq[k]), ("q̇", hv[k])]), **st)
-        axes[1].plot(t, v, **st)
+        if with_v:
+            axes[1].plot(t, v, **st)
     axes[0].set_ylabel("q  [rad or m]")
-    axes[1].set_ylabel("q̇  [rad/s or m/s]")
-    axes[1].set_xlabel("t  [s]")
+    if with_v:
+        axes[1].set_ylabel("q̇  [rad/s or m/s]")
+    axes[-1].set_xlabel("t  [s]")
     for ax in axes:
         ax.grid(alpha=0.3)
     fig.suptitle(wrap_title(f"joint trajectories: {_run_title(res)}", fig, 10), fontsize=10)
@@ -244,6 +273,8 @@ def energy_figure(results):
     """
     need_matplotlib("plotting results")
     res = _results(results)
+    if res.energy is None:
+        raise PartreeInputError("the results hold no energy (record energy to plot it)")
     t, E, T, V = res.t, res.energy, res.kinetic, res.potential
     series = [("total", E, dict(color="black", linestyle="-", linewidth=2.4, alpha=0.55)),
               ("kinetic", T, dict(color="C0", linestyle="--", linewidth=1.6)),
@@ -363,6 +394,9 @@ def configuration_figure(results, times=None, ranks=None, large=LARGE_MODEL, lab
     need_matplotlib("plotting results")
     res = _results(results)
     model, t = res.model, res.t
+    if not _whole_configuration(res):
+        raise PartreeInputError("drawing the tree needs every joint's coordinates: these results "
+                                + ("hold none (record q)" if res.q is None else "hold some joints' only (record_joints)"))
     if times is None:
         times = np.linspace(t[0], t[-1], min(4, len(t)))
     span = max(t[-1] - t[0], 1e-300)
@@ -425,15 +459,25 @@ def plot_results(results, out_dir=None, joints=None, times=None, fmt="png", dpi=
     if out_dir is None:
         out_dir = os.path.splitext(res.path)[0] + "_plots" if res.path else "plots"
     names = figure_names(res, fmt)
+    if not names:
+        raise PartreeInputError("the results hold nothing to plot (no joint coordinates, energy or wrenches)")
     model = res.model
-    joints = list(joints) if joints else _default_joints(model)
+    joints = list(joints) if joints else _default_joints(model, res=res)
     for j in joints:
         model.joint_id(j)                         # unknown names fail before anything is drawn
+        if f"joints.{fmt}" in names:
+            try:
+                res.joint(j)
+            except KeyError as e:
+                raise PartreeInputError(str(e.args[0])) from None
     out_dir = check_output_dir(out_dir, names, overwrite=overwrite)
     files = []
-    _save(joints_figure(res, joints), out_dir, f"joints.{fmt}", dpi, files)
-    _save(energy_figure(res), out_dir, f"energy.{fmt}", dpi, files)
+    if f"joints.{fmt}" in names:
+        _save(joints_figure(res, joints), out_dir, f"joints.{fmt}", dpi, files)
+    if f"energy.{fmt}" in names:
+        _save(energy_figure(res), out_dir, f"energy.{fmt}", dpi, files)
     if f"wrenches.{fmt}" in names:
         _save(wrenches_figure(res), out_dir, f"wrenches.{fmt}", dpi, files)
-    _save(configuration_figure(res, times, ranks, large, labels), out_dir, f"configuration.{fmt}", dpi, files)
+    if f"configuration.{fmt}" in names:
+        _save(configuration_figure(res, times, ranks, large, labels), out_dir, f"configuration.{fmt}", dpi, files)
     return files
