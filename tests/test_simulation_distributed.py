@@ -96,11 +96,8 @@ def test_dask_simulation_matches_serial(dask_client, mode, tmp_path):
         kw.update(f_ext={m.joint_names[7]: [0.0, 0.1, 0.0, 0.0, 0.0, 2.0]})
     cases = [("rk4", 0.006, 1e-3, {"save_every": 2}), ("dopri5", 0.1, 0.05, {}), ("dop853", 0.1, 0.1, {}),
              ("rk4", 0.001, 1e-3, {"record": "all"}), ("symplectic-euler", 0.004, 1e-3, {})]
-    from partree.simulation.dask_backend import DaskVector
-
-    def on_workers(k, t, q, v):          # the client never holds the state between save points
-        assert isinstance(q, DaskVector) and isinstance(v, DaskVector) and len(q.raw) == 3
-        assert not any(isinstance(x, np.ndarray) for x in vars(q).values())
+    def on_workers(k, t, q, v):          # the ranks on the workers hold their parts' pieces only
+        assert isinstance(q, np.ndarray) and 0 < q.size < m.nq and 0 < v.size < m.nv
 
     for ci, (integ, t_end, dt, extra) in enumerate(cases):
         out = tmp_path / f"{ci}_{integ}.h5"
@@ -114,57 +111,6 @@ def test_dask_simulation_matches_serial(dask_client, mode, tmp_path):
             assert np.abs(x - y).max() < 1e-10, (integ, name)
         assert a.summary["steps"] == b.summary["steps"] and a.summary["f_evals"] == b.summary["f_evals"]
         assert a.summary["nparts"] == 3 and out.exists()
-
-
-def test_dask_simulation_round_trips_and_memory(dask_client):
-    """RK4 over the parts' actors: two round trips per evaluation (velocity, reduce; the stage
-    arithmetic and the back-substitution ride on the next call), none for the state between save
-    points; the actors hold only the live vectors (state, FSAL slope) after every step."""
-    m = _model("floating")
-    kw = _inputs(m)
-    for integ, t_end, dt, held in [("rk4", 0.005, 1e-3, 2), ("dopri5", 0.1, 0.02, 3)]:
-        seen = []
-
-        def hook(k, t, q, v):
-            ctx = q.ctx
-            before = ctx.calls
-            n = ctx.call("nkeys", ())             # flushes the queued operations and drops
-            seen.append((before, n))
-            ctx.calls = before                     # (not counted)
-        res = simulate(m, t_end, dt, integrator=integ, backend="dask", client=dask_client, parts=3, _step_hook=hook,
-                       save_every=10**6, **kw)
-        assert all(n == [held] * 3 for _, n in seen), (integ, seen)
-        if integ == "rk4":
-            calls = [b - a for (a, _), (b, _) in zip(seen, seen[1:])]
-            # 4 evaluations x 2 round trips per step; the last tick also fetches the state (save point)
-            assert calls == [8] * (len(seen) - 2) + [9], calls
-            assert res.summary["steps"] == len(seen)
-
-
-def test_dask_worker_lost_mid_run_is_a_clear_error():
-    """A worker process killed during a simulation: the state on it is gone, the run ends with a
-    DaskEngineError (no hang)."""
-    import time
-
-    distributed = pytest.importorskip("distributed")
-    from partree.parallel.dask_backend import DaskEngineError
-
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    c = distributed.Client(cluster)
-    try:
-        m = _model("plain")
-        kw = _inputs(m)
-
-        def hook(k, t, q, v):
-            if k == 2:
-                c.run(os._exit, 1, workers=[q.ctx.eng.workers[0]], on_error="ignore")
-        t0 = time.perf_counter()
-        with pytest.raises(DaskEngineError, match="lost"):
-            simulate(m, 0.01, 1e-3, backend="dask", client=c, parts=2, _step_hook=hook, **kw)
-        assert time.perf_counter() - t0 < 60
-    finally:
-        c.close()
-        cluster.close()
 
 
 # ==================================================================== checkpoints and resume
@@ -307,10 +253,17 @@ def test_bench_simulation_script_smoke(tmp_path):
 
 # ==================================================================== interrupts (SIGINT / SIGTERM)
 
-def _signal_at(k_stop, signum):
+def _signal_at(k_stop, signum, wait=0.0):
+    """A step hook that sends ``signum`` to this process at tick ``k_stop`` (on Dask the hook
+    runs on the workers: it signals the client and waits ``wait`` s for the stop to reach them)."""
+    import time
+
+    pid = os.getpid()
+
     def hook(k, t, q, v):
         if k == k_stop:
-            os.kill(os.getpid(), signum)
+            os.kill(pid, signum)
+            time.sleep(wait)
     return hook
 
 
@@ -332,7 +285,7 @@ def test_signal_in_process_distributed_checkpoints_then_resumes(backend, tmp_pat
     kw = dict(_inputs(m), t_end=0.008, dt=1e-3, save_every=2, **kw_b)
     ref = simulate(m, **kw)
     out = tmp_path / "r.npz"
-    hook = _signal_at(5, signal.SIGTERM)
+    hook = _signal_at(5, signal.SIGTERM, wait=0.0 if backend == "mpi" else 1.0)
     with pytest.raises(SimulationInterrupted) as info:
         simulate(m, out=out, _step_hook=hook, **kw)
     assert abs(info.value.t - 0.005) < 1e-12 and os.path.exists(info.value.checkpoint)

@@ -1,566 +1,212 @@
-"""The Dask backend: the parts and their pieces of the state live in actors on the workers.
+"""The Dask backend: the MPI backend's time loop, run by the workers over a socket channel.
 
-``simulate(..., backend='dask', client=None, parts=P)``: the parts are scattered to the workers
-(``partree.parallel.dask_backend.DaskEngine``) and each part gets a Dask actor on its worker
-(:class:`SimActor`: the part object already there, its joint forces, its ``StateSpace``) that
-keeps the part's slices of every vector of the run (state, stage states, slopes) in its memory
-across steps, under keys; the client holds only the keys (:class:`DaskVector`).  The client calls
-the actors directly (no scheduler in between): one evaluation of the dynamics
-(:class:`DaskLocalDynamics`) is two round trips (velocity maps; boundary relations, the part's
-joint forces computed there) with the root steps in the client.  The integrators' per-part
-arithmetic (stage states, final combinations, the back-substitution that gives qdd) is queued on
-the client and runs in the actors at the start of the next call (:class:`DaskContext`), so it
-costs no round trip of its own; the adaptive error norm is one more call returning per-part
-partial sums, added in part order.  The client only ever receives boundary data, the partial
-sums, and the state at save points and checkpoints (the client writes the files; a resume sends
-the loaded state to the parts' actors).  Lost workers are not recovered (the state on them is
-gone): the run ends with ``DaskEngineError``.  In the momentum form (:class:`DaskLocalMomentum`;
-RK4, DOPRI5, DOP853) an evaluation is three round trips: the engine's momentum rounds.
-``client=None`` starts a LocalCluster with 2 single-threaded workers, closed at the end.
+``simulate(..., backend='dask', client=None, parts=P)`` submits one long-running task per rank to
+the workers (one rank per worker, pinned there).  The tasks open a peer-to-peer channel
+(:class:`partree.parallel.sockcomm.SocketComm`: rank 0 listens, its address travels through a
+``distributed.Variable``, the other ranks connect) and run the MPI backend's simulation
+(:class:`partree.simulation.mpi.MPIBackend`, every integrator and the momentum form, loops'
+corrections, prescribed motion) on their parts over it: a step, all its stages, runs on the
+workers, who exchange the engine's O(P) boundary data directly; the client sends nothing per
+step and hears only about the end of the run (the result), an interrupt or an error.  Rank 0,
+on a worker, records the save points, writes the checkpoints and the results file (give paths
+the workers can reach: the client's file system for a LocalCluster) and prints the progress;
+the client prints the summary.
+
+Signals: SIGINT / SIGTERM reach the client; it tells rank 0 (a ``distributed.Variable`` rank 0
+reads at the loop's polls, about every ``loop.POLL_SECONDS``), every rank stops at the same
+tick, the checkpoint is written and the client raises ``SimulationInterrupted``.
+
+Lost workers: the run keeps checkpoints (the run's own ones; without a periodic checkpoint, a
+recovery checkpoint every :data:`RECOVERY_SECONDS` of wall time, in a temporary directory when
+the run has no checkpoint path).  When a worker dies, the client starts the same ranks (same
+partition, same rank order, so the same reductions) on the workers alive, several ranks as
+threads of one task where workers are fewer than ranks, resuming from the last checkpoint: the
+trajectory is that of an uninterrupted run, bit for bit.  After :data:`MAX_RESTARTS` losses the
+run ends with ``DaskEngineError``.
+
+``client=None`` starts a LocalCluster with 2 single-threaded workers, closed at the end.  The
+``_step_hook`` and ``_probe`` of ``simulate`` run on every rank, on the workers, with the rank's
+pieces of the state (as under MPI).
 """
 from __future__ import annotations
 
-import math
+import dataclasses
+import os
+import shutil
+import tempfile
+import threading
 import time
 
 import numpy as np
 
 from ..errors import DaskEngineError
-from .dynamics import check_momentum_inputs
-from .integrators import DOP853, RK4, DormandPrince5, StateSpace, SymplecticEuler, make_integrator
-from .local import DistributedBackend, LocalLayout
-from .tableaus import DOP853_E3, DOP853_E5
+from ..model import Model
+from .mpi import MPIBackend
+
+#: wall seconds between recovery checkpoints when the run asks for no periodic checkpoint
+RECOVERY_SECONDS = 60.0
+#: lost-worker restarts before the run gives up
+MAX_RESTARTS = 3
+#: seconds the ranks wait for each other to connect
+CONNECT_TIMEOUT = 120.0
+#: wall seconds between rank 0's reads of the client's stop request
+STOP_POLL_SECONDS = 0.2
+#: seconds the client waits, after a rank failed, for the others to end
+GRACE_SECONDS = 15.0
 
 
-# ==================================================================== the per-part arithmetic
-# (the serial integrators' operations on one part's slices)
+class RankBackend(MPIBackend):
+    """The MPI backend on one rank of a Dask simulation (a worker's task, over a
+    :class:`~partree.parallel.sockcomm.SocketComm`): named 'dask'; rank 0 adds the client's stop
+    request (a signal number, or 0) to the loop's polls; the loops' correction takes the maximum
+    violation over the socket channel; the engine's root is the flat one.
 
-def _rk4_stage(sp, q, v, a, prev, h, full):
-    """RK4 stages 2..4 on one part: (q_i, v_i, K_i) from the previous slope a and K_{i-1}
-    (prev; None for stage 2, which uses v).  ``full``: 1 for stage 4 (step h), else 0.5."""
-    c = full * h
-    vs = v + c * a
-    th = c * (v if prev is None else prev)
-    return sp.retract(q, th), vs, sp.dexpinv(th, vs)
+    Parameters
+    ----------
+    comm : SocketComm
+        The ranks.
+    stop : callable or None
+        Rank 0: ``stop() -> signal number or 0``.
+    workers : int
+        The workers the ranks run on (for the summary).
+    """
 
+    name = "dask"
+    #: the flat root: the hierarchical root's messages (non-blocking point-to-point between any
+    #: ranks) are not among the SocketComm's calls
+    engine_options = {"root": "flat"}
 
-def _rk4_final(sp, q, v, a1, a2, a3, a4, K2, K3, K4, h):
-    h6 = h / 6.0
-    q1 = sp.retract(q, h6 * (v + 2.0 * K2 + 2.0 * K3 + K4))
-    v1 = v + h6 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
-    return q1, v1
+    def __init__(self, comm, stop=None, workers=1):
+        super().__init__(comm)
+        self.polls_every_tick = False          # the client's stop request comes with the polls
+        self._stop, self._next_stop = stop, 0.0
+        self.nworkers = int(workers)
 
+    def poll(self, values):
+        from ..parallel.sockcomm import MAX
 
-def _erk_stage(sp, q, v, h, coefs, Kq, Kv, with_k=True):
-    """Embedded RK stage: th = h (a @ Kq), v_i = v + h (a @ Kv), q_i = q + th, Kq_i = dexpinv
-    (Kq, Kv: lists of the stages' arrays that the nonzero coefficients pick)."""
-    th = h * (coefs @ np.stack(Kq))
-    vs = v + h * (coefs @ np.stack(Kv))
-    return sp.retract(q, th), vs, (sp.dexpinv(th, vs) if with_k else None)
-
-
-def _scales_np(sp, atol, rtol, q, v, q1, v1):
-    sq = atol + rtol * np.maximum(sp.q_magnitude(q), sp.q_magnitude(q1))
-    sv = atol + rtol * np.maximum(np.abs(v), np.abs(v1))
-    return sq, sv
-
-
-def _sumsq_np(*ev):
-    ss = 0.0
-    cnt = 0
-    for k in range(0, len(ev), 2):
-        r = ev[k] / ev[k + 1]
-        ss += float(r @ r)
-        cnt += r.size
-    return ss, cnt
-
-
-def _erk_error(sp, kind, q, v, q1, v1, h, atol, rtol, coefs, coefs2, Kq, Kv):
-    """Partial sums of the error norm(s) on one part: [ss, cnt] (dopri5) or [ss5, cnt, ss3, cnt]."""
-    Kq, Kv = np.stack(Kq), np.stack(Kv)
-    sq, sv = _scales_np(sp, atol, rtol, q, v, q1, v1)
-    if kind == "dopri5":
-        ss, cnt = _sumsq_np(h * (coefs @ Kq), sq, h * (coefs @ Kv), sv)
-        return np.array([ss, float(cnt)])
-    s5, c5 = _sumsq_np(coefs @ Kq, sq, coefs @ Kv, sv)
-    s3, c3 = _sumsq_np(coefs2 @ Kq, sq, coefs2 @ Kv, sv)
-    return np.array([s5, float(c5), s3, float(c3)])
-
-
-def _init_norms(sp, atol, rtol, q, v, a0, w):
-    """Partial sums of the two norms of the starting-step heuristic: [ss0, cnt0, ss1, cnt1]
-    (w: the configuration's velocity, v itself in the velocity form)."""
-    sq, sv = _scales_np(sp, atol, rtol, q, v, q, v)
-    s0, c0 = _sumsq_np(sp.q_magnitude(q), sq, v, sv)
-    s1, c1 = _sumsq_np(w, sq, a0, sv)
-    return np.array([s0, float(c0), s1, float(c1)])
-
-
-class SimActor:
-    """One part of a Dask simulation, as a Dask actor on the part's worker: the part (the object
-    the engine scattered there, not a copy), its joint forces (``LocalInputs``), its
-    ``StateSpace`` and its named local vectors (key -> array: state, stage states, slopes) that
-    persist across steps.  Every call first runs the operations the client queued since the
-    previous call (stage arithmetic, back-substitutions, puts, drops: see ``DaskContext``), in
-    order, then its own work; so the integrator's arithmetic rides on the next round trip."""
-
-    def __init__(self, pk, inputs, space):
-        self.pk, self.inputs, self.sp = pk, inputs, space
-        self.x = {}
-
-    # ---------------------------------------------------------------- queued operations
-    def _run(self, ops):
-        for name, args in ops:
-            getattr(self, "_op_" + name)(*args)
-
-    def _op_put(self, key, arr):
-        self.x[key] = arr
-
-    def _op_drop(self, keys):
-        for key in keys:
-            self.x.pop(key, None)
-
-    def _op_solve(self, key, a_in, g):
-        self.x[key] = self.pk.solve(a_in, g).copy()
-
-    def _op_forces(self, key):
-        """The part's joint forces of the evaluation just solved (with prescribed motion: the
-        prescribed joints' computed forces in place)."""
-        self.x[key] = self.pk.joint_forces.copy()
-
-    def _op_tau(self, key, t, q, v):
-        self.x[key] = self.inputs.tau(t, self.x[q], self.x[v])
-
-    def _op_rk4_stage(self, out, q, v, a, prev, h, full):
-        res = _rk4_stage(self.sp, self.x[q], self.x[v], self.x[a], None if prev is None else self.x[prev], h, full)
-        for key, arr in zip(out, res):
-            self.x[key] = arr
-
-    def _op_rk4_final(self, out, q, v, a1, a2, a3, a4, K2, K3, K4, h):
-        x = self.x
-        x[out[0]], x[out[1]] = _rk4_final(self.sp, x[q], x[v], x[a1], x[a2], x[a3], x[a4], x[K2], x[K3], x[K4], h)
-
-    def _op_erk_stage(self, out, q, v, h, coefs, Kq, Kv):
-        x = self.x
-        res = _erk_stage(self.sp, x[q], x[v], h, coefs, [x[k] for k in Kq], [x[k] for k in Kv], out[2] is not None)
-        for key, arr in zip(out, res):
-            if key is not None:
-                x[key] = arr
-
-    def _op_retract(self, out, q, dv, s):
-        self.x[out[0]] = self.sp.retract(self.x[q], s * self.x[dv])
-
-    def _op_add(self, out, v, dx):
-        self.x[out[0]] = self.x[v] + self.x[dx]
-
-    def _op_momentum_solve(self, out, t, q, a_in, g, Fh):
-        """The momentum form's back-substitution: (v, pdot + tau(t, q, v)) under ``out``."""
-        pk = self.pk
-        pk.solve(a_in, g)
-        v, pdot = pk.momentum_rate(Fh)
-        v = v.copy()
-        self.x[out[0]], self.x[out[1]] = v, pdot + self.inputs.tau(t, self.x[q], v)
-
-    def _op_mstage(self, out, q, y, K, a, c):
-        """A momentum-form RK4 stage: q + c K (retracted), y + c a."""
-        self.x[out[0]], self.x[out[1]] = self.sp.retract(self.x[q], c * self.x[K]), self.x[y] + c * self.x[a]
-
-    def _op_erk_mstage(self, out, q, y, h, coefs, Kq, Ky):
-        """A momentum-form embedded RK stage: th = h (a @ Kq) (kept under out[2]: the stage's
-        dexp^-1 needs its velocity, known after the evaluation), q + th retracted, y + h (a @ Ky)."""
-        x = self.x
-        th = h * (coefs @ np.stack([x[k] for k in Kq]))
-        x[out[0]] = self.sp.retract(x[q], th)
-        x[out[1]] = x[y] + h * (coefs @ np.stack([x[k] for k in Ky]))
-        x[out[2]] = th
-
-    def _op_dexp_th(self, out, th, w):
-        """dexp^-1 of the step th at the stage velocity w."""
-        self.x[out[0]] = self.sp.dexpinv(self.x[th], self.x[w])
-
-    def _op_mdexp(self, out, K, w, c):
-        """dexp^-1 of the step c K at the stage velocity w."""
-        self.x[out[0]] = self.sp.dexpinv(c * self.x[K], self.x[w])
-
-    def _op_mfinal(self, out, q, y, w1, a1, a2, a3, a4, K2, K3, K4, h):
-        x = self.x
-        h6 = h / 6.0
-        x[out[0]] = self.sp.retract(x[q], h6 * (x[w1] + 2.0 * x[K2] + 2.0 * x[K3] + x[K4]))
-        x[out[1]] = x[y] + h6 * (x[a1] + 2.0 * x[a2] + 2.0 * x[a3] + x[a4])
-
-    def _op_se_step(self, out, q, v, a, h):
-        x = self.x
-        v1 = x[v] + h * x[a]
-        x[out[0]], x[out[1]] = self.sp.retract(x[q], h * v1), v1
-
-    # ---------------------------------------------------------------- calls (one round trip each)
-    def velocity(self, ops, q, v):
-        self._run(ops)
-        TE, Tr, vrel = self.pk.velocity(self.x[q], self.x[v])
-        return TE.copy(), Tr.copy(), vrel.copy()
-
-    def reduce(self, ops, t, q, v, v_in):
-        self._run(ops)
-        inp = self.inputs
-        tau = inp.tau(t, self.x[q], self.x[v])
-        if inp.active is None:
-            return tuple(a.copy() for a in self.pk.reduce(v_in, tau, inp.f_ext))
-        # prescribed motion: the part's own prescribed joints flagged, their accelerations at t
-        return tuple(a.copy() for a in self.pk.reduce(v_in, tau, inp.f_ext, active=inp.active,
-                                                      qdd=inp.prescribed_qdd(t)))
-
-    def momentum_velocity(self, ops, q):
-        """The momentum form's velocity round: the handle maps at rest."""
-        self._run(ops)
-        TE, Tr, vrel = self.pk.velocity(self.x[q], np.zeros(self.pk.nv))
-        return TE.copy(), Tr.copy(), vrel.copy()
-
-    def momentum_reduce(self, ops, q, p, g_in):
-        """The momentum form's reduction at rest (p as the joint forces) and the part's total of
-        gravity and external wrenches (``PartKernel.momentum_forces``)."""
-        self._run(ops)
-        red = tuple(a.copy() for a in self.pk.reduce(np.zeros(6), self.x[p], None, rows="position"))
-        return red, self.pk.momentum_forces(g_in[3:], self.inputs.f_ext).copy()
-
-    def reduce_rows(self, ops, q, v, v_in, rows):
-        """A loop correction's reduction (no joint forces; ``PartKernel.reduce(..., rows)``) and
-        the part's loop violation max |Phi|."""
-        self._run(ops)
-        red = tuple(a.copy() for a in self.pk.reduce(v_in, np.zeros(self.pk.nv), None, rows=rows))
-        return red, self.pk.loop_violation()
-
-    def erk_error(self, ops, kind, q, v, q1, v1, h, atol, rtol, coefs, coefs2, Kq, Kv):
-        self._run(ops)
-        x = self.x
-        return _erk_error(self.sp, kind, x[q], x[v], x[q1], x[v1], h, atol, rtol, coefs, coefs2,
-                          [x[k] for k in Kq], [x[k] for k in Kv])
-
-    def init_norms(self, ops, atol, rtol, q, v, a0, w):
-        self._run(ops)
-        return _init_norms(self.sp, atol, rtol, self.x[q], self.x[v], self.x[a0], self.x[w])
-
-    def get(self, ops, keys):
-        self._run(ops)
-        return [self.x[k] for k in keys]
-
-    def nkeys(self, ops):
-        self._run(ops)
-        return len(self.x)
-
-
-class DaskVector:
-    """A state-sized vector kept on the workers: every part's slice lives in the part's actor
-    under ``key`` (the client holds no data).  The vector may still be pending: the operation
-    that defines it is queued and runs on the workers at the start of the next call.  When the
-    handle is garbage collected the slices are dropped (queued too)."""
-
-    def __init__(self, ctx, key):
-        self.ctx = ctx
-        self.key = key
-
-    @property
-    def raw(self):
-        """Per-part handles (part, key); not Dask futures (there is nothing to wait for)."""
-        return [(k, self.key) for k in range(self.ctx.nparts)]
-
-    def fetch(self):
-        """The parts' slices (one round trip)."""
-        return self.ctx.fetch([self])[0]
-
-    def __del__(self):
-        try:
-            self.ctx._dead.append(self.key)
-        except Exception:      # noqa: BLE001 -- interpreter shutdown
-            pass
-
-
-def _k(x):
-    return x.key if isinstance(x, DaskVector) else x
-
-
-class DaskContext:
-    """The parts' actors (``SimActor``, one per part, on the part's worker) and the queue of
-    operations not yet sent.  Queued operations (stage arithmetic, back-substitutions, puts,
-    drops) go out with the next call to each actor, ahead of its own work, so one evaluation of
-    the dynamics is two round trips (velocity, reduce) and the stage arithmetic none."""
-
-    def __init__(self, eng, actors):
-        self.eng = eng
-        self.actors = actors
-        self.nparts = len(actors)
-        self._pending = [[] for _ in actors]
-        self._dead = []
-        self._next = 0
-        self.calls = 0                      # round trips (for tests / reports)
-
-    def new(self):
-        self._next += 1
-        return DaskVector(self, self._next)
-
-    def queue(self, name, *args):
-        """The same operation on every part (arguments: DaskVectors -> keys, tuples of them)."""
-        args = tuple(tuple(_k(a) for a in x) if isinstance(x, (tuple, list)) else _k(x) for x in args)
-        op = (name, args)
-        for p in self._pending:
-            p.append(op)
-
-    def queue_each(self, name, per_part):
-        """One operation per part with its own arguments (per_part[k]: a tuple)."""
-        for p, args in zip(self._pending, per_part):
-            p.append((name, args))
-
-    def op(self, name, nout, *args):
-        """Queue an operation writing ``nout`` new vectors; returns their handles."""
-        out = [self.new() for _ in range(nout)]
-        self.queue(name, tuple(out), *args)
+        values = np.array(values, dtype=np.int64)
+        if self._stop is not None and time.monotonic() >= self._next_stop:
+            self._next_stop = time.monotonic() + STOP_POLL_SECONDS
+            values[0] = max(int(values[0]), int(self._stop()))
+        if self.size == 1:
+            return values
+        out = np.empty_like(values)
+        self.comm.Allreduce(values, out, op=MAX)
         return out
 
-    def put(self, slices):
-        """A new vector from the parts' slices (sent with the next call)."""
-        out = self.new()
-        self.queue_each("put", [(out.key, np.ascontiguousarray(s)) for s in slices])
-        return out
-
-    def call(self, method, per_part, name=None):
-        """One round trip: ``method`` of every part's actor with its queued operations first;
-        per_part[k]: part k's arguments (a tuple), or one tuple for every part."""
-        from ..parallel.dask_backend import WorkerLost
-
-        P = self.nparts
-        ops, self._pending = self._pending, [[] for _ in range(P)]
-        if self._dead:
-            drop = ("drop", (self._dead,))
-            self._dead = []
-            for o in ops:
-                o.append(drop)
-        if isinstance(per_part, tuple):
-            per_part = [per_part] * P
-        name = name or method
-        self.calls += 1
-        try:
-            futs = [self._send(k, method, ops[k], *[_k(a) for a in per_part[k]]) for k in range(P)]
-            return self.eng.collect(futs, time.monotonic() + self.eng.timeout, name)
-        except WorkerLost as e:
-            raise DaskEngineError(f"Dask worker lost during a distributed simulation ({e}); the state on it is "
-                                  f"gone (restart the run)") from None
-
-    def _send(self, k, method, *args):
-        from ..parallel.dask_backend import WorkerLost
-
-        try:
-            return getattr(self.actors[k], method)(*args)
-        except RuntimeError as e:            # "Worker holding Actor was lost"
-            if "lost" not in str(e):
-                raise
-            raise WorkerLost(f"part {k}: {e}") from None
-
-    def fetch(self, vecs):
-        """The parts' slices of some vectors, in one round trip: a list (per vector) of lists (per part)."""
-        got = self.call("get", ([v.key for v in vecs],), "fetch")
-        return [[got[k][i] for k in range(self.nparts)] for i in range(len(vecs))]
-
-    def partial_sums(self, method, *args):
-        """Per-part partial sums, added in part order (same bits every time)."""
-        parts = self.call(method, args)
-        s = parts[0].copy()
-        for p in parts[1:]:
-            s = s + p
-        return s
-
-
-def dask_integrator(iname, f, ctx, **kw):
-    """The integrators of ``integrators.py`` with their per-part stage arithmetic queued on the
-    parts' actors (it runs at the start of the next call there: no round trip of its own)."""
-    class DaskRK4(RK4):
-        def step(self, t, q, v, h):
-            h = float(h)
-            a1 = self._f(t, q, v)
-            q2, v2, K2 = ctx.op("rk4_stage", 3, q, v, a1, None, h, 0.5)
-            a2 = self._f(t + 0.5 * h, q2, v2)
-            q3, v3, K3 = ctx.op("rk4_stage", 3, q, v, a2, K2, h, 0.5)
-            a3 = self._f(t + 0.5 * h, q3, v3)
-            q4, v4, K4 = ctx.op("rk4_stage", 3, q, v, a3, K3, h, 1.0)
-            a4 = self._f(t + h, q4, v4)
-            q1, v1 = ctx.op("rk4_final", 2, q, v, a1, a2, a3, a4, K2, K3, K4, h)
-            return q1, v1
-
-    class DaskSymplecticEuler(SymplecticEuler):
-        def step(self, t, q, v, h):
-            a = self._f(t, q, v)
-            return tuple(ctx.op("se_step", 2, q, v, a, float(h)))
-
-    class _Fused:
-        def _stage(self, q, v, h, coefs, Kq, Kv, with_k=True):
-            out = (ctx.new(), ctx.new(), ctx.new() if with_k else None)
-            ctx.queue("erk_stage", out, q, v, float(h), coefs, tuple(Kq), tuple(Kv))
-            return out
-
-        def _stages(self, t, q, v, h, a0):
-            s = len(self.c)
-            Kq, Kv = [None] * s, [None] * s
-            Kq[0], Kv[0] = (self._w0 if self.returns_rate else v), a0
-            for i in range(1, s):
-                ai = self.A[i, :i]
-                nz = np.flatnonzero(ai)
-                if self.returns_rate:
-                    # the momentum form: the stage's velocity comes with its rate
-                    qi, yi, th = ctx.new(), ctx.new(), ctx.new()
-                    ctx.queue("erk_mstage", (qi, yi, th), q, v, float(h), ai[nz], tuple(Kq[j] for j in nz),
-                              tuple(Kv[j] for j in nz))
-                    wi, Kv[i] = self._rates(t + self.c[i] * h, qi, yi)
-                    (Kq[i],) = ctx.op("dexp_th", 1, th, wi)
-                    self._w_last = wi
-                else:
-                    qi, vi, Kq[i] = self._stage(q, v, h, ai[nz], [Kq[j] for j in nz], [Kv[j] for j in nz])
-                    Kv[i] = self._f(t + self.c[i] * h, qi, vi)
-            return Kq, Kv
-
-        def attempt(self, t, q, v, h, a0):
-            Kq, Kv = self._stages(t, q, v, h, a0)
-            nz = np.flatnonzero(self.b)
-            q1, v1, _ = self._stage(q, v, h, self.b[nz], [Kq[j] for j in nz], [Kv[j] for j in nz], False)
-            err = self._fused_error(float(h), Kq, Kv, q, v, q1, v1)
-            return q1, v1, err, Kv
-
-        def initial_step(self, t, q, v, a0, t_span):
-            s0, c0, s1, c1 = ctx.partial_sums("init_norms", self.atol, self.rtol, q, v, a0,
-                                              self._w0 if self.returns_rate else v)
-            d0 = math.sqrt(s0 / max(c0, 1.0))
-            d1 = math.sqrt(s1 / max(c1, 1.0))
-            h = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-            return min(h, abs(t_span), self.h_max)
-
-    class DaskDOPRI5(_Fused, DormandPrince5):
-        def _fused_error(self, h, Kq, Kv, q, v, q1, v1):
-            nz = np.flatnonzero(self.e)
-            ss, cnt = ctx.partial_sums("erk_error", "dopri5", q, v, q1, v1, h, self.atol, self.rtol, self.e[nz],
-                                       None, tuple(_k(Kq[j]) for j in nz), tuple(_k(Kv[j]) for j in nz))
-            return math.sqrt(ss / max(cnt, 1.0))
-
-    class DaskDOP853(_Fused, DOP853):
-        def _fused_error(self, h, Kq, Kv, q, v, q1, v1):
-            e5, e3 = DOP853_E5, DOP853_E3
-            s5, c5, s3, c3 = ctx.partial_sums("erk_error", "dop853", q, v, q1, v1, h, self.atol, self.rtol, e5, e3,
-                                              tuple(_k(x) for x in Kq), tuple(_k(x) for x in Kv))
-            n5 = math.sqrt(s5 / max(c5, 1.0))
-            n3 = math.sqrt(s3 / max(c3, 1.0))
-            if n5 == 0.0 and n3 == 0.0:
-                return 0.0
-            return abs(h) * n5 * n5 / math.sqrt(n5 * n5 + 0.01 * n3 * n3)
-
-    class DaskMomentumRK4(RK4):
-        """RK4 in the momentum form (the RKMK stages of ``RK4.step`` with f returning (w, pdot))."""
-
-        def step(self, t, q, y, h):
-            h = float(h)
-            w1, a1 = self._rates(t, q, y)
-            q2, y2 = ctx.op("mstage", 2, q, y, w1, a1, 0.5 * h)
-            w2, a2 = self._rates(t + 0.5 * h, q2, y2)
-            (K2,) = ctx.op("mdexp", 1, w1, w2, 0.5 * h)
-            q3, y3 = ctx.op("mstage", 2, q, y, K2, a2, 0.5 * h)
-            w3, a3 = self._rates(t + 0.5 * h, q3, y3)
-            (K3,) = ctx.op("mdexp", 1, K2, w3, 0.5 * h)
-            q4, y4 = ctx.op("mstage", 2, q, y, K3, a3, h)
-            w4, a4 = self._rates(t + h, q4, y4)
-            (K4,) = ctx.op("mdexp", 1, K3, w4, h)
-            return tuple(ctx.op("mfinal", 2, q, y, w1, a1, a2, a3, a4, K2, K3, K4, h))
-
-    proto = make_integrator(iname, lambda t, q, v: None, None, **kw)     # name checks and aliases
-    if getattr(f, "returns_rate", False) and proto.name in ("rk4", "symplectic-euler"):
-        if proto.name != "rk4":
-            from ..errors import PartreeInputError
-
-            raise PartreeInputError(f"the momentum form on the Dask backend integrates with 'rk4', 'dopri5' or "
-                                    f"'dop853', not {proto.name!r}; use backend 'mpi' or 'serial' for it")
-        return DaskMomentumRK4(f, ctx)
-    cls = {"rk4": DaskRK4, "symplectic-euler": DaskSymplecticEuler, "dopri5": DaskDOPRI5,
-           "dop853": DaskDOP853}[proto.name]
-    return cls(f, ctx, **kw) if cls.adaptive else cls(f, ctx)
-
-
-class DaskLocalDynamics:
-    """f(t, q, v) -> qdd on ``DaskVector`` s: two round trips to the parts' actors (velocity
-    maps; boundary relation, with the part's joint forces computed there) and the root solve in
-    the client; the back-substitution is queued (it runs at the start of the next call), so qdd
-    stays on the workers.  Only boundary data crosses the network."""
-
-    def __init__(self, engine, ctx, prescribed=False):
+    def step_closure(self, closure):
+        """The loops' correction as on MPI (``MPIEngine.evaluate_local`` with the correction's
+        rows), the violation's maximum over the socket channel."""
         from ..parallel import root as R
+        from ..parallel.sockcomm import MAX
+        from .closure import EngineLoopClosure
 
-        self.eng, self.ctx, self.R = engine, ctx, R
-        self.prescribed = bool(prescribed)
+        eng, L = self.eng, self.f.layout
+        P = len(eng.parts)
 
-    def __call__(self, t, q, v):
-        eng, ctx, R = self.eng, self.ctx, self.R
-        t = float(t)
-        vel = ctx.call("velocity", (q, v))
-        v_in = R.compose_velocities(eng.tree, vel)
-        red = ctx.call("reduce", [(t, q, v, v_in[k]) for k in range(ctx.nparts)])
-        a_in, g = R.solve(eng.tree, red, eng.a0)
-        qdd = ctx.new()
-        ctx.queue_each("solve", [(qdd.key, a_in[k], g[k]) for k in range(ctx.nparts)])
-        return qdd
+        def step(q, v, rows):
+            out = eng.evaluate_local([q[L.qsl[j]] for j in range(P)], [v[L.vsl[j]] for j in range(P)],
+                                     [np.zeros(pk.nv) for pk in eng.parts], None, rows=rows)
+            err = max([pk.loop_violation() for pk in eng.parts] + [R.root_violation(eng.tree) if self.root else 0.0])
+            dx = np.empty(L.nv)
+            for j in range(P):
+                dx[L.vsl[j]] = out[j]
+            return dx, float(self.comm.allreduce(err, op=MAX))
 
-    def correction_step(self, q, v, rows):
-        """One step of the loops' corrections (``partree.parallel.correction``): two round
-        trips as for an evaluation; dx stays on the workers, the violation comes back."""
-        eng, ctx, R = self.eng, self.ctx, self.R
-        vel = ctx.call("velocity", (q, v))
-        v_in = R.compose_velocities(eng.tree, vel)
-        got = ctx.call("reduce_rows", [(q, v, v_in[k], rows) for k in range(ctx.nparts)])
-        a_in, g = R.solve(eng.tree, [x[0] for x in got], np.zeros(6), rows=rows)
-        err = max([float(x[1]) for x in got] + [R.root_violation(eng.tree)])
-        dx = ctx.new()
-        ctx.queue_each("solve", [(dx.key, a_in[k], g[k]) for k in range(ctx.nparts)])
-        return dx, err
+        return EngineLoopClosure(step, lambda q, dv, s: self.space.retract(q, s * dv), closure.correct, closure.tol)
 
-    def tau(self, t, q, v):
-        """The joint forces at (t, q, v) (a DaskVector; for recording).  With prescribed motion
-        they are those of the evaluation queued last, which must be the one at (t, q, v): the
-        prescribed joints' forces are computed by it."""
-        out = self.ctx.new()
-        if self.prescribed:
-            self.ctx.queue("forces", out)
-        else:
-            self.ctx.queue("tau", out, float(t), q, v)
-        return out
+    def summary(self):
+        return dict(super().summary(), workers=self.nworkers)
 
 
-class DaskLocalMomentum(DaskLocalDynamics):
-    """The momentum form on ``DaskVector`` s: ``f(t, q, p) -> (v, pdot)`` (``returns_rate``) in
-    three round trips to the parts' actors (velocity maps at rest; the reduction with the
-    momenta as joint forces and the parts' totals of gravity and external wrenches; the
-    back-substitution and dp/dt queued, with the joint forces at (t, q, v) added there), the
-    root solve and the sums up the parts tree in the client."""
-
-    returns_rate = True
-
-    def __call__(self, t, q, p):
-        eng, ctx, R = self.eng, self.ctx, self.R
-        vel = ctx.call("momentum_velocity", (q,))
-        g_in = R.compose_field(eng.tree, vel, -eng.a0)
-        got = ctx.call("momentum_reduce", [(q, p, g_in[k]) for k in range(ctx.nparts)])
-        a_in, g = R.solve(eng.tree, [x[0] for x in got], np.zeros(6), rows="position")
-        Fh = R.subtree_totals(eng.tree, vel, [x[1] for x in got])
-        w, pdot = ctx.new(), ctx.new()
-        ctx.queue_each("momentum_solve", [((w.key, pdot.key), float(t), _k(q), a_in[k], g[k], Fh[k])
-                                          for k in range(ctx.nparts)])
-        return w, pdot
-
-    def velocity(self, t, q, p):
-        """v = M^-1 p (a DaskVector)."""
-        return self(t, q, p)[0]
+def _scheduler_workers(dask_scheduler=None):
+    return list(dask_scheduler.workers)
 
 
-class DaskBackend(DistributedBackend):
-    """The parts and the state's pieces in actors on the workers of ``client`` (see the module
-    docstring).
+def _host(address):
+    """The host of a Dask address 'tcp://host:port'."""
+    rest = address.split("://", 1)[-1]
+    return rest.rsplit(":", 1)[0].strip("[]")
+
+
+def _run_rank(rank, size, comm, model, opts, inputs, stop, workers, step_hook, probe, strip_model):
+    from .loop import SimulationInterrupted, run as run_loop
+
+    backend = RankBackend(comm, stop=stop if rank == 0 else None, workers=workers)
+    try:
+        res = run_loop(backend, model, opts, inputs, step_hook=step_hook, probe=probe)
+    except SimulationInterrupted as e:
+        return ("interrupted", e.t, e.signum, e.checkpoint, e.out)
+    finally:
+        comm.close()
+    if res is not None and strip_model:
+        res._model = None                 # the client has it
+    return res
+
+
+def rank_task(ranks, size, model, opts, inputs, token, names, workers, step_hook=None, probe=None,
+              strip_model=False):
+    """One worker's share of a Dask simulation: the ranks ``ranks`` of ``size`` (the first in
+    this task's thread, the others in threads of their own), connected over a SocketComm.
+
+    Returns rank 0's result (a ``SimulationResult``, or ``('interrupted', t, signum, checkpoint,
+    out)``) when this task holds rank 0, else None.  ``names``: the ``distributed.Variable``
+    names of rank 0's address and of the client's stop request; ``token``: the group's token."""
+    from distributed import Variable, get_worker
+
+    from ..parallel.sockcomm import SocketComm, listen
+
+    addr_var, stop_var = Variable(names[0]), Variable(names[1])
+    srv = None
+    if 0 in ranks:
+        srv = listen()
+        addr = (_host(get_worker().address), srv.getsockname()[1])
+        addr_var.set(addr)
+    else:
+        addr = tuple(addr_var.get(timeout=CONNECT_TIMEOUT))
+
+    def stop():
+        try:
+            return int(stop_var.get(timeout=10) or 0)
+        except Exception:      # noqa: BLE001 -- the client is gone or slow: no stop request
+            return 0
+
+    def make(r):
+        if r == 0:
+            return SocketComm.accept(srv, size, token, CONNECT_TIMEOUT)
+        return SocketComm.connect(r, size, addr, token, CONNECT_TIMEOUT)
+
+    results, errors = {}, {}
+
+    def one(r):
+        try:
+            results[r] = _run_rank(r, size, make(r), model, opts, inputs, stop, workers, step_hook, probe,
+                                   strip_model)
+        except BaseException as e:        # noqa: BLE001 -- re-raised in the task
+            errors[r] = e
+
+    ranks = sorted(ranks)
+    threads = [threading.Thread(target=one, args=(r,), daemon=True, name=f"partree-rank-{r}") for r in ranks[1:]]
+    for t in threads:
+        t.start()
+    one(ranks[0])
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[min(errors)]
+    return results.get(0)
+
+
+class DaskBackend:
+    """The Dask simulation (see the module docstring): ``simulate`` runs the whole run on the
+    workers of ``client``.
 
     Parameters
     ----------
     client : distributed.Client or None
-        None: a LocalCluster with 2 single-threaded workers (:func:`partree.parallel.dask_backend.start_local_cluster`), closed
-        at the end.
+        None: a LocalCluster with 2 single-threaded workers
+        (:func:`partree.parallel.dask_backend.start_local_cluster`), closed at the end.
     """
 
     name = "dask"
@@ -570,110 +216,161 @@ class DaskBackend(DistributedBackend):
 
         require("distributed", "backend 'dask'")
         self.client = client
-        self.eng = self.ctx = None
-        self._afuts = None
-        self._own = None
-
-    def start(self, model, dyn, opts, q, v, space=None):
-        from ..parallel.dask_backend import DaskEngine
-        from ..parallel.part import build_part
-        from ..parallel.partition import PATH_WEIGHT
-
-        if self.client is None:
-            from ..parallel.dask_backend import start_local_cluster
-
-            self._own = start_local_cluster()
-            self.client = self._own[0]
-        momentum = opts.formulation == "momentum"
-        if momentum:
-            check_momentum_inputs(dyn)
-        eng = self.eng = DaskEngine(model, client=self.client, parts=opts.parts, evaluate=False, poses=momentum,
-                                    path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
-        P = self.nparts = len(eng.futures)
-        layouts, afuts = [], []
-        for k in range(P):
-            L = LocalLayout([build_part(model, eng.partition, k, poses=momentum)])
-            L.parts = []                                      # drop the kernel (the worker has it)
-            layouts.append(L)
-            # the actor wraps the part the engine scattered to its worker (no copy)
-            afuts.append(eng.client.submit(SimActor, eng.futures[k], dyn.restrict(L.vsel, L.qsel, L.bodies),
-                                           StateSpace(L), workers=[eng.workers[k]], allow_other_workers=False,
-                                           actor=True, pure=False))
-        self._afuts = afuts
-        ctx = self.ctx = DaskContext(eng, [a.result(timeout=eng.timeout) for a in afuts])
-        self.qsel = [L.qsel for L in layouts]
-        self.vsel = [L.vsel for L in layouts]
-        self.vf = DaskLocalDynamics(eng, ctx, prescribed=dyn.prescribed is not None)
-        self.f = DaskLocalMomentum(eng, ctx) if momentum else self.vf
-        kw = dict(rtol=opts.rtol, atol=opts.atol, h0=opts.h0, max_steps=opts.max_steps)
-        if opts.h_max is not None:
-            kw["h_max"] = opts.h_max
-        integ = dask_integrator(opts.integrator, self.f, ctx, **kw)
-        if momentum:
-            from ..algorithms.generalized_momentum import generalized_momentum
-
-            v = generalized_momentum(model, q, v)          # the state is (q, p)
-        return integ, ctx.put([q[s_] for s_ in self.qsel]), ctx.put([v[s_] for s_ in self.vsel])
-
-    def step_closure(self, closure):
-        """The loops' correction on the workers (:class:`~.closure.EngineLoopClosure`): each
-        step two round trips, the retractions and the final sum queued on the actors."""
-        from .closure import EngineLoopClosure
-
-        ctx = self.ctx
-        return EngineLoopClosure(self.f.correction_step, lambda q, dv, s: ctx.op("retract", 1, q, dv, float(s))[0],
-                                 closure.correct, closure.tol, add=lambda v, dx: ctx.op("add", 1, v, dx)[0])
-
-    def put_state(self, integ, info, state):
-        istate = dict(info["integrator"])
-        if info["fsal"]:
-            istate["fsal"] = self.ctx.put([state["fsal"][s_] for s_ in self.vsel])
-        integ.load_state_dict(istate)
-        return (self.ctx.put([state["q"][s_] for s_ in self.qsel]),
-                self.ctx.put([state["v"][s_] for s_ in self.vsel]))
+        self.restarts = []
 
     @staticmethod
-    def _full(pieces, sel):
-        out = np.empty(int(sum(s_.size for s_ in sel)))
-        for s_, x in zip(sel, pieces):
-            out[s_] = x
-        return out
+    def _live(client):
+        """The workers alive, as the scheduler knows them now (``scheduler_info`` may lag)."""
+        return sorted(client.run_on_scheduler(_scheduler_workers))
 
-    def gather_q(self, q):
-        return self._full(q.fetch(), self.qsel)
+    def simulate(self, model, opts, inputs, step_hook=None, probe=None):
+        """Run the simulation on the workers; the ``SimulationResult`` (see
+        ``partree.simulation.simulate``)."""
+        own = None
+        tmp = None
+        try:
+            client = self.client
+            if client is None:
+                from ..parallel.dask_backend import start_local_cluster
 
-    def gather_v(self, v):
-        return self._full(v.fetch(), self.vsel)
+                own = start_local_cluster()
+                client = own[0]
+            workers = self._live(client)
+            if not workers:
+                client.wait_for_workers(1, timeout=60)
+                workers = self._live(client)
+            nparts = opts.parts if isinstance(opts.parts, int) or opts.parts is None else opts.parts.nparts
+            size = len(workers) if nparts is None else max(1, min(len(workers), int(nparts)))
+            parts = size if opts.parts is None else opts.parts
+            # paths as the client sees them; the run's own checkpoints are the recovery points
+            ck = opts.checkpoint_path()
+            changes = dict(parts=parts, verbose=False, catch_signals=False,
+                           out=None if opts.out is None else os.path.abspath(os.fspath(opts.out)))
+            if ck is None:
+                tmp = tempfile.mkdtemp(prefix="partree-dask-")
+                changes["checkpoint"] = os.path.join(tmp, "recovery.ckpt")
+            else:
+                changes["checkpoint"] = os.path.abspath(ck)
+            if not opts.periodic_checkpoints:
+                changes["checkpoint_seconds"] = RECOVERY_SECONDS
+            wopts = dataclasses.replace(opts, **changes)
+            strip = isinstance(model, Model)
+            out = self._attempts(client, model, wopts, opts, inputs, size, workers[:size], step_hook, probe, strip)
+            if isinstance(out, tuple):
+                from .loop import SimulationInterrupted
 
-    def sample(self, t, q, v, need_qdd):
-        p = None
-        if self.f is not self.vf:      # the momentum form: v carries p; solve for the velocity
-            p, v = v, self.f.velocity(t, q, v)
-        vecs = [q, v]                  # one round trip (two more for qdd: an evaluation)
-        if need_qdd:
-            qdd = self.vf(t, q, v)
-            vecs += [qdd, self.vf.tau(t, q, v)]      # (the forces of that evaluation)
-        if p is not None:
-            vecs.append(p)
-        got = self.ctx.fetch(vecs)
-        qdd, tau = (self._full(got[2], self.vsel), self._full(got[3], self.vsel)) if need_qdd else (None, None)
-        out = self._full(got[0], self.qsel), self._full(got[1], self.vsel), qdd, tau
-        return out if p is None else out + (self._full(got[-1], self.vsel),)
+                _, t, signum, ckpt, path = out
+                raise SimulationInterrupted(t, signum, None if tmp is not None else ckpt,
+                                            None if opts.out is None else os.fspath(opts.out))
+            res = out
+            if strip:
+                res._model = model
+            if self.restarts:
+                res.summary["restarts"] = [dict(r) for r in self.restarts]
+            if opts.verbose:
+                from .results import format_summary
 
-    def summary(self):
-        if self.eng is None:
-            return {}
-        return {"nparts": self.nparts, "workers": len(set(self.eng.workers))}
+                print(format_summary(res.summary))
+            return res
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if own is not None:
+                own[0].close()
+                own[1].close()
 
-    def close(self):
-        # the actors (and every vector they hold) go with their futures
-        if self.ctx is not None:
-            self.ctx.actors = []
-        self._afuts = None
-        if self.eng is not None:
-            self.eng.close()
-        if self._own is not None:
-            client, cluster = self._own
-            self._own = None
-            client.close()
-            cluster.close()
+    def _attempts(self, client, model, wopts, opts, inputs, size, workers, step_hook, probe, strip):
+        """Run the group; on a lost worker, again on the workers alive from the last checkpoint."""
+        from .loop import SignalCatcher
+
+        attempt = 0
+        with SignalCatcher(opts.catch_signals) as catcher:
+            while True:
+                # the model on every worker (again after a loss: the new workers have none)
+                mfut = client.scatter(model, broadcast=True, hash=False) if strip else model
+                got = self._attempt(client, mfut, wopts, inputs, size, workers, step_hook, probe, strip, catcher)
+                del mfut
+                if got is not _LOST:
+                    return got
+                attempt += 1
+                if attempt > MAX_RESTARTS:
+                    raise DaskEngineError(f"Dask workers lost {attempt} times during a simulation; giving up")
+                deadline = time.monotonic() + 60
+                workers = self._live(client)
+                while not workers and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    workers = self._live(client)
+                if not workers:
+                    raise DaskEngineError("every Dask worker was lost during a simulation")
+                self.restarts.append({"workers": len(workers)})
+                wopts = dataclasses.replace(wopts, resume=wopts.resume or "auto")
+
+    def _attempt(self, client, model, wopts, inputs, size, workers, step_hook, probe, strip, catcher):
+        from distributed import Variable, wait
+
+        from ..parallel.sockcomm import CommAborted, new_token
+
+        token = new_token()
+        names = (f"partree-sim-addr-{token}", f"partree-sim-stop-{token}")
+        stop_var = Variable(names[1], client=client)
+        stop_var.set(0)
+        groups = {}
+        for r in range(size):
+            groups.setdefault(workers[r % len(workers)], []).append(r)
+        futs = {w: client.submit(rank_task, ranks, size, model, wopts, inputs, token, names, len(groups), step_hook,
+                                 probe, strip, workers=[w], allow_other_workers=False, pure=False,
+                                 key=f"partree-sim-{token}-{ranks[0]}")
+                for w, ranks in groups.items()}
+        sent = 0
+        failed_at = None
+        try:
+            while True:
+                if catcher.caught and not sent:
+                    sent = int(catcher.caught)
+                    stop_var.set(sent)
+                try:
+                    wait(list(futs.values()), timeout=0.1, return_when="FIRST_EXCEPTION")
+                except Exception:      # noqa: BLE001 -- a timeout: look again
+                    pass
+                states = {w: f.status for w, f in futs.items()}
+                if all(s == "finished" for s in states.values()):
+                    return futs[workers[0]].result()
+                gone = [w for w in futs if w not in set(self._live(client))]
+                if gone or "error" in states.values():
+                    failed_at = failed_at or time.monotonic()
+                    running = [w for w, s in states.items() if s == "pending" and w not in gone]
+                    err = self._genuine(futs, CommAborted)
+                    if gone and not running:
+                        if err is not None:
+                            raise err
+                        return _LOST           # the ranks left have ended: start again without it
+                    if not running or time.monotonic() - failed_at > GRACE_SECONDS:
+                        if err is not None:
+                            raise err
+                        if gone:
+                            return _LOST
+                        raise DaskEngineError("a rank of the Dask simulation failed: "
+                                              f"{[f.exception() for f in futs.values() if f.status == 'error']}")
+        finally:
+            for f in futs.values():
+                if f.status == "pending":
+                    f.cancel()
+            try:
+                stop_var.delete()
+            except Exception:      # noqa: BLE001 -- best effort
+                pass
+
+    @staticmethod
+    def _genuine(futs, aborted):
+        """The error of the lowest rank that failed on its own (not through a broken channel)."""
+        from distributed import KilledWorker
+
+        for f in futs.values():                     # rank order (groups in rank order)
+            if f.status == "error":
+                e = f.exception()
+                if not isinstance(e, (aborted, KilledWorker, ConnectionError, TimeoutError)):
+                    return e
+        return None
+
+
+_LOST = object()

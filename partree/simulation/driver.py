@@ -117,10 +117,11 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
     ----------------
     _step_hook : callable, optional
         ``_step_hook(k, t, q, v)`` after every tick k (tests and benchmarks; q, v are the
-        backend's: a rank's pieces under MPI, handles under Dask).  An exception raised there
-        ends the run without a checkpoint.
+        backend's: a rank's pieces under MPI and under Dask, where it runs on the workers'
+        ranks).  An exception raised there ends the run without a checkpoint.
     _probe : callable, optional
-        ``_probe(integrator)`` once before the loop (benchmarks time ``integrator.f``).
+        ``_probe(integrator)`` once before the loop (benchmarks time ``integrator.f``; on every
+        rank under MPI and Dask).
 
     Notes
     -----
@@ -139,5 +140,7 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
         raise PartreeInputError("singular_band (the dense tangent-space acceleration correction) is for serial "
                                 "runs; the distributed backends' corrections are the engine's, in the mass metric")
     backend = make_backend(opts.backend, comm=comm, client=client)
+    if hasattr(backend, "simulate"):        # Dask: the whole loop runs on the workers
+        return backend.simulate(model, opts, inputs, step_hook=_step_hook, probe=_probe)
     return run_loop(backend, model, opts, inputs, dynamics=dynamics, space=space, step_hook=_step_hook,
                     probe=_probe)

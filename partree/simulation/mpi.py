@@ -225,6 +225,8 @@ class MPIBackend(DistributedBackend):
     """
 
     name = "mpi"
+    #: keywords for the ``MPIEngine`` (a subclass over another communicator may restrict them)
+    engine_options = {}
 
     def __init__(self, comm=None):
         if comm is None:
@@ -263,7 +265,8 @@ class MPIBackend(DistributedBackend):
         if momentum:
             check_momentum_inputs(dyn)
         self.eng = MPIEngine(model, comm=self.comm, parts=opts.parts, gather=False, poses=momentum,
-                             path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight)
+                             path_weight=PATH_WEIGHT if opts.path_weight is None else opts.path_weight,
+                             **self.engine_options)
         L = LocalLayout(self.eng.parts)
         inputs = dyn.restrict(L.vsel, L.qsel, L.bodies)
         self.vf = MPILocalDynamics(self.eng, L, inputs)

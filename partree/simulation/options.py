@@ -303,8 +303,7 @@ class SimulationOptions:
         (qd = M^-1 p and dp/dt in O(N), no accelerations; see
         :class:`~partree.simulation.dynamics.MomentumDynamics`).  Results hold q, qd and p
         either way.  The momentum form runs for trees (no loops) without prescribed motion, on
-        every backend (the parallel engine's ``momentum_local`` rounds; on Dask with ``'rk4'``,
-        ``'dopri5'`` or ``'dop853'``);
+        every backend (the parallel engine's ``momentum_local`` rounds);
         ``'gauss6'`` is its sixth-order symplectic integrator.
     rtol, atol : float
         Relative and absolute tolerances of the adaptive integrators (> 0).
@@ -362,7 +361,8 @@ class SimulationOptions:
         Only in the main thread of the process.
     backend : str
         ``'serial'``, ``'mpi'`` (collective over a communicator; the state stays in pieces on
-        the ranks) or ``'dask'`` (the pieces stay in actors on the workers).
+        the ranks) or ``'dask'`` (the MPI backend's loop, run by the workers over a socket
+        channel: ``partree.simulation.dask_backend``).
     parts : int or Partition or None
         Number of parts of the distributed backends (default: one per rank / worker).
     path_weight : float or None
@@ -547,14 +547,6 @@ class SimulationOptions:
             raise PartreeInputError(f"formulation (--formulation) must be one of {', '.join(FORMULATIONS)}; got "
                                     f"{self.formulation!r}")
         self.formulation = form
-        if bk == "dask" and self.integrator == "gauss6":
-            raise PartreeInputError("integrator 'gauss6' runs on the serial and MPI backends (on Dask its stage "
-                                    "iteration would cost a round trip per stage and iteration); the Dask backend "
-                                    "runs 'rk4', 'dopri5', 'dop853' or 'symplectic-euler'")
-        if bk == "dask" and form == "momentum" and self.integrator == "symplectic-euler":
-            raise PartreeInputError("the momentum form on the Dask backend integrates with 'rk4', 'dopri5' or "
-                                    "'dop853', not 'symplectic-euler'; the serial and MPI backends run every "
-                                    "integrator")
         if self.parts is not None and not hasattr(self.parts, "nparts"):
             self.parts = _count("parts (--parts)", self.parts)
         self.path_weight = _real("path_weight", self.path_weight, positive=False, allow_none=True)
