@@ -142,6 +142,11 @@ def data_for(model, data):
 
 
 def model_args(model):
-    """The model arrays every kernel takes, in order."""
+    """The model arrays every kernel takes, in order (a model with flexible bodies is refused:
+    the kernels compute rigid bodies only)."""
+    if getattr(model, "flexible", None) is not None:
+        from .flexible import RIGID_ALGORITHMS, unsupported
+
+        raise unsupported(model, RIGID_ALGORITHMS)
     return (model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree,
             model.mass, model.com, model.I_com, model.idx_q, model.idx_v)

@@ -203,6 +203,32 @@ class FlexibleBodies:
         return self.bodies[self._parent[c]].nodes[self.node_of[c]]
 
 
+#: what refuses a model with flexible bodies (:func:`unsupported`)
+RIGID_ALGORITHMS = ("partree's rigid-body algorithms (aba, rnea, crba, cfa, hybrid_dynamics, constrained_dynamics, "
+                    "kinematics, energy, momentum, their batches)")
+
+#: what handles a model with flexible bodies
+FLEXIBLE_FUNCTIONS = ("partree.algorithms.flexible_dynamics: flexible_aba (forward dynamics), flexible_rnea "
+                      "(inverse dynamics), flexible_crba (mass matrix), flexible_energy")
+
+
+def unsupported(model, what):
+    """The :class:`~partree.errors.PartreeInputError` of ``what`` (a function or engine that
+    computes rigid bodies only) called on ``model``, which has flexible bodies."""
+    fl = model.flexible
+    return PartreeInputError(
+        f"{what} does not handle flexible bodies: model {model.name!r} has {len(fl.bodies)} flexible "
+        f"{'body' if len(fl.bodies) == 1 else 'bodies'} with {fl.n_modal} modal coordinates, whose modes it "
+        f"would ignore (computing the rigid skeleton); use {FLEXIBLE_FUNCTIONS} (a time loop of your own can "
+        f"drive flexible_aba), or model.with_flexible({{}}) for the rigid skeleton on purpose")
+
+
+def refuse(model, what):
+    """Raise :func:`unsupported` when ``model`` has flexible bodies; nothing otherwise."""
+    if getattr(model, "flexible", None) is not None:
+        raise unsupported(model, what)
+
+
 def second_moment(mass, com, I_com):
     """A = integral of rho x x^T dV of a rigid body from its mass, centre of mass and inertia about it."""
     c = np.asarray(com, dtype=float)

@@ -238,7 +238,8 @@ class Model:
         # the compiled call path reads the kernel arrays from one buffer whose views they are
         # (partree.algorithms.packed): binding one of them to a new array drops that buffer, and
         # the next call builds it again from the arrays the model holds then
-        if name in _PACKED_FIELDS:
+        if name in _PACKED_FIELDS or name == "flexible":
+            # (a model with flexible bodies never has one: the compiled calls refuse it)
             object.__setattr__(self, "_packed", None)
         object.__setattr__(self, name, value)
 
@@ -357,6 +358,9 @@ class Model:
         new = copy.copy(self)
         object.__setattr__(new, "flexible", FlexibleBodies(self, bodies) if bodies else None)
         object.__setattr__(new, "_data", None)
+        # the copy builds its own buffer (a rigid one) or, with flexible bodies, none: the compiled
+        # call path must not find this model's
+        object.__setattr__(new, "_packed", None)
         return new
 
     def joint_id(self, name):
@@ -492,7 +496,8 @@ class Model:
 
     # ------------------------------------------------------------------ workspace
     def create_data(self):
-        """A new workspace (:class:`Data`) for this model."""
+        """A new workspace (:class:`Data`) for this model (refused for a model with flexible
+        bodies: it serves the rigid-body algorithms)."""
         return Data(self)
 
     @property
@@ -503,7 +508,11 @@ class Model:
         return self._data
 
     def select(self, ids):
-        """A sub-model made of the bodies ``ids`` (sorted; parents outside become base)."""
+        """A sub-model made of the bodies ``ids`` (sorted; parents outside become base).
+
+        The flexible bodies among ``ids`` stay flexible with the same modal data (their modes
+        renumbered with the bodies); a child whose flexible parent is kept attaches at the same
+        node, one whose parent is left out becomes a base body as any other."""
         ids = np.sort(np.asarray(ids, dtype=np.int64))
         new = -np.ones(self.n, dtype=np.int64)
         new[ids] = np.arange(ids.size)
@@ -514,7 +523,14 @@ class Model:
         return Model(par, self.jtype[ids], self.axis[ids], self.E_tree[ids], self.r_tree[ids], self.mass[ids],
                      self.com[ids], self.I_com[ids], axis2=self.axis2[ids], gravity=self.gravity,
                      joint_names=names, body_names=bnames, name=self.name, allow_massless=self.allow_massless,
-                     validate=False, inertia=self.inertia_policy)
+                     validate=False, inertia=self.inertia_policy, flexible=self._selected_flexible(ids))
+
+    def _selected_flexible(self, ids):
+        """{new index: FlexibleBody} of the flexible bodies among the sorted ``ids``."""
+        fl = getattr(self, "flexible", None)
+        if fl is None:
+            return None
+        return {k: fl.bodies[int(i)] for k, i in enumerate(ids) if int(i) in fl.bodies}
 
 
 @njit(cache=True)
@@ -667,6 +683,9 @@ class Data:
 
     def __init__(self, model: Model):
         from .algorithms.packed import workspace_size
+        from .flexible import RIGID_ALGORITHMS, refuse
+
+        refuse(model, f"{RIGID_ALGORITHMS} and their workspace (Model.create_data, Model.data)")
 
         self.n = model.n
         self._buf = np.zeros(workspace_size(model.n, model.nv))

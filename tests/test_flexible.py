@@ -284,3 +284,26 @@ def test_threearm_with_flexible_links():
     z = np.zeros(60)
     tau0 = flexible_rnea(m, np.concatenate((q0, z)), np.concatenate((qd0, z)), np.concatenate((qdd0, z)))
     assert np.allclose(tau0[:rigid.nv], partree.rnea(rigid, q0, qd0, qdd0), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("ids", [[1, 2], [0, 2, 3], [2], [0, 1, 2, 3]])
+def test_select_keeps_the_flexible_bodies(ids):
+    """Model.select keeps the modal data of the selected bodies, renumbered, and equals the model
+    built directly from the selected rows (a child of a left-out body becomes a base body)."""
+    rigid, m, body = _beam_chain(4, "revolute", [0, 2, 3], modes=3)
+    sub = m.select(ids)
+    ids = np.asarray(ids)
+    new = {k: body for k, i in enumerate(ids) if int(i) in (0, 2, 3)}
+    par = np.array([list(ids).index(p) if p in ids else -1 for p in rigid.parent[ids]])
+    direct = Model(par, rigid.jtype[ids], rigid.axis[ids], rigid.E_tree[ids], rigid.r_tree[ids], rigid.mass[ids],
+                   rigid.com[ids], rigid.I_com[ids], axis2=rigid.axis2[ids], gravity=rigid.gravity, flexible=new)
+    assert sorted(sub.flexible.bodies) == sorted(new)
+    assert np.array_equal(sub.flexible.nmodes, direct.flexible.nmodes)
+    assert np.array_equal(sub.flexible.idx_eta, direct.flexible.idx_eta)
+    assert sub.flexible.n_modal == 3 * len(new) and sub.flexible.node_of == direct.flexible.node_of
+    rng = np.random.default_rng(11)
+    q, qd = _state(sub, rng)
+    tau = rng.normal(size=qd.size)
+    assert np.array_equal(flexible_aba(sub, q, qd, tau), flexible_aba(direct, q, qd, tau))
+    assert rigid.select(ids).flexible is None
+    assert sub.with_flexible({}).select([0]).flexible is None

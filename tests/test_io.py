@@ -402,3 +402,119 @@ def test_npz_is_a_plain_zip_of_arrays(tmp_path):
         assert all(name.endswith(".npy") for name in z.namelist())
     with np.load(p, allow_pickle=False) as z:
         assert z["parent"].dtype == np.int64
+
+
+# ---------------------------------------------------------------------- flexible bodies
+def flexible_model():
+    """Flexible bodies of different mode counts, with damping, geometric stiffening, two nodes on
+    one body, flexible and rigid children of flexible parents, explicit names and a loop."""
+    from partree.flexible import FlexibleBody
+    from partree.models.beam import euler_bernoulli_beam
+
+    L = 0.8
+    b3, mass, com, I_com = euler_bernoulli_beam(L, 50.0, 2.0, 3, bending="yz", polar=1e-3, damping_ratio=0.02,
+                                                name="three")
+    b2 = euler_bernoulli_beam(L, 80.0, 2.0, 2, bending="y", polar=1e-3, stiffening=True, name="two")[0]
+    rng = np.random.default_rng(4)
+    mid = (np.array([L / 2, 0.0, 0.0]), rng.normal(size=(3, 3)), rng.normal(size=(3, 3)))
+    b3m = FlexibleBody(b3.first, b3.xphi, b3.phiphi, b3.stiffness, b3.damping, {**b3.nodes, "mid": mid}, "three mid")
+    parent = [-1, 0, 1, 0, -1, 4]
+    r = np.array([[0, 0, 0], [L, 0, 0], [L, 0, 0], [L / 2, 0, 0], [0, 0.3, 0], [L, 0, 0]], dtype=float)
+    n = len(parent)
+    rigid = Model(parent, ["revolute", "universal", "revolute", "spherical", "free", "prismatic"],
+                  np.tile([0, 0, 1.0], (n, 1)), np.tile(np.eye(3), (n, 1, 1)), r, [mass] * n, np.tile(com, (n, 1)),
+                  np.tile(I_com, (n, 1, 1)), axis2=np.tile([0, 1.0, 0], (n, 1)),
+                  joint_names=[f"joint {i}" for i in range(n)], name="flexible tree")
+    rigid = rigid.with_loops([partree.Loop("ball", "spherical", 2, 5)])
+    return rigid.with_flexible({0: b3m, 1: b2, 4: b3})
+
+
+def _flexible_state(model, seed=1):
+    from partree.algorithms.flexible_dynamics import flexible_state_size
+
+    rng = np.random.default_rng(seed)
+    nq, nv = flexible_state_size(model)
+    q = np.concatenate((model.random_configuration(rng), 0.01 * rng.normal(size=nq - model.nq)))
+    return q, rng.normal(size=nv), rng.normal(size=nv)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_flexible_bodies_round_trip(tmp_path, suffix, compressed):
+    from partree.algorithms.flexible_dynamics import flexible_aba
+
+    if suffix in (".h5", ".hdf5"):
+        pytest.importorskip("h5py")
+    if suffix == ".json" and compressed:
+        pytest.skip("json is not compressed")
+    m = flexible_model()
+    back = load_model(save_model(m, tmp_path / f"flex{suffix}", compressed=compressed))
+    fa, fb = m.flexible, back.flexible
+    assert fb is not None and sorted(fb.bodies) == sorted(fa.bodies) == [0, 1, 4]
+    assert np.array_equal(fb.nmodes, fa.nmodes) and np.array_equal(fb.idx_eta, fa.idx_eta)
+    assert fb.node_of == fa.node_of == {1: "tip", 2: "tip", 3: "mid", 5: "tip"}
+    for i, a in fa.bodies.items():
+        b = fb.bodies[i]
+        assert b.name == a.name and b.m == a.m
+        for key in ("first", "xphi", "phiphi", "stiffness", "damping"):
+            x, y = getattr(a, key), getattr(b, key)
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), key
+        assert (a.stiffening is None) == (b.stiffening is None)
+        if a.stiffening is not None:
+            assert a.stiffening.tobytes() == b.stiffening.tobytes()
+        assert list(b.nodes) == list(a.nodes)
+        for nm, (pt, Phi, Psi) in a.nodes.items():
+            assert all(x.tobytes() == y.tobytes() for x, y in zip((pt, Phi, Psi), b.nodes[nm]))
+    assert len(back.loops) == 1 and back.joint_names[3] == "joint 3"
+    for seed in range(3):
+        q, qd, tau = _flexible_state(m, seed)
+        assert flexible_aba(back, q, qd, tau).tobytes() == flexible_aba(m, q, qd, tau).tobytes()
+    with pytest.raises(PartreeInputError, match="flexible bodies"):
+        partree.aba(back, back.neutral(), np.zeros(back.nv), np.zeros(back.nv))
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_flexible_file_versions(tmp_path, suffix):
+    """Version 3 only for flexible bodies; rigid models stay readable as before."""
+    if suffix in (".h5", ".hdf5"):
+        pytest.importorskip("h5py")
+    m = flexible_model()
+    rigid = m.with_flexible({})
+    back = load_model(save_model(rigid, tmp_path / f"rigid{suffix}"))
+    assert back.flexible is None and len(back.loops) == 1
+    if suffix == ".json":
+        doc = json.loads(Path(save_model(m, tmp_path / "f.json")).read_text())
+        assert doc["version"] == 3
+        assert json.loads((tmp_path / f"rigid{suffix}").read_text())["version"] == 2
+        doc["version"] = 2
+        (tmp_path / "old.json").write_text(json.dumps(doc))
+        with pytest.raises(PartreeInputError, match="flexible bodies are version 3"):
+            load_model(tmp_path / "old.json")
+
+
+def test_flexible_npz_corrupt_is_refused(tmp_path):
+    p = save_model(flexible_model(), tmp_path / "f.npz")
+    with np.load(p) as z:
+        d = {k: z[k] for k in z.files}
+    meta = json.loads(d["meta"].tobytes().decode())
+    assert meta["version"] == 3 and meta["flexible"]["nodes"] == [["tip", "mid"], ["tip"], ["tip"]]
+
+    def write(name, **changes):
+        dd = dict(d)
+        dd.update(changes)
+        q = tmp_path / name
+        with open(q, "wb") as fh:
+            np.savez(fh, **dd)
+        return q
+
+    with pytest.raises(PartreeInputError, match="'flex_phiphi' has dtype"):
+        load_model(write("a.npz", flex_phiphi=d["flex_phiphi"][:-1]))
+    with pytest.raises(PartreeInputError, match="distinct bodies"):
+        load_model(write("b.npz", flex_body=np.array([0, 1, 9], dtype=np.int64)))
+    old = dict(meta, version=2)
+    with pytest.raises(PartreeInputError, match="flexible bodies are version 3"):
+        load_model(write("c.npz", meta=np.frombuffer(json.dumps(old).encode(), dtype=np.uint8)))
+    bad = d["flex_stiffness"].copy()
+    bad[0] = -1e3
+    with pytest.raises(PartreeInputError, match=r"f\.npz|e\.npz"):
+        load_model(write("e.npz", flex_stiffness=bad))

@@ -33,6 +33,7 @@ from numba import njit
 
 from .. import checks
 from ..errors import PartreeInputError
+from ..flexible import refuse
 from .generalized_momentum import generalized_momentum
 from .primitives import xform_force_T_add
 from .velocity_from_momentum import check_method, momentum_frames, velocity_from_momentum
@@ -95,6 +96,7 @@ def generalized_impulse(model, q, joint_impulse=None, body_impulse=None, data=No
     ndarray
         iota (nv,): what the blow adds to the generalized momenta p.
     """
+    refuse(model, "generalized_impulse")
     q = checks.state(model, q, None, names=("q", "qd"))[0]
     iota = np.zeros(model.nv)
     if joint_impulse is not None:

@@ -43,6 +43,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
 from ..checks import QUAT_MIN_NORM2, quaternion_starts
+from ..flexible import RIGID_ALGORITHMS, unsupported
 
 #: first word of a model buffer: 'partree' and the layout's version (a buffer of another layout,
 #: and compiled code cached for another layout, refuse each other)
@@ -98,6 +99,9 @@ def model_buffer(model):
     pk = model._packed
     if pk is not None:
         return pk
+    if getattr(model, "flexible", None) is not None:
+        # no buffer: the compiled calls compute rigid bodies only
+        raise unsupported(model, RIGID_ALGORITHMS)
     n = model.n
     if n > PACK_MAX_BODIES:
         return None

@@ -31,6 +31,19 @@ may also name the bodies, or give null or "world"), ``placement_a`` and ``placem
 ``axis2`` and ``length`` where the kind has them.  A file of a model with loops is format
 version 2, of one without loops version 1 (which every partree reads); files without loops load
 as models without loops.
+
+A model's flexible bodies (``model.flexible``, :class:`partree.flexible.FlexibleBody` each) are
+kept bit for bit, every field: in the binary forms the metadata has ``"flexible": {"names":
+[...], "nodes": [[...], ...]}`` (each flexible body's name and node names, in body order) and
+the arrays are ``flex_body`` (int64, the bodies), ``flex_nmodes`` (int64, their numbers of
+modes m), ``flex_stiffening`` (int8, 1 where the body has geometric stiffening), the
+concatenated flattened (C order) ``flex_first`` (3 m per body), ``flex_xphi`` (9 m),
+``flex_phiphi`` (9 m²), ``flex_stiffness`` and ``flex_damping`` (m² each), ``flex_stiffening_G``
+(9 m², bodies with stiffening only), and per node, in order, ``flex_node_point`` (n_nodes, 3),
+``flex_node_Phi`` and ``flex_node_Psi`` (3 m each, flattened).  In JSON a flexible body's entry
+has ``"flexible": {"name", "first", "xphi", "phiphi", "stiffness", "damping", "nodes": {name:
+{"point", "Phi", "Psi"}}}`` and ``"stiffening"`` where it has it.  A file of a model with flexible
+bodies is format version 3; files without them load as rigid models.
 """
 from __future__ import annotations
 
@@ -42,15 +55,17 @@ import numpy as np
 
 from .. import joints as J
 from .. import loops as LP
+from ..flexible import FlexibleBodies, FlexibleBody
 from ..inertia import check_policy, labelled_warnings
 from ..model import JointNames, Model
 from ..errors import PartreeInputError
 
 FORMAT = "partree-model"
-#: the newest format version (2: loops); a model without loops is written as version 1
-FORMAT_VERSION = 2
+#: the newest format version (2: loops, 3: flexible bodies); a model without loops or flexible
+#: bodies is written as version 1, one with loops only as version 2
+FORMAT_VERSION = 3
 #: the versions this partree reads
-READ_VERSIONS = (1, 2)
+READ_VERSIONS = (1, 2, 3)
 
 #: model arrays in the files: name -> (dtype, shape after the body dimension)
 ARRAYS = {
@@ -76,6 +91,15 @@ LOOP_ARRAYS = {
     "axis": (np.float64, (3,)),
     "axis2": (np.float64, (3,)),
     "length": (np.float64, ()),
+}
+
+#: a flexible body's arrays (``flex_<name>``, flattened): name -> shape for m modes
+FLEX_ARRAYS = {
+    "first": lambda m: (3, m),
+    "xphi": lambda m: (m, 3, 3),
+    "phiphi": lambda m: (m, m, 3, 3),
+    "stiffness": lambda m: (m, m),
+    "damping": lambda m: (m, m),
 }
 
 #: full validation (eigenvalues of every inertia, ...) when loading up to this many bodies;
@@ -135,13 +159,111 @@ def _decode_names(err, key, meta, blob, offsets, n):
 
 # ---------------------------------------------------------------------- save
 def _version(model):
+    if getattr(model, "flexible", None) is not None:
+        return 3
     return 2 if len(model.loops) else 1
+
+
+def _flat(parts):
+    return np.concatenate([np.ascontiguousarray(a, dtype=np.float64).ravel() for a in parts]) if parts \
+        else np.zeros(0)
+
+
+def _flexible_payload(model):
+    """(meta, arrays) of the model's flexible bodies (see the module's notes)."""
+    fl = model.flexible
+    ids = sorted(fl.bodies)
+    bodies = [fl.bodies[i] for i in ids]
+    meta = {"names": [b.name for b in bodies], "nodes": [list(b.nodes) for b in bodies]}
+    arrays = {"flex_body": np.array(ids, dtype=np.int64),
+              "flex_nmodes": np.array([b.m for b in bodies], dtype=np.int64),
+              "flex_stiffening": np.array([b.stiffening is not None for b in bodies], dtype=np.int8)}
+    for key in FLEX_ARRAYS:
+        arrays[f"flex_{key}"] = _flat([getattr(b, key) for b in bodies])
+    arrays["flex_stiffening_G"] = _flat([b.stiffening for b in bodies if b.stiffening is not None])
+    nodes = [node for b in bodies for node in b.nodes.values()]
+    arrays["flex_node_point"] = np.array([pt for pt, _, _ in nodes], dtype=np.float64).reshape(len(nodes), 3)
+    arrays["flex_node_Phi"] = _flat([Phi for _, Phi, _ in nodes])
+    arrays["flex_node_Psi"] = _flat([Psi for _, _, Psi in nodes])
+    return meta, arrays
+
+
+def _flexible_from_arrays(err, desc, get, n):
+    """{body: FlexibleBody} from a binary file's flexible description and arrays."""
+    if not isinstance(desc, dict) or not isinstance(desc.get("names"), list) or \
+            not isinstance(desc.get("nodes"), list) or len(desc["names"]) != len(desc["nodes"]):
+        raise err("bad flexible body description: 'flexible' must hold the lists 'names' and 'nodes', of one "
+                  "length")
+    F = len(desc["names"])
+    node_names = desc["nodes"]
+    for k in range(F):
+        if not isinstance(desc["names"][k], str) or not isinstance(node_names[k], list) or \
+                not all(isinstance(x, str) for x in node_names[k]):
+            raise err(f"bad flexible body description: entry {k} needs a name and a list of node names")
+
+    def arr(key, dtype, shape):
+        a = get(key)
+        if a is None:
+            raise err(f"array {key!r} is missing (the file has {F} flexible bodies)")
+        if a.dtype != dtype or a.shape != shape:
+            raise err(f"array {key!r} has dtype {a.dtype} and shape {a.shape}; expected {np.dtype(dtype)} and "
+                      f"{shape}")
+        return a
+
+    ids = arr("flex_body", np.int64, (F,))
+    ms = arr("flex_nmodes", np.int64, (F,))
+    st = arr("flex_stiffening", np.int8, (F,))
+    if np.any((ids < 0) | (ids >= n)) or np.unique(ids).size != F:
+        raise err(f"array 'flex_body' must hold distinct bodies of the model (0 to {n - 1})")
+    if np.any(ms < 1):
+        raise err("array 'flex_nmodes': every flexible body needs at least one mode")
+    m = [int(x) for x in ms]
+    counts = [len(x) for x in node_names]
+    sizes = {key: sum(int(np.prod(shape(mk))) for mk in m) for key, shape in FLEX_ARRAYS.items()}
+    sizes["stiffening_G"] = sum(9 * mk * mk for mk, s in zip(m, st) if s)
+    sizes["node_Phi"] = sizes["node_Psi"] = sum(3 * mk * c for mk, c in zip(m, counts))
+    flat = {key: arr(f"flex_{key}", np.float64, (size,)) for key, size in sizes.items()}
+    points = arr("flex_node_point", np.float64, (sum(counts), 3))
+    offs = dict.fromkeys(flat, 0)
+
+    def take(key, shape):
+        k = int(np.prod(shape))
+        a = flat[key][offs[key]:offs[key] + k].reshape(shape)
+        offs[key] += k
+        return a
+
+    bodies = {}
+    node = 0
+    for k in range(F):
+        mk = m[k]
+        fields = {key: take(key, shape(mk)) for key, shape in FLEX_ARRAYS.items()}
+        G = take("stiffening_G", (3, 3, mk, mk)) if st[k] else None
+        nodes = {}
+        for nm in node_names[k]:
+            nodes[nm] = (points[node], take("node_Phi", (3, mk)), take("node_Psi", (3, mk)))
+            node += 1
+        bodies[int(ids[k])] = (fields, G, nodes, desc["names"][k])
+    return bodies
+
+
+def _flexible_bodies(err, model, raw):
+    """Attach the flexible bodies read from a file (``{body: (fields, G, nodes, name)}``)."""
+    try:
+        bodies = {i: FlexibleBody(f["first"], f["xphi"], f["phiphi"], f["stiffness"], f["damping"], nodes, name,
+                                  stiffening=G)
+                  for i, (f, G, nodes, name) in raw.items()}
+        model.flexible = FlexibleBodies(model, bodies)
+    except PartreeInputError as exc:
+        raise err(str(exc)) from None
 
 
 def _meta(model):
     meta = {"format": FORMAT, "version": _version(model), "n": int(model.n), "name": str(model.name),
             "allow_massless": bool(model.allow_massless), "inertia_policy": str(model.inertia_policy)}
     payload = {}
+    if getattr(model, "flexible", None) is not None:
+        meta["flexible"], flex = _flexible_payload(model)
+        payload.update(flex)
     loops = model.loops
     if len(loops):
         meta["loops"] = {"names": list(loops.names), "kinds": [LP.KINDS[int(k)] for k in loops.kind]}
@@ -203,6 +325,8 @@ def _check_meta(err, meta):
                   f"{'upgrade partree' if v > FORMAT_VERSION else 'the file is corrupt'}")
     if "loops" in meta and v < 2:
         raise err(f"the file has loops but format version {v} (loops are version 2)")
+    if "flexible" in meta and v < 3:
+        raise err(f"the file has flexible bodies but format version {v} (flexible bodies are version 3)")
     n = meta.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise err(f"bad body count n = {n!r}")
@@ -247,8 +371,12 @@ def _build(err, meta, get, validate, inertia):
                           f"{np.dtype(dtype)} and {(L,) + shape}")
             larrs[key] = a
         loops = (desc["names"], desc["kinds"], larrs)
-    return _make_model(err, arrs, g, names, meta.get("name", "model"), bool(meta.get("allow_massless", False)),
-                       validate, units, meta.get("inertia_policy", "strict") if inertia is None else inertia, loops)
+    flex = _flexible_from_arrays(err, meta["flexible"], get, n) if "flexible" in meta else None
+    model = _make_model(err, arrs, g, names, meta.get("name", "model"), bool(meta.get("allow_massless", False)),
+                        validate, units, meta.get("inertia_policy", "strict") if inertia is None else inertia, loops)
+    if flex is not None:
+        _flexible_bodies(err, model, flex)
+    return model
 
 
 def _loop_set(err, model, names, kinds, arrs):
@@ -416,6 +544,8 @@ def _save_json(model, path):
         b["inertia"] = {"mass": float(model.mass[i]), "com": model.com[i].tolist(), "I_com": model.I_com[i].tolist()}
         if model.units is not None:
             b["unit"] = int(model.units[i])
+        if getattr(model, "flexible", None) is not None and i in model.flexible.bodies:
+            b["flexible"] = _json_flexible(model.flexible.bodies[i])
         bodies.append(b)
     doc = {"format": FORMAT, "version": _version(model), "name": str(model.name), "n": int(model.n),
            "gravity": model.gravity.tolist(), "allow_massless": bool(model.allow_massless),
@@ -431,6 +561,47 @@ def _save_json(model, path):
         tail = f', "loops": [\n  {loops}\n]'
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(f'{text}, "bodies": [\n  {lines}\n]{tail}}}\n')
+
+
+def _json_flexible(body):
+    d = {"name": body.name}
+    for key in FLEX_ARRAYS:
+        d[key] = getattr(body, key).tolist()
+    if body.stiffening is not None:
+        d["stiffening"] = body.stiffening.tolist()
+    d["nodes"] = {nm: {"point": pt.tolist(), "Phi": Phi.tolist(), "Psi": Psi.tolist()}
+                  for nm, (pt, Phi, Psi) in body.nodes.items()}
+    return d
+
+
+def _json_flexible_body(err, i, d, num):
+    """(fields, G, nodes, name) of body i's JSON ``flexible`` entry."""
+    where = f"body {i}: flexible"
+    if not isinstance(d, dict):
+        raise err(f"{where} must be an object")
+    for key in FLEX_ARRAYS:
+        if key == "damping":
+            continue
+        if key not in d:
+            raise err(f"{where}: missing {key!r}")
+    first = d["first"]
+    if not isinstance(first, list) or len(first) != 3 or not isinstance(first[0], list) or not first[0]:
+        raise err(f"{where}: 'first' must be a 3 x m array")
+    m = len(first[0])
+    fields = {key: num(i, f"flexible {key}", d[key], shape(m)) for key, shape in FLEX_ARRAYS.items() if key in d}
+    fields.setdefault("damping", None)
+    G = num(i, "flexible stiffening", d["stiffening"], (3, 3, m, m)) if "stiffening" in d else None
+    nodes = {}
+    raw = d.get("nodes", {})
+    if not isinstance(raw, dict):
+        raise err(f"{where}: 'nodes' must be an object (name -> point, Phi, Psi)")
+    for nm, nd in raw.items():
+        if not isinstance(nd, dict) or not all(k in nd for k in ("point", "Phi", "Psi")):
+            raise err(f"{where}: node {nm!r} must be an object with 'point', 'Phi' and 'Psi'")
+        nodes[nm] = (num(i, f"flexible node {nm!r} point", nd["point"], (3,)),
+                     num(i, f"flexible node {nm!r} Phi", nd["Phi"], (3, m)),
+                     num(i, f"flexible node {nm!r} Psi", nd["Psi"], (3, m)))
+    return fields, G, nodes, str(d.get("name", "flexible"))
 
 
 def _json_loops(loops):
@@ -547,6 +718,7 @@ def _load_json(err, path, validate, inertia):
     arrs = {k: np.zeros((n,) + shape, dtype=dtype) for k, (dtype, shape) in ARRAYS.items()}
     arrs["E_tree"][:] = np.eye(3)
     units = np.zeros(n, dtype=np.int64) if isinstance(bodies[0], dict) and "unit" in bodies[0] else None
+    flex = {}
     jn, bn = [], []
     name_index = {}
     for i, b in enumerate(bodies):
@@ -593,6 +765,11 @@ def _load_json(err, path, validate, inertia):
             if not isinstance(u, int) or isinstance(u, bool) or not -2**63 <= u < 2**63:
                 raise err(f"body {i} ({nm!r}): unit {u!r} is not an integer")
             units[i] = u
+        if "flexible" in b:
+            if meta["version"] < 3:
+                raise err(f"body {i} ({nm!r}) is flexible but the file has format version {meta['version']} "
+                          f"(flexible bodies are version 3)")
+            flex[i] = _json_flexible_body(err, i, b["flexible"], num)
     gravity = np.array(num(-1, "gravity", doc.get("gravity", [0.0, 0.0, -9.81]), (3,)))
     gen = doc.get("generated_names", {})
     if not isinstance(gen, dict):
@@ -609,6 +786,9 @@ def _load_json(err, path, validate, inertia):
         if meta["version"] < 2:
             raise err(f"the file has loops but format version {meta['version']} (loops are version 2)")
         loops = _json_loop_reader(err, doc["loops"], num)
-    return _make_model(err, arrs, gravity, names, str(doc.get("name", "model")),
-                       bool(doc.get("allow_massless", False)), validate, units,
-                       doc.get("inertia_policy", "strict") if inertia is None else inertia, loops)
+    model = _make_model(err, arrs, gravity, names, str(doc.get("name", "model")),
+                        bool(doc.get("allow_massless", False)), validate, units,
+                        doc.get("inertia_policy", "strict") if inertia is None else inertia, loops)
+    if flex:
+        _flexible_bodies(err, model, flex)
+    return model

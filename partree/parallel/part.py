@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import PartreeInputError
+from ..flexible import refuse
 from . import kernels as K
 from .partition import on_path_mask, root_loop_mask
 
@@ -97,6 +98,7 @@ class PartKernel:
     """
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, poses=False):
+        refuse(model, "the parallel engine (partree.parallel: its parts compute rigid bodies only)")
         b = np.ascontiguousarray(bodies, dtype=np.int64)
         self.part_id = int(part_id)
         self.poses = bool(poses)

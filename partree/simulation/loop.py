@@ -37,6 +37,7 @@ import numpy as np
 
 from ..algorithms.energy import energy as _energy
 from ..errors import CheckpointError, PartreeInputError
+from ..flexible import refuse
 from ..model import Model
 from .checkpoint import Checkpointer, model_fingerprint
 from ..jit import CompileNotice
@@ -727,6 +728,7 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
     _agreed(backend, lambda: check_outputs(opts))
     with backend.guard():
         model = backend.resolve_model(model)
+        refuse(model, "partree.simulate")
         dyn = backend.dynamics(model, inputs, dynamics)
         q_full, v_full = _initial_state(model, q0, qd0)
         closure = None
