@@ -217,9 +217,9 @@ def unsupported(model, what):
     computes rigid bodies only) called on ``model``, which has flexible bodies."""
     fl = model.flexible
     return PartreeInputError(
-        f"{what} does not handle flexible bodies: model {model.name!r} has {len(fl.bodies)} flexible "
-        f"{'body' if len(fl.bodies) == 1 else 'bodies'} with {fl.n_modal} modal coordinates, whose modes it "
-        f"would ignore (computing the rigid skeleton); use {FLEXIBLE_FUNCTIONS} (a time loop of your own can "
+        f"model {model.name!r} has {len(fl.bodies)} flexible {'body' if len(fl.bodies) == 1 else 'bodies'} "
+        f"({fl.n_modal} modal coordinates), which {what} cannot take: it computes rigid bodies only and would "
+        f"ignore the modes (the rigid skeleton's answer); use {FLEXIBLE_FUNCTIONS} (a time loop of your own can "
         f"drive flexible_aba), or model.with_flexible({{}}) for the rigid skeleton on purpose")
 
 

@@ -22,7 +22,7 @@ def _pair(n=3):
 
 
 def _refused(call):
-    with pytest.raises(PartreeInputError, match="flexible bodies") as e:
+    with pytest.raises(PartreeInputError, match="flexible bod") as e:
         call()
     assert "flexible_aba" in str(e.value)
 
@@ -121,3 +121,14 @@ def test_threearm_flexible_is_refused_and_flexible_functions_work():
     Ma = M @ a
     assert np.allclose(Ma + flexible_rnea(m, qf, vf, np.zeros(nv)), tf, rtol=0, atol=1e-9 * np.abs(Ma).max())
     assert np.isfinite(flexible_energy(m, qf, vf)).all()
+
+
+def test_ensemble_batch_and_one_flexible_body_are_refused():
+    rigid, flex = _pair()
+    q, z = flex.neutral(), np.zeros(flex.nv)
+    _refused(lambda: partree.simulate_ensemble(flex, 0.01, 1e-3, members=[{}, {}]))
+    _refused(lambda: partree.parallel.evaluate_batch("aba", flex, np.tile(q, (2, 1)), np.zeros((2, flex.nv)),
+                                                     np.zeros((2, flex.nv)), backend="serial"))
+    one = rigid.with_flexible({2: flex.flexible.bodies[2]})
+    _refused(lambda: partree.aba(one, q, z, z))
+    _refused(lambda: partree.simulate(one, 0.01, 1e-3))

@@ -469,7 +469,7 @@ def test_flexible_bodies_round_trip(tmp_path, suffix, compressed):
     for seed in range(3):
         q, qd, tau = _flexible_state(m, seed)
         assert flexible_aba(back, q, qd, tau).tobytes() == flexible_aba(m, q, qd, tau).tobytes()
-    with pytest.raises(PartreeInputError, match="flexible bodies"):
+    with pytest.raises(PartreeInputError, match="flexible bod.*flexible_aba"):
         partree.aba(back, back.neutral(), np.zeros(back.nv), np.zeros(back.nv))
 
 
