@@ -132,3 +132,14 @@ def test_ensemble_batch_and_one_flexible_body_are_refused():
     one = rigid.with_flexible({2: flex.flexible.bodies[2]})
     _refused(lambda: partree.aba(one, q, z, z))
     _refused(lambda: partree.simulate(one, 0.01, 1e-3))
+
+
+def test_pinocchio_export_refuses_a_flexible_model():
+    """A pinocchio.Model holds rigid bodies only: the export refuses rather than drop the modes."""
+    pytest.importorskip("pinocchio")
+    from partree.io.pinocchio import to_pinocchio
+
+    rigid, flex = _pair()
+    assert to_pinocchio(rigid)[0].nv == rigid.nv
+    with pytest.raises(PartreeInputError, match="to_pinocchio"):
+        to_pinocchio(flex)

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import joints as J
 from ..errors import MissingDependencyError, PartreeInputError
+from ..flexible import refuse
 from ..inertia import check_policy, labelled_warnings
 from ..loops import DISTANCE, KINDS, SPHERICAL, WELD, Loop
 from ..model import Model
@@ -137,7 +138,10 @@ def to_pinocchio(model):
     ------
     MissingDependencyError
         When pinocchio is not installed.
+    PartreeInputError
+        For a model with flexible bodies (a ``pinocchio.Model`` holds rigid bodies only).
     """
+    refuse(model, "to_pinocchio")
     pin = _pin()
     pm = pin.Model()
     pm.name = str(model.name)
