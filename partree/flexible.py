@@ -209,7 +209,7 @@ RIGID_ALGORITHMS = ("partree's rigid-body algorithms (aba, rnea, crba, cfa, hybr
 
 #: what handles a model with flexible bodies
 FLEXIBLE_FUNCTIONS = ("partree.algorithms.flexible_dynamics: flexible_aba (forward dynamics), flexible_rnea "
-                      "(inverse dynamics), flexible_crba (mass matrix), flexible_energy")
+                      "(inverse dynamics), flexible_crba (mass matrix), flexible_hybrid_dynamics, flexible_energy")
 
 
 def unsupported(model, what):

@@ -6,7 +6,7 @@ import pytest
 
 import partree
 from partree.algorithms.flexible_dynamics import (flexible_aba, flexible_bias, flexible_crba, flexible_energy,
-                                                   flexible_rnea, flexible_state_size)
+                                                   flexible_hybrid_dynamics, flexible_rnea, flexible_state_size)
 from partree.errors import PartreeInputError
 from partree.model import Model
 from partree.models.beam import euler_bernoulli_beam
@@ -284,6 +284,55 @@ def test_threearm_with_flexible_links():
     z = np.zeros(60)
     tau0 = flexible_rnea(m, np.concatenate((q0, z)), np.concatenate((qd0, z)), np.concatenate((qdd0, z)))
     assert np.allclose(tau0[:rigid.nv], partree.rnea(rigid, q0, qd0, qdd0), rtol=0, atol=1e-10)
+
+
+def _dense_split(m, q, qd, tau, qdd, mask):
+    """The partitioned solve with the dense mass matrix and bias: the joints of ``mask`` have
+    their accelerations given, every other coordinate (the modes included) its force."""
+    M, b = flexible_crba(m, q), flexible_bias(m, q, qd)
+    act = np.zeros(M.shape[0], dtype=bool)
+    act[:m.nv] = np.repeat(mask, m.nv_j)
+    a, p = np.flatnonzero(act), np.flatnonzero(~act)
+    qdd_full = np.array(qdd, dtype=float)
+    qdd_full[p] = np.linalg.solve(M[np.ix_(p, p)], tau[p] - b[p] - M[np.ix_(p, a)] @ qdd_full[a])
+    tau_full = np.array(tau, dtype=float)
+    tau_full[a] = M[a] @ qdd_full + b[a]
+    return qdd_full, tau_full
+
+
+@pytest.mark.parametrize("floating", [False, True])
+def test_hybrid_dynamics_is_the_dense_partitioned_solve(floating):
+    """Active joints' accelerations given, the other joints and every mode free: equal to the
+    partitioned solve with flexible_crba's mass matrix; every joint passive is flexible_aba."""
+    m = partree.resolve_model("threearm:flexible=true,modes=6" + (",floating_base=true" if floating else ""))
+    rng = np.random.default_rng(11)
+    q, qd = _state(m, rng, eta_scale=0.005)
+    tau, qdd = rng.normal(size=qd.size), rng.normal(size=qd.size)
+    for mask in (np.zeros(m.n, dtype=bool), rng.random(m.n) < 0.4, np.ones(m.n, dtype=bool)):
+        got = flexible_hybrid_dynamics(m, q, qd, tau, qdd, mask)
+        ref = _dense_split(m, q, qd, tau, qdd, mask)
+        for x, r in zip(got, ref):
+            assert np.abs(x - r).max() < 1e-10 * np.abs(r).max()
+        dof = np.repeat(mask, m.nv_j)
+        assert np.array_equal(got[0][:m.nv][dof], qdd[:m.nv][dof])
+    assert np.array_equal(flexible_hybrid_dynamics(m, q, qd, tau, qdd, np.zeros(m.n, dtype=bool))[0],
+                          flexible_aba(m, q, qd, tau))
+    # the seed's split by name, the ignored entries may be anything
+    names = [m.joint_names[i] for i in (0, 4, 5)]
+    t2, a2 = tau.copy(), qdd.copy()
+    mask = np.isin(np.arange(m.n), [0, 4, 5])
+    dof = np.zeros(qd.size, dtype=bool)
+    dof[:m.nv] = np.repeat(mask, m.nv_j)
+    t2[dof], a2[~dof] = np.nan, np.nan
+    got = flexible_hybrid_dynamics(m, q, qd, t2, a2, names)
+    ref = _dense_split(m, q, qd, tau, qdd, mask)
+    assert np.abs(got[0] - ref[0]).max() < 1e-10 * np.abs(ref[0]).max()
+    with pytest.raises(PartreeInputError, match="shape"):
+        flexible_hybrid_dynamics(m, q, qd, tau, qdd, np.zeros(m.n - 1, dtype=bool))
+    with pytest.raises(PartreeInputError, match="does not have"):
+        flexible_hybrid_dynamics(m, q, qd, tau, qdd, ["nope"])
+    with pytest.raises(PartreeInputError, match="qdd"):
+        flexible_hybrid_dynamics(m, q, qd, tau, qdd[:-1], mask)
 
 
 @pytest.mark.parametrize("ids", [[1, 2], [0, 2, 3], [2], [0, 1, 2, 3]])

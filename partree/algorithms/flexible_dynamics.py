@@ -311,6 +311,49 @@ def flexible_aba(model, q, qd, tau):
     """Forward dynamics of a model with flexible bodies: qdd_full (nv + n_modal) for the joint
     forces and applied modal forces ``tau_full`` (zeros for the modes in free motion), with
     (6 + m) x (6 + m) articulated inertias; O(N)."""
+    return _articulated(model, q, qd, tau, None, None)[0]
+
+
+def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active):
+    """Hybrid dynamics of a model with flexible bodies (seed 002): the joints flagged ``active``
+    follow the given accelerations and their forces come out; the other joints and every modal
+    coordinate move under their given forces.  O(N).
+
+    ``active``: a boolean mask of (n,) or joint names, as :func:`partree.hybrid_dynamics` takes
+    it.  A flexible body's modes are passive whatever its joint's flag: an elastic coordinate is
+    never driven by a prescribed motion here.  ``tau`` (nv + n_modal) is read at the passive
+    coordinates, ``qdd`` (nv + n_modal) at the active joints' coordinates.  Returns (qdd_full,
+    tau_full), each (nv + n_modal).
+
+    The articulated-body recursion with (6 + m) x (6 + m) inertias: at each body only the passive
+    columns of its coordinate map [S, 0; 0, 1] are eliminated, and the given accelerations of the
+    active ones enter its velocity-product term, so the parent receives the articulated inertia
+    and bias of the known motion.  Every joint passive is :func:`flexible_aba`."""
+    from .hybrid_dynamics import active_mask
+
+    mask = active_mask(model, active)
+    _, ne, _, _ = _flex(model)
+    nv = model.nv
+    dof = np.zeros(nv + ne, dtype=bool)
+    dof[:nv] = np.repeat(mask, model.nv_j)
+    qdd = np.array(qdd, dtype=float)
+    if qdd.shape != (nv + ne,):
+        raise PartreeInputError(f"qdd has shape {qdd.shape}; expected ({nv + ne},)")
+    tau = np.array(tau, dtype=float)
+    if tau.shape != (nv + ne,):
+        raise PartreeInputError(f"tau has shape {tau.shape}; expected ({nv + ne},)")
+    # only the entries that are read must be finite
+    tau[dof] = 0.0
+    qdd[~dof] = 0.0
+    for x, nm in ((tau, "tau"), (qdd, "qdd")):
+        if not np.all(np.isfinite(x)):
+            raise PartreeInputError(f"{nm} has non-finite entries where it is read")
+    return _articulated(model, q, qd, tau, dof, qdd)
+
+
+def _articulated(model, q, qd, tau, dof_active, qdd_given):
+    """The articulated-body passes; ``dof_active`` (nv + n_modal,) flags the coordinates whose
+    acceleration ``qdd_given`` is known (None: none).  Returns (qdd_full, tau_full)."""
     q, qd = _state(model, q, qd)
     _, ne, _, ie = _flex(model)
     nv = model.nv
@@ -325,37 +368,49 @@ def flexible_aba(model, q, qd, tau):
     for i in range(n - 1, -1, -1):
         B = bodies[i]
         Sh = _S_hat(B)
-        U = IA[i] @ Sh
-        D = Sh.T @ U
+        di = _dofs(model, i, nv)
+        chat = np.zeros(6 + B.m)
+        chat[:6] = B.c
+        if dof_active is None:
+            pas = np.ones(di.size, dtype=bool)
+        else:
+            pas = ~dof_active[di]
+            chat += Sh[:, ~pas] @ qdd_given[di[~pas]]       # the known motion's part
+        Sp = Sh[:, pas]
+        U = IA[i] @ Sp
+        D = Sp.T @ U
         try:
             Dinv = np.linalg.inv(D)
         except np.linalg.LinAlgError:
-            raise PartreeInputError(f"flexible_aba: the articulated inertia of body {i} is singular along its "
-                                    f"coordinates") from None
-        u = tau[_dofs(model, i, nv)] - Sh.T @ pA[i]
-        keep[i] = (U, Dinv, u, Sh)
+            raise PartreeInputError(f"flexible dynamics: the articulated inertia of body {i} is singular along its "
+                                    f"passive coordinates") from None
+        u = tau[di[pas]] - Sp.T @ pA[i]
+        keep[i] = (U, Dinv, u, Sh, pas, chat)
         p = int(model.parent[i])
         if p >= 0:
             Ia = IA[i] - U @ Dinv @ U.T
-            chat = np.zeros(6 + B.m)
-            chat[:6] = B.c
             pa = pA[i] + Ia @ chat + U @ Dinv @ u
             T = B.T
             IA[p] += T.T @ Ia[:6, :6] @ T
             pA[p] += T.T @ pa[:6]
-    qdd = np.zeros(nv + ne)
+    qdd = np.zeros(nv + ne) if qdd_given is None else qdd_given.copy()
+    tau_out = tau.copy()
     acc = [None] * n
     for i in range(n):
         B = bodies[i]
         p = int(model.parent[i])
         ap = _a0(model) if p < 0 else acc[p]
-        U, Dinv, u, Sh = keep[i]
-        a_hat = np.zeros(6 + B.m)
-        a_hat[:6] = B.T @ ap + B.c
+        U, Dinv, u, Sh, pas, chat = keep[i]
+        di = _dofs(model, i, nv)
+        a_hat = chat.copy()
+        a_hat[:6] += B.T @ ap
         z = Dinv @ (u - U.T @ a_hat)
-        qdd[_dofs(model, i, nv)] = z
-        acc[i] = a_hat + Sh @ z
-    return qdd
+        qdd[di[pas]] = z
+        acc[i] = a_hat + Sh[:, pas] @ z
+        if not pas.all():
+            # the force of the known motion: the projection of the articulated body's wrench
+            tau_out[di[~pas]] = Sh[:, ~pas].T @ (IA[i] @ acc[i] + pA[i])
+    return qdd, tau_out
 
 
 def flexible_energy(model, q, qd):
