@@ -379,3 +379,61 @@ def test_no_units_partition_for_ranks_is_unchanged():
         assert pt.roots.tolist() == roots and pt.owner.tolist() == owner
         same = partition_for_ranks(m, R, path_weight=0.22, units=np.arange(m.n))
         assert np.array_equal(same.roots, pt.roots) and np.array_equal(same.owner, pt.owner)
+
+
+# ----------------------------------------------------------------------------------- handles capped
+@pytest.mark.parametrize("mi", range(6))
+@pytest.mark.parametrize("cap", [1, 2, 4])
+def test_cap_handles_splits_over_full_parts(mi, cap):
+    """cap_handles: every part ends with at most ``cap`` handles (all bodies are cuttable here),
+    the pieces stay on the rank of the part they were cut from, and the engine through the capped
+    partition is ABA's forward dynamics."""
+    import partree
+    from partree.parallel import SerialEngine
+    from partree.parallel.partition import cap_handles, partition_for_ranks
+
+    m = _models()[mi]
+    pt = partition_for_ranks(m, 8)
+    got = cap_handles(m, pt, cap)
+    got.check(m.parent)
+    assert got._nhandles().max() <= cap
+    assert set(pt.roots.tolist()) <= set(got.roots.tolist())
+    assert np.array_equal(got.owner, pt.owner[pt.part_of[got.roots]])
+    assert got.rank_loads(8).sum() >= pt.rank_loads(8).sum() - 1e-9
+    if pt._nhandles().max() <= cap:
+        assert got is pt
+    rng = np.random.default_rng(mi)
+    q, qd, tau = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
+    ref = partree.aba(m, q, qd, tau)
+    qdd = SerialEngine(m, got).forward_dynamics(q, qd, tau)
+    assert np.abs(qdd - ref).max() < 1e-10 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("mi", range(7))
+def test_cap_handles_keeps_units_whole(mi):
+    from partree.parallel.partition import cap_handles, partition_for_ranks
+
+    m, labels = _unit_models()[mi]
+    pt = partition_for_ranks(m, 6, units=labels)
+    got = cap_handles(m, pt, 1, units=labels)
+    got.check(m.parent)
+    assert not _splits_a_unit(got, m.parent, labels)
+    # a piece is cut only at a unit's head, so a part may keep more handles than asked; never more
+    # than it had
+    assert got._nhandles().max() <= max(pt._nhandles().max(), 1)
+
+
+def test_partition_for_many_ranks_caps_the_top_part():
+    """The engine's partition for many ranks: no part holds more than MAX_HANDLES handles (a
+    binary tree's top levels would otherwise gather the attachments of many parts)."""
+    from partree.parallel.partition import MAX_HANDLES, make_partition, partition_for_ranks
+
+    m = auto_tree(20000, bf=2)
+    raw = partition_for_ranks(m, 256)
+    assert raw._nhandles().max() > MAX_HANDLES
+    pt = make_partition(m, None, nranks=256)
+    pt.check(m.parent)
+    assert pt._nhandles().max() <= MAX_HANDLES and pt.nranks == 256 and pt.owner.max() < 256
+    with pytest.raises(PartreeInputError, match="max_handles"):
+        from partree.parallel.partition import cap_handles
+        cap_handles(m, raw, 0)

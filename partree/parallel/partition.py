@@ -882,6 +882,77 @@ def partition_for_ranks(model, nranks, weights=None, path_weight=0.0, max_cuts=N
     return pt
 
 
+#: the most handles the partition for ranks leaves on one part (:func:`cap_handles`): a part's
+#: share of the root solve grows as the cube of its handles (one dense 6H x 6H solve), and a
+#: binary tree's top part would otherwise hold about half the parts' attachments
+MAX_HANDLES = 32
+
+
+def cap_handles(model, pt, max_handles=MAX_HANDLES, units=None, path_weight=0.0):
+    """``pt`` with every part that has more than ``max_handles`` handles split into parts that
+    have at most that many (where the cuttable bodies allow it).  Returns ``pt`` itself when no
+    part is over.
+
+    Inside an over-full part the bodies are visited leaf first; a body's count is its own handle
+    (1 if a child part hangs from it) plus its uncut in-part children's counts, and while it is
+    over ``max_handles`` its children with the largest counts are cut off as new parts (each
+    cut makes the body a handle of the piece it keeps).  So every piece has at most
+    ``max_handles`` handles, and a binary tree's top part, which holds the top levels of the tree
+    with about P / 2 handles, becomes a small tree of pieces.  A new part stays on the rank of
+    the part it was cut from (``owner``): the ranks' loads change only by the pieces' handle-path
+    work, counted in ``costs`` with ``path_weight``.  ``units`` as for :func:`partition`."""
+    max_handles = int(max_handles)
+    if max_handles < 1:
+        raise PartreeInputError(f"max_handles must be >= 1, got {max_handles}")
+    nh = pt._nhandles()
+    if nh.size == 0 or nh.max() <= max_handles:
+        return pt
+    parent = np.ascontiguousarray(model.parent if hasattr(model, "parent") else model, dtype=np.int64)
+    n = parent.shape[0]
+    cuttable = _cuttable(model, units)
+    if cuttable is None:
+        cuttable = np.ones(n, dtype=np.bool_)
+    is_handle = np.zeros(n, dtype=np.bool_)
+    is_handle[pt.handle[pt.handle >= 0]] = True
+    new_roots = []
+    for k in np.flatnonzero(nh > max_handles):
+        b = pt.bodies(int(k))
+        loc = _local_parent(parent, b)
+        m = b.size
+        kids = [[] for _ in range(m)]
+        for j in range(1, m):
+            kids[loc[j]].append(j)
+        acc = np.zeros(m, dtype=np.int64)
+        handle = is_handle[b].copy()
+        for j in range(m - 1, -1, -1):
+            ch = [c for c in kids[j]]
+            cnt = int(handle[j]) + sum(int(acc[c]) for c in ch)
+            if cnt > max_handles:
+                for c in sorted(ch, key=lambda c: -int(acc[c])):
+                    if cnt <= max_handles:
+                        break
+                    if not cuttable[b[c]] or acc[c] == 0:
+                        continue
+                    new_roots.append(int(b[c]))
+                    cnt -= int(acc[c])
+                    if not handle[j]:
+                        handle[j] = True
+                        cnt += 1
+            acc[j] = cnt
+    if not new_roots:
+        return pt
+    w = getattr(pt, "_w", None)
+    npt = partition_from_roots(parent, np.concatenate((pt.roots, new_roots)), weights=w, units=units)
+    npt._w = w if w is not None else np.ones(n)
+    c, _ = _body_costs(parent, npt, npt._w, path_weight)
+    npt.costs = np.bincount(npt.part_of, weights=c, minlength=npt.nparts)
+    if pt.owner is not None:
+        own = np.asarray(pt.owner)[pt.part_of[npt.roots]]       # the rank of the part each piece was cut from
+        npt.owner = np.asarray(own, dtype=np.int64)
+        npt.nranks = pt.nranks
+    return npt
+
+
 #: extra relative cost of a body on a handle path (the sensitivity walk and the carried path
 #: transforms), for the partitioner's weights: between the planar chain's (whose walk goes all the
 #: way up) and the 3-D chain's (whose walk stops after a few thousand bodies), so that both are
@@ -915,7 +986,8 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
         R = int(nranks) + extra
         if extra:      # no more parts than the loops allow (some ranks may then hold none)
             R = min(R, int(np.count_nonzero(_cuttable(model, None))))
-        pt = join_looped_trees(model, partition_for_ranks(model, R, path_weight=path_weight))
+        pt = cap_handles(model, partition_for_ranks(model, R, path_weight=path_weight), path_weight=path_weight)
+        pt = join_looped_trees(model, pt)
         return place_loops(model, pt)
     P = (1 if nranks is None else int(nranks)) if parts is None else int(parts)
     if extra:
