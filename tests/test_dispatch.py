@@ -23,6 +23,7 @@ COPIES = {
 #: hot loop (no copy of the branch to keep equal)
 PLAIN_CALLS = {
     "inertia.py": "the load-time check of each joint's motion, once per model",
+    "algorithms/flexible_dynamics.py": "the flexible bodies' NumPy recursion: one call of the shared dispatch per body",
 }
 
 _BRANCH = re.compile(
