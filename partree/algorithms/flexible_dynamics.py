@@ -124,6 +124,7 @@ def _outward(model, q, qd):
     Sb = np.zeros((6, 6))
     cJ = np.zeros(6)
     Ej, rj = np.empty((3, 3)), np.empty(3)
+    jtype = np.asarray(model.jtype, dtype=np.int64)
     for i in range(model.n):
         B = _Body()
         p = int(model.parent[i])
@@ -146,8 +147,7 @@ def _outward(model, q, qd):
         else:
             E_pred, r_pred = Et, rt
         iv = int(model.idx_v[i])
-        jt = int(model.jtype[i])
-        nvi = joint_kinematics(jt, model.axis[i], model.axis2[i], qj, int(model.idx_q[i]), qdj, iv,
+        nvi = joint_kinematics(jtype[i], model.axis[i], model.axis2[i], qj, int(model.idx_q[i]), qdj, iv,
                                np.ascontiguousarray(E_pred), np.ascontiguousarray(r_pred), Ej, rj, Sb, cJ, R, R2)
         E_up, r_up = Ej.copy(), rj.copy()
         X_up = motion_xform(E_up, r_up)
