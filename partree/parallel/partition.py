@@ -925,7 +925,7 @@ def cap_handles(model, pt, max_handles=MAX_HANDLES, units=None, path_weight=0.0)
         acc = np.zeros(m, dtype=np.int64)
         handle = is_handle[b].copy()
         for j in range(m - 1, -1, -1):
-            ch = [c for c in kids[j]]
+            ch = kids[j]
             cnt = int(handle[j]) + sum(int(acc[c]) for c in ch)
             if cnt > max_handles:
                 for c in sorted(ch, key=lambda c: -int(acc[c])):
