@@ -209,7 +209,8 @@ RIGID_ALGORITHMS = ("partree's rigid-body algorithms (aba, rnea, crba, cfa, hybr
 
 #: what handles a model with flexible bodies
 FLEXIBLE_FUNCTIONS = ("partree.algorithms.flexible_dynamics: flexible_aba (forward dynamics), flexible_rnea "
-                      "(inverse dynamics), flexible_crba (mass matrix), flexible_hybrid_dynamics, flexible_energy")
+                      "(inverse dynamics), flexible_crba (mass matrix), flexible_hybrid_dynamics, flexible_energy; "
+                      "partree.algorithms.flexible_cfa: flexible_cfa, flexible_hybrid_forces (joint reaction forces)")
 
 
 def unsupported(model, what):
