@@ -24,6 +24,8 @@ COPIES = {
 PLAIN_CALLS = {
     "inertia.py": "the load-time check of each joint's motion, once per model",
     "algorithms/flexible_dynamics.py": "the flexible bodies' NumPy recursion: one call of the shared dispatch per body",
+    "algorithms/flexible_kernels.py": "the flexible bodies' compiled recursion: one call of the shared dispatch per "
+                                      "body, next to the modal work of a flexible body",
 }
 
 _BRANCH = re.compile(

@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import PartreeInputError
 from ..flexible import axial, body_mass_matrix, deformed_moments
 from ..joints import joint_kinematics
+from .flexible_kernels import flexible_articulated
 from ..spatial import crf, crm, motion_xform, skew, spatial_inertia
 
 
@@ -310,14 +311,18 @@ def flexible_crba(model, q):
 def flexible_aba(model, q, qd, tau):
     """Forward dynamics of a model with flexible bodies: qdd_full (nv + n_modal) for the joint
     forces and applied modal forces ``tau_full`` (zeros for the modes in free motion), with
-    (6 + m) x (6 + m) articulated inertias; O(N)."""
-    return _articulated(model, q, qd, tau, None, None)[0]
+    (6 + m) x (6 + m) articulated inertias; O(N), compiled
+    (``partree.algorithms.flexible_kernels``)."""
+    q, qd = _state(model, q, qd)
+    tau = _full_vector(model, tau, "tau")
+    return _compiled(model, q, qd, tau, np.zeros(model.n, dtype=np.bool_), np.zeros_like(tau))[0]
 
 
 def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active):
     """Hybrid dynamics of a model with flexible bodies (seed 002): the joints flagged ``active``
     follow the given accelerations and their forces come out; the other joints and every modal
-    coordinate move under their given forces.  O(N).
+    coordinate move under their given forces.  O(N), compiled
+    (``partree.algorithms.flexible_kernels``).
 
     ``active``: a boolean mask of (n,) or joint names, as :func:`partree.hybrid_dynamics` takes
     it.  A flexible body's modes are passive whatever its joint's flag: an elastic coordinate is
@@ -329,6 +334,34 @@ def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active):
     columns of its coordinate map [S, 0; 0, 1] are eliminated, and the given accelerations of the
     active ones enter its velocity-product term, so the parent receives the articulated inertia
     and bias of the known motion.  Every joint passive is :func:`flexible_aba`."""
+    mask, _, tau, qdd = _hybrid_inputs(model, tau, qdd, active)
+    q, qd = _state(model, q, qd)
+    return _compiled(model, q, qd, tau, np.ascontiguousarray(mask, dtype=np.bool_), qdd)
+
+
+def _full_vector(model, x, what):
+    _, ne, _, _ = _flex(model)
+    x = np.ascontiguousarray(x, dtype=float)
+    if x.shape != (model.nv + ne,):
+        raise PartreeInputError(f"{what} has shape {x.shape}; expected ({model.nv + ne},)")
+    return x
+
+
+def _singular_articulated(i):
+    return PartreeInputError(f"flexible dynamics: the articulated inertia of body {i} is singular along its "
+                             f"passive coordinates")
+
+
+def _compiled(model, q, qd, tau, active, qdd_given):
+    bad, qdd, tau_out = flexible_articulated(model, q, qd, tau, active, qdd_given)
+    if bad >= 0:
+        raise _singular_articulated(bad)
+    return qdd, tau_out
+
+
+def _hybrid_inputs(model, tau, qdd, active):
+    """(joint mask, coordinate mask, tau, qdd) of a hybrid call, checked; the entries that are
+    not read set to zero."""
     from .hybrid_dynamics import active_mask
 
     mask = active_mask(model, active)
@@ -348,6 +381,18 @@ def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active):
     for x, nm in ((tau, "tau"), (qdd, "qdd")):
         if not np.all(np.isfinite(x)):
             raise PartreeInputError(f"{nm} has non-finite entries where it is read")
+    return mask, dof, tau, qdd
+
+
+def _flexible_aba_reference(model, q, qd, tau):
+    """:func:`flexible_aba` written with NumPy over the bodies (the reference of the compiled one)."""
+    return _articulated(model, q, qd, tau, None, None)[0]
+
+
+def _flexible_hybrid_dynamics_reference(model, q, qd, tau, qdd, active):
+    """:func:`flexible_hybrid_dynamics` written with NumPy over the bodies (the reference of the
+    compiled one)."""
+    _, dof, tau, qdd = _hybrid_inputs(model, tau, qdd, active)
     return _articulated(model, q, qd, tau, dof, qdd)
 
 
@@ -382,8 +427,7 @@ def _articulated(model, q, qd, tau, dof_active, qdd_given):
         try:
             Dinv = np.linalg.inv(D)
         except np.linalg.LinAlgError:
-            raise PartreeInputError(f"flexible dynamics: the articulated inertia of body {i} is singular along its "
-                                    f"passive coordinates") from None
+            raise _singular_articulated(i) from None
         u = tau[di[pas]] - Sp.T @ pA[i]
         keep[i] = (U, Dinv, u, Sh, pas, chat)
         p = int(model.parent[i])

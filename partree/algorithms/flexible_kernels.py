@@ -1,0 +1,808 @@
+"""Compiled articulated-body recursion for trees with flexible bodies: forward and hybrid dynamics
+in O(N) (``partree.algorithms.flexible_dynamics`` holds the NumPy reference and the formulas).
+
+Three passes over the regular numbering, as the rigid ABA (``partree.algorithms.aba``):
+
+1. :func:`flexible_forward_pass1`, outward: the node kinematics of every child of a flexible
+   body, the joint kinematics (the shared dispatch ``joint_kinematics(jtype[i], ...)``), the
+   velocities v and velocity products c, every body's mass matrix M(eta) into IA and its velocity,
+   elastic and damping forces b into pA;
+2. :func:`flexible_backward_pass`, inward: at each body the passive columns of its coordinate
+   map ``S_hat = blockdiag(S, 1_m)`` eliminated (U = IA S_hat, D = S_hat^T U by its Cholesky
+   factor L), and the 6 x 6 articulated inertia and bias handed to the parent through
+   ``T = X_up [1 | Y]``;
+3. :func:`flexible_forward_pass2`, outward: accelerations, qdd of the passive coordinates, the
+   forces of the active joints.
+
+Two facts keep the per-body work small.  The parent's generalized velocity reaches a child
+through ``T = X_up [1 | Y]``, where ``Y`` (6 x m_p, the parent's body coordinates) is the node
+frame's velocity per modal rate, ``Y = [J_l Psi; Phi + r_pred x J_l Psi]`` (``J_l`` the left
+Jacobian of the node rotation ``exp(Psi eta_p)``): the child's articulated inertia is moved by the
+rigid congruence ``P = X_up^T Ia X_up`` and then spread over the parent's modes as ``P Y`` and
+``Y^T P Y``.  And only the rigid 6 x 6 block of a body's articulated inertia and the first 6
+entries of its bias reach the parent (the modes' rows of the velocity-product term are zero), so
+only the first six rows of U are kept.
+
+Per-body data are flat arrays: one int64 table ``body`` (n, BODY_COLUMNS) of sizes and offsets,
+and ragged float arrays that the offsets index.  The modal data of bodies that share one
+:class:`partree.flexible.FlexibleBody` (a tree of identical links) are held once, as one *kind*.
+
+Kernel arguments (n bodies, nv joint velocities, ne modal coordinates, nk kinds):
+
+=================================  ================================================================
+parent, jtype, axis, axis2         the model's arrays (``partree.algorithms.aba``)
+E_tree, r_tree, mass, com, I_com   placements and the rigid inertias of the undeformed bodies
+idx_q, idx_v (n,)                  first joint coordinate / velocity of each body
+nq, nv                             joint coordinates and velocities: body i's modes sit at
+                                   ``q[nq + body[i, B_IE] + k]``, ``qd[nv + body[i, B_IE] + k]``
+body (n, BODY_COLUMNS) int64       per body: modes (B_NM), kind (B_KIND, -1 rigid), offset of its
+                                   modes in eta (B_IE), offset of its attachment node in ``nodes``
+                                   (B_NODE, -1 under a rigid parent), offsets in Y (B_Y), IA (B_I),
+                                   pA (B_P), U and u (B_Z: the body's coordinates in body order),
+                                   L (B_L)
+kinfo (nk, 3) int64                per kind: offset of its modes in ``first``, ``xphi`` (K_E), of
+                                   its mode pairs in the m x m arrays (K_2), 1 if it has geometric
+                                   stiffening (K_STIFF)
+first (., 3), xphi (., 3, 3)       per mode: the columns of S, B_k
+phiphi (., 3, 3), axC (., 3)       per mode pair (k, l) at K_2 + k m + l: C_kl and axial(C_kl)
+Mee, Kst, Dmp (.,)                 per mode pair: modal mass, stiffness, damping
+Gs (., 3, 3)                       per mode pair: geometric stiffening G[:, :, k, l] (zeros: none)
+nodes (.,)                         per attachment node: Psi (3 x m_p) then Phi (3 x m_p), row major
+mmax                               the largest number of modes of a body
+gravity (3,)                       enters as the base acceleration a0 = [0; -g]
+q, qd (nq + ne,), (nv + ne,)       the full state; tau (nv + ne,) forces (read where passive)
+active (n,) bool                   joints whose acceleration is given (modes are always passive)
+qdd_in (nv + ne,)                  the given accelerations (read at the active joints)
+E, r (n, 3, 3), (n, 3)             workspace: X_up of every body
+v, c, a (n, 6)                     workspace: velocities, velocity products, accelerations
+S (nv, 6)                          workspace: motion subspaces, one row per joint velocity
+IA, pA                             workspace: (6 + m)^2 and (6 + m) per body at B_I, B_P
+Y                                  workspace: 6 x m_p per child of a flexible body at B_Y
+U, u, L                            workspace: 6 x n_z, n_z and n_z^2 per body (n_z = nv_i + m_i)
+qdd, tau_out (nv + ne,)            results: accelerations; forces (given ones copied, active joints'
+                                   computed)
+=================================  ================================================================
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..joints import joint_kinematics
+from .linalg import cholesky, lsolve_cols
+from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
+                         xform_force_T_add, xform_motion)
+
+#: columns of the per-body table ``body``
+B_NM, B_KIND, B_IE, B_NODE, B_Y, B_I, B_P, B_Z, B_L = range(9)
+BODY_COLUMNS = 9
+#: columns of the per-kind table ``kinfo``
+K_E, K_2, K_STIFF = range(3)
+
+
+# ----------------------------------------------------------------------------- rotations
+@njit(cache=True, inline="always")
+def _node_rotation(th, thd, Rn, Jr, Jrd):
+    """Rn = exp(th~), the right Jacobian J_r(th) and its time derivative for the rate thd (the
+    series of the NumPy reference below 1e-2 rad^2)."""
+    u = th[0] * th[0] + th[1] * th[1] + th[2] * th[2]
+    if u < 1e-2:
+        s = 1.0 - u / 6.0 + u * u / 120.0 - u ** 3 / 5040.0
+        a = 0.5 - u / 24.0 + u * u / 720.0 - u ** 3 / 40320.0 + u ** 4 / 3628800.0
+        ce = 0.5 - u / 24.0 + u * u / 720.0 - u ** 3 / 40320.0
+        b = 1.0 / 6.0 - u / 120.0 + u * u / 5040.0 - u ** 3 / 362880.0 + u ** 4 / 39916800.0
+        au = -1.0 / 24.0 + u / 360.0 - u * u / 13440.0 + u ** 3 / 907200.0
+        bu = -1.0 / 120.0 + u / 2520.0 - u * u / 120960.0 + u ** 3 / 9979200.0
+    else:
+        t = np.sqrt(u)
+        sn = np.sin(t)
+        cs = np.cos(t)
+        s = sn / t
+        ce = (1.0 - cs) / u
+        a = ce
+        b = (t - sn) / (u * t)
+        au = (t * sn - 2.0 * (1.0 - cs)) / (2.0 * u * u)
+        bu = ((1.0 - cs) * t - 3.0 * (t - sn)) / (2.0 * u * u * t)
+    x, y, z = th[0], th[1], th[2]
+    xd, yd, zd = thd[0], thd[1], thd[2]
+    dot = x * xd + y * yd + z * zd
+    ud = 2.0 * dot
+    tv = (x, y, z)
+    tdv = (xd, yd, zd)
+    # the symmetric parts: K K = th th^T - u 1 and Kd K + K Kd = th thd^T + thd th^T - 2 (th.thd) 1
+    for i in range(3):
+        for j in range(3):
+            one = 1.0 if i == j else 0.0
+            kk = tv[i] * tv[j] - u * one
+            ks = tv[i] * tdv[j] + tdv[i] * tv[j] - ud * one
+            Rn[i, j] = one + ce * kk
+            Jr[i, j] = one + b * kk
+            Jrd[i, j] = bu * ud * kk + b * ks
+    # the skew parts: K = th~, Kd = thd~
+    g = -au * ud
+    Rn[0, 1] -= s * z
+    Rn[1, 0] += s * z
+    Rn[0, 2] += s * y
+    Rn[2, 0] -= s * y
+    Rn[1, 2] -= s * x
+    Rn[2, 1] += s * x
+    Jr[0, 1] += a * z
+    Jr[1, 0] -= a * z
+    Jr[0, 2] -= a * y
+    Jr[2, 0] += a * y
+    Jr[1, 2] += a * x
+    Jr[2, 1] -= a * x
+    Jrd[0, 1] -= g * z - a * zd
+    Jrd[1, 0] += g * z - a * zd
+    Jrd[0, 2] += g * y - a * yd
+    Jrd[2, 0] -= g * y - a * yd
+    Jrd[1, 2] -= g * x - a * xd
+    Jrd[2, 1] += g * x - a * xd
+
+
+# ----------------------------------------------------------------------------- pass 1
+@njit(cache=True)
+def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
+                           body, kinfo, first, xphi, phiphi, axC, Mee, Kst, Dmp, Gs, nodes, mmax,
+                           q, qd, E, r, v, c, S, IA, pA, Y):
+    """Pass 1, outward: X_up (E, r), S, Y, v, c, IA = M(eta) and pA = b (velocity, elastic,
+    damping and stiffening forces) of every body (arguments: the module's table)."""
+    n = parent.shape[0]
+    R = np.empty((3, 3))
+    R2 = np.empty((3, 3))
+    Rn = np.empty((3, 3))
+    Jr = np.empty((3, 3))
+    Jrd = np.empty((3, 3))
+    Ep = np.empty((3, 3))
+    rp = np.empty(3)
+    th = np.empty(3)
+    thd = np.empty(3)
+    ph = np.empty(3)
+    jt = np.empty(3)
+    cJ = np.empty(6)
+    vJ = np.empty(6)
+    vp = np.empty(6)
+    cp = np.empty(6)
+    wn = np.empty(6)
+    tmp = np.empty(6)
+    h = np.empty(6)
+    f = np.empty(6)
+    I6 = np.empty((6, 6))
+    N = np.empty((max(mmax, 1), 3, 3))
+    Gc = np.empty((max(mmax, 1), 3))
+    Gd = np.empty((max(mmax, 1), 3))
+    Yb = np.empty((3, 3))
+    Ydb = np.empty((3, 3))
+    for i in range(n):
+        p = parent[i]
+        iv = idx_v[i]
+        on = body[i, B_NODE]
+        if on >= 0:
+            # the node of the flexible parent: rotation exp(Psi eta_p), translation Phi eta_p
+            mp = body[p, B_NM]
+            e0 = nq + body[p, B_IE]
+            d0 = nv + body[p, B_IE]
+            for k in range(3):
+                s1 = 0.0
+                s2 = 0.0
+                s3 = 0.0
+                s4 = 0.0
+                for l in range(mp):
+                    s1 += nodes[on + k * mp + l] * q[e0 + l]
+                    s2 += nodes[on + k * mp + l] * qd[d0 + l]
+                    s3 += nodes[on + (3 + k) * mp + l] * q[e0 + l]
+                    s4 += nodes[on + (3 + k) * mp + l] * qd[d0 + l]
+                th[k] = s1
+                thd[k] = s2
+                rp[k] = r_tree[i, k] + s3
+                ph[k] = s4
+            _node_rotation(th, thd, Rn, Jr, Jrd)
+            for k in range(3):
+                for l in range(3):
+                    Ep[k, l] = E_tree[i, k, 0] * Rn[l, 0] + E_tree[i, k, 1] * Rn[l, 1] + E_tree[i, k, 2] * Rn[l, 2]
+            # Y = [J_l Psi; Phi + r_pred x J_l Psi], J_l = J_r^T
+            oy = body[i, B_Y]
+            for l in range(mp):
+                p0 = nodes[on + l]
+                p1 = nodes[on + mp + l]
+                p2 = nodes[on + 2 * mp + l]
+                y0 = Jr[0, 0] * p0 + Jr[1, 0] * p1 + Jr[2, 0] * p2
+                y1 = Jr[0, 1] * p0 + Jr[1, 1] * p1 + Jr[2, 1] * p2
+                y2 = Jr[0, 2] * p0 + Jr[1, 2] * p1 + Jr[2, 2] * p2
+                Y[oy + l] = y0
+                Y[oy + mp + l] = y1
+                Y[oy + 2 * mp + l] = y2
+                Y[oy + 3 * mp + l] = nodes[on + 3 * mp + l] + rp[1] * y2 - rp[2] * y1
+                Y[oy + 4 * mp + l] = nodes[on + 4 * mp + l] + rp[2] * y0 - rp[0] * y2
+                Y[oy + 5 * mp + l] = nodes[on + 5 * mp + l] + rp[0] * y1 - rp[1] * y0
+            # the node's velocity relative to the parent, wn = Y eta_dot_p, and its velocity product
+            for k in range(3):
+                wn[k] = Jr[0, k] * thd[0] + Jr[1, k] * thd[1] + Jr[2, k] * thd[2]
+                jt[k] = Jrd[k, 0] * thd[0] + Jrd[k, 1] * thd[1] + Jrd[k, 2] * thd[2]
+            wn[3] = ph[0] + rp[1] * wn[2] - rp[2] * wn[1]
+            wn[4] = ph[1] + rp[2] * wn[0] - rp[0] * wn[2]
+            wn[5] = ph[2] + rp[0] * wn[1] - rp[1] * wn[0]
+            for k in range(3):
+                cp[k] = Rn[k, 0] * jt[0] + Rn[k, 1] * jt[1] + Rn[k, 2] * jt[2]
+            cp[3] = rp[1] * cp[2] - rp[2] * cp[1] - (wn[1] * ph[2] - wn[2] * ph[1])
+            cp[4] = rp[2] * cp[0] - rp[0] * cp[2] - (wn[2] * ph[0] - wn[0] * ph[2])
+            cp[5] = rp[0] * cp[1] - rp[1] * cp[0] - (wn[0] * ph[1] - wn[1] * ph[0])
+            cross_motion(v[p], wn, tmp)
+            for k in range(6):
+                cp[k] += tmp[k]
+                vp[k] = v[p, k] + wn[k]
+        else:
+            for k in range(3):
+                rp[k] = r_tree[i, k]
+                for l in range(3):
+                    Ep[k, l] = E_tree[i, k, l]
+            for k in range(6):
+                cp[k] = 0.0
+                vp[k] = v[p, k] if p >= 0 else 0.0
+        nvi = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, Ep, rp, E[i], r[i], S[iv:], cJ,
+                               R, R2)
+        for k in range(6):
+            vJ[k] = 0.0
+        for d in range(nvi):
+            for k in range(6):
+                vJ[k] += S[iv + d, k] * qd[iv + d]
+        if p < 0:
+            for k in range(6):
+                v[i, k] = vJ[k]
+                c[i, k] = cJ[k]
+        else:
+            xform_motion(E[i], r[i], vp, tmp)
+            for k in range(6):
+                v[i, k] = tmp[k] + vJ[k]
+            xform_motion(E[i], r[i], cp, h)
+            cross_motion(v[i], vJ, tmp)
+            for k in range(6):
+                c[i, k] = h[k] + cJ[k] + tmp[k]
+        m = body[i, B_NM]
+        oi = body[i, B_I]
+        op = body[i, B_P]
+        if m == 0:
+            inertia_from_compact(mass[i], com[i], I_com[i], I6)
+            for k in range(6):
+                for l in range(6):
+                    IA[oi + 6 * k + l] = I6[k, l]
+            inertia_times(mass[i], com[i], I_com[i], v[i], h)
+            cross_force(v[i], h, f)
+            for k in range(6):
+                pA[op + k] = f[k]
+            continue
+        # ---- a flexible body: M(eta) and b (partree.flexible.body_mass_matrix, _flexible_bias)
+        d = 6 + m
+        kd = body[i, B_KIND]
+        ke = kinfo[kd, K_E]
+        k2 = kinfo[kd, K_2]
+        stiff = kinfo[kd, K_STIFF] != 0
+        e0 = nq + body[i, B_IE]
+        d0 = nv + body[i, B_IE]
+        # N_k = B_k + sum_l eta_l C_lk
+        for k in range(m):
+            for a in range(3):
+                for b in range(3):
+                    N[k, a, b] = xphi[ke + k, a, b]
+        for l in range(m):
+            el = q[e0 + l]
+            for k in range(m):
+                o = k2 + l * m + k
+                for a in range(3):
+                    for b in range(3):
+                        N[k, a, b] += el * phiphi[o, a, b]
+        # Y = A + B_eta^T + sum_k eta_k N_k, Yd = sum_k eta_dot_k (N_k + N_k^T); s, sd
+        sv0 = mass[i] * com[i, 0]
+        sv1 = mass[i] * com[i, 1]
+        sv2 = mass[i] * com[i, 2]
+        sd0 = 0.0
+        sd1 = 0.0
+        sd2 = 0.0
+        # A = integral rho x x^T = tr(Io)/2 1 - Io, Io the undeformed inertia about the origin
+        cc = com[i, 0] * com[i, 0] + com[i, 1] * com[i, 1] + com[i, 2] * com[i, 2]
+        for a in range(3):
+            for b in range(3):
+                Yb[a, b] = I_com[i, a, b] - mass[i] * com[i, a] * com[i, b]
+            Yb[a, a] += mass[i] * cc
+        hA = 0.5 * (Yb[0, 0] + Yb[1, 1] + Yb[2, 2])
+        for a in range(3):
+            for b in range(3):
+                Yb[a, b] = -Yb[a, b]
+                Ydb[a, b] = 0.0
+            Yb[a, a] += hA
+        for k in range(m):
+            ek = q[e0 + k]
+            edk = qd[d0 + k]
+            sv0 += first[ke + k, 0] * ek
+            sv1 += first[ke + k, 1] * ek
+            sv2 += first[ke + k, 2] * ek
+            sd0 += first[ke + k, 0] * edk
+            sd1 += first[ke + k, 1] * edk
+            sd2 += first[ke + k, 2] * edk
+            for a in range(3):
+                for b in range(3):
+                    Yb[a, b] += ek * (xphi[ke + k, b, a] + N[k, a, b])
+                    Ydb[a, b] += edk * (N[k, a, b] + N[k, b, a])
+            Gc[k, 0] = N[k, 1, 2] - N[k, 2, 1]
+            Gc[k, 1] = N[k, 2, 0] - N[k, 0, 2]
+            Gc[k, 2] = N[k, 0, 1] - N[k, 1, 0]
+        # Gd[:, k] = axial(sum_l eta_dot_l C_lk)
+        for k in range(m):
+            Gd[k, 0] = 0.0
+            Gd[k, 1] = 0.0
+            Gd[k, 2] = 0.0
+        for l in range(m):
+            edl = qd[d0 + l]
+            for k in range(m):
+                o = k2 + l * m + k
+                Gd[k, 0] += edl * axC[o, 0]
+                Gd[k, 1] += edl * axC[o, 1]
+                Gd[k, 2] += edl * axC[o, 2]
+        trY = Yb[0, 0] + Yb[1, 1] + Yb[2, 2]
+        trYd = Ydb[0, 0] + Ydb[1, 1] + Ydb[2, 2]
+        mi = mass[i]
+        # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]]
+        for a in range(3):
+            for b in range(3):
+                IA[oi + a * d + b] = (trY if a == b else 0.0) - Yb[a, b]
+                IA[oi + (3 + a) * d + 3 + b] = mi if a == b else 0.0
+        IA[oi + 3] = 0.0
+        IA[oi + 4] = -sv2
+        IA[oi + 5] = sv1
+        IA[oi + d + 3] = sv2
+        IA[oi + d + 4] = 0.0
+        IA[oi + d + 5] = -sv0
+        IA[oi + 2 * d + 3] = -sv1
+        IA[oi + 2 * d + 4] = sv0
+        IA[oi + 2 * d + 5] = 0.0
+        for a in range(3):
+            for b in range(3):
+                IA[oi + (3 + b) * d + a] = IA[oi + a * d + 3 + b]
+        for k in range(m):
+            for a in range(3):
+                IA[oi + a * d + 6 + k] = Gc[k, a]
+                IA[oi + (6 + k) * d + a] = Gc[k, a]
+                IA[oi + (3 + a) * d + 6 + k] = first[ke + k, a]
+                IA[oi + (6 + k) * d + 3 + a] = first[ke + k, a]
+            for l in range(m):
+                IA[oi + (6 + k) * d + 6 + l] = Mee[k2 + k * m + l]
+        # h = M nu (its first six entries), b
+        w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2]
+        V0, V1, V2 = v[i, 3], v[i, 4], v[i, 5]
+        for a in range(3):
+            h[a] = IA[oi + a * d] * w0 + IA[oi + a * d + 1] * w1 + IA[oi + a * d + 2] * w2
+            f[a] = (trYd - Ydb[a, a]) * v[i, a]
+            for b in range(3):
+                if b != a:
+                    f[a] -= Ydb[a, b] * v[i, b]
+        h[0] += sv1 * V2 - sv2 * V1
+        h[1] += sv2 * V0 - sv0 * V2
+        h[2] += sv0 * V1 - sv1 * V0
+        h[3] = w1 * sv2 - w2 * sv1 + mi * V0
+        h[4] = w2 * sv0 - w0 * sv2 + mi * V1
+        h[5] = w0 * sv1 - w1 * sv0 + mi * V2
+        f[0] += sd1 * V2 - sd2 * V1
+        f[1] += sd2 * V0 - sd0 * V2
+        f[2] += sd0 * V1 - sd1 * V0
+        f[3] = w1 * sd2 - w2 * sd1
+        f[4] = w2 * sd0 - w0 * sd2
+        f[5] = w0 * sd1 - w1 * sd0
+        ww = w0 * w0 + w1 * w1 + w2 * w2
+        for k in range(m):
+            edk = qd[d0 + k]
+            for a in range(3):
+                h[a] += Gc[k, a] * edk
+                h[3 + a] += first[ke + k, a] * edk
+                f[a] += Gd[k, a] * edk
+            gw = Gd[k, 0] * w0 + Gd[k, 1] * w1 + Gd[k, 2] * w2
+            f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
+            vws = V0 * (w1 * f2 - w2 * f1) + V1 * (w2 * f0 - w0 * f2) + V2 * (w0 * f1 - w1 * f0)
+            trN = N[k, 0, 0] + N[k, 1, 1] + N[k, 2, 2]
+            wNw = 0.0
+            for a in range(3):
+                wNw += v[i, a] * (N[k, a, 0] * w0 + N[k, a, 1] * w1 + N[k, a, 2] * w2)
+            bk = 2.0 * gw - vws - ww * trN + wNw
+            for l in range(m):
+                o = k2 + k * m + l
+                bk += Kst[o] * q[e0 + l] + Dmp[o] * qd[d0 + l]
+            if stiff:
+                for l in range(m):
+                    o = k2 + k * m + l
+                    g = 0.0
+                    for a in range(3):
+                        g += v[i, a] * (Gs[o, a, 0] * w0 + Gs[o, a, 1] * w1 + Gs[o, a, 2] * w2)
+                    bk += g * q[e0 + l]
+            pA[op + 6 + k] = bk
+        cross_force(v[i], h, tmp)
+        for k in range(6):
+            pA[op + k] = f[k] + tmp[k]
+
+
+# ----------------------------------------------------------------------------- pass 2
+@njit(cache=True)
+def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L):
+    """Pass 2, inward: articulated inertias IA and biases pA (in place), U (first six rows), u
+    and the Cholesky factor L of D over each body's passive coordinates.  Returns -1, or the body
+    whose D is not positive definite."""
+    n = parent.shape[0]
+    nz = 6 + max(mmax, 0)
+    D = np.empty((nz, nz))
+    W = np.empty((nz, 6))
+    y = np.empty(nz)
+    Ia = np.empty((6, 6))
+    pa = np.empty(6)
+    P = np.empty((6, 6))
+    T = np.empty((6, 6))
+    pf = np.empty(6)
+    ch = np.empty(6)
+    Q = np.empty((6, max(mmax, 1)))
+    hybrid = active.shape[0] > 0
+    for i in range(n - 1, -1, -1):
+        m = body[i, B_NM]
+        d = 6 + m
+        oi = body[i, B_I]
+        op = body[i, B_P]
+        oz = body[i, B_Z]
+        iv = idx_v[i]
+        nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
+        act = hybrid and active[i]
+        nj = 0 if act else nvi
+        npas = nj + m
+        ou = 6 * oz
+        # U = IA S_hat over the passive columns (first six rows kept), D = S_hat^T U, u
+        for a in range(nj):
+            for k in range(6):
+                s = 0.0
+                for l in range(6):
+                    s += IA[oi + k * d + l] * S[iv + a, l]
+                U[ou + a * 6 + k] = s
+            s = tau[iv + a]
+            for k in range(6):
+                s -= S[iv + a, k] * pA[op + k]
+            u[oz + a] = s
+            for b in range(a + 1):
+                s = 0.0
+                for k in range(6):
+                    s += S[iv + b, k] * U[ou + a * 6 + k]
+                D[a, b] = s
+            for k in range(m):
+                s = 0.0
+                for l in range(6):
+                    s += IA[oi + (6 + k) * d + l] * S[iv + a, l]
+                D[nj + k, a] = s
+        ie = body[i, B_IE]
+        for k in range(m):
+            for l in range(6):
+                U[ou + (nj + k) * 6 + l] = IA[oi + l * d + 6 + k]
+            u[oz + nj + k] = tau[nv + ie + k] - pA[op + 6 + k]
+            for l in range(k + 1):
+                D[nj + k, nj + l] = IA[oi + (6 + k) * d + 6 + l]
+        if not cholesky(D, npas):
+            return i
+        ol = body[i, B_L]
+        for a in range(npas):
+            for b in range(a + 1):
+                L[ol + a * npas + b] = D[a, b]
+        p = parent[i]
+        if p < 0:
+            continue
+        # the velocity product with the given accelerations of an active joint
+        for k in range(6):
+            ch[k] = c[i, k]
+        if act:
+            for a in range(nvi):
+                w = qdd_in[iv + a]
+                for k in range(6):
+                    ch[k] += S[iv + a, k] * w
+        # Ia = IA6 - U D^-1 U^T = IA6 - W^T W with W = L^-1 U^T; pa = pA6 + Ia ch + W^T L^-1 u
+        for a in range(npas):
+            y[a] = u[oz + a]
+            for k in range(6):
+                W[a, k] = U[ou + a * 6 + k]
+        lsolve_cols(D, npas, W, 6)
+        for a in range(npas):
+            s = y[a]
+            for t in range(a):
+                s -= D[a, t] * y[t]
+            y[a] = s * D[a, a]
+        for k in range(6):
+            for l in range(k, 6):
+                s = IA[oi + k * d + l]
+                for a in range(npas):
+                    s -= W[a, k] * W[a, l]
+                Ia[k, l] = s
+                Ia[l, k] = s
+        for k in range(6):
+            s = pA[op + k]
+            for l in range(6):
+                s += Ia[k, l] * ch[l]
+            for a in range(npas):
+                s += W[a, k] * y[a]
+            pa[k] = s
+        # to the parent: P = X_up^T Ia X_up, pf = X_up^T pa, spread over its modes by Y
+        for k in range(6):
+            pf[k] = 0.0
+            for l in range(6):
+                P[k, l] = 0.0
+        congruence_add(E[i], r[i], Ia, P, T)
+        xform_force_T_add(E[i], r[i], pa, pf)
+        mp = body[p, B_NM]
+        dp = 6 + mp
+        oip = body[p, B_I]
+        opp = body[p, B_P]
+        for k in range(6):
+            pA[opp + k] += pf[k]
+            for l in range(6):
+                IA[oip + k * dp + l] += P[k, l]
+        if mp == 0:
+            continue
+        oy = body[i, B_Y]
+        for k in range(6):
+            for l in range(mp):
+                s = 0.0
+                for t in range(6):
+                    s += P[k, t] * Y[oy + t * mp + l]
+                Q[k, l] = s
+                IA[oip + k * dp + 6 + l] += s
+                IA[oip + (6 + l) * dp + k] += s
+        for k in range(mp):
+            s = 0.0
+            for t in range(6):
+                s += Y[oy + t * mp + k] * pf[t]
+            pA[opp + 6 + k] += s
+            for l in range(k, mp):
+                s = 0.0
+                for t in range(6):
+                    s += Y[oy + t * mp + k] * Q[t, l]
+                IA[oip + (6 + k) * dp + 6 + l] += s
+                if l != k:
+                    IA[oip + (6 + l) * dp + 6 + k] += s
+    return -1
+
+
+# ----------------------------------------------------------------------------- pass 3
+@njit(cache=True)
+def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
+                           a, qdd, tau_out):
+    """Pass 3, outward from a0 = [0; -g]: accelerations a (rigid part, n x 6), qdd of the passive
+    coordinates (D^-1 (u - U^T a')), the given ones copied; tau_out of the active joints
+    S^T (IA [a; eta_dd] + pA)."""
+    n = parent.shape[0]
+    nz = 6 + max(mmax, 0)
+    z = np.empty(nz)
+    ap = np.empty(6)
+    ah = np.empty(6)
+    hybrid = active.shape[0] > 0
+    for i in range(n):
+        p = parent[i]
+        m = body[i, B_NM]
+        oz = body[i, B_Z]
+        ou = 6 * oz
+        iv = idx_v[i]
+        nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
+        act = hybrid and active[i]
+        nj = 0 if act else nvi
+        npas = nj + m
+        if p < 0:
+            for k in range(3):
+                ap[k] = 0.0
+                ap[3 + k] = -gravity[k]
+        else:
+            for k in range(6):
+                ap[k] = a[p, k]
+            mp = body[p, B_NM]
+            if mp > 0:
+                oy = body[i, B_Y]
+                e0 = nv + body[p, B_IE]
+                for k in range(6):
+                    s = 0.0
+                    for l in range(mp):
+                        s += Y[oy + k * mp + l] * qdd[e0 + l]
+                    ap[k] += s
+        xform_motion(E[i], r[i], ap, ah)
+        for k in range(6):
+            ah[k] += c[i, k]
+        if act:
+            for b in range(nvi):
+                w = qdd_in[iv + b]
+                qdd[iv + b] = w
+                for k in range(6):
+                    ah[k] += S[iv + b, k] * w
+        ol = body[i, B_L]
+        for b in range(npas):
+            s = u[oz + b]
+            for k in range(6):
+                s -= U[ou + b * 6 + k] * ah[k]
+            for t in range(b):
+                s -= L[ol + b * npas + t] * z[t]
+            z[b] = s * L[ol + b * npas + b]
+        for b in range(npas - 1, -1, -1):
+            s = z[b]
+            for t in range(b + 1, npas):
+                s -= L[ol + t * npas + b] * z[t]
+            z[b] = s * L[ol + b * npas + b]
+        for b in range(nj):
+            qdd[iv + b] = z[b]
+            for k in range(6):
+                ah[k] += S[iv + b, k] * z[b]
+        ie = body[i, B_IE]
+        for k in range(m):
+            qdd[nv + ie + k] = z[nj + k]
+        for k in range(6):
+            a[i, k] = ah[k]
+        if act and nvi > 0:
+            d = 6 + m
+            oi = body[i, B_I]
+            op = body[i, B_P]
+            for k in range(6):
+                s = pA[op + k]
+                for l in range(6):
+                    s += IA[oi + k * d + l] * ah[l]
+                for l in range(m):
+                    s += IA[oi + k * d + 6 + l] * qdd[nv + ie + l]
+                ap[k] = s
+            for b in range(nvi):
+                s = 0.0
+                for k in range(6):
+                    s += S[iv + b, k] * ap[k]
+                tau_out[iv + b] = s
+
+
+@njit(cache=True)
+def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
+                                body, kinfo, first, xphi, phiphi, axC, Mee, Kst, Dmp, Gs, nodes, mmax,
+                                gravity, q, qd, tau, active, qdd_in, E, r, v, c, a, S, IA, pA, Y, U, u, L, qdd,
+                                tau_out):
+    """The three passes (arguments: the module's table).  qdd must hold qdd_in and tau_out tau on
+    entry.  Returns -1, or the body whose passive coordinates have a singular articulated
+    inertia."""
+    flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
+                           body, kinfo, first, xphi, phiphi, axC, Mee, Kst, Dmp, Gs, nodes, mmax,
+                           q, qd, E, r, v, c, S, IA, pA, Y)
+    bad = flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L)
+    if bad >= 0:
+        return bad
+    flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
+                           a, qdd, tau_out)
+    return -1
+
+
+# ----------------------------------------------------------------------------- packing
+class FlexiblePack:
+    """A model's flexible data as the kernels' flat arrays, with a workspace of the right sizes
+    (built once per model by :func:`flexible_pack`).  Pickled, it drops its arrays and is built
+    again on the next call."""
+
+    def __init__(self, model):
+        fl = model.flexible
+        n = model.n
+        self.source = fl
+        self.nv_j = np.array(model.nv_j, dtype=np.int64)
+        nm = np.zeros(n, dtype=np.int64) if fl is None else np.asarray(fl.nmodes, dtype=np.int64)
+        ie = np.zeros(n, dtype=np.int64) if fl is None else np.asarray(fl.idx_eta, dtype=np.int64)
+        self.ne = 0 if fl is None else int(fl.n_modal)
+        self.mmax = int(nm.max()) if n else 0
+        body = np.zeros((n, BODY_COLUMNS), dtype=np.int64)
+        body[:, B_NM] = nm
+        body[:, B_IE] = ie
+        body[:, B_KIND] = -1
+        body[:, B_NODE] = -1
+        # kinds: one per distinct FlexibleBody object
+        kinds = {}
+        order = []
+        for i in sorted(fl.bodies) if fl is not None else ():
+            b = fl.bodies[i]
+            if id(b) not in kinds:
+                kinds[id(b)] = len(order)
+                order.append(b)
+            body[i, B_KIND] = kinds[id(b)]
+        nk = max(len(order), 1)
+        kinfo = np.zeros((nk, 3), dtype=np.int64)
+        me = sum(b.m for b in order)
+        m2 = sum(b.m * b.m for b in order)
+        first = np.zeros((max(me, 1), 3))
+        xphi = np.zeros((max(me, 1), 3, 3))
+        phiphi = np.zeros((max(m2, 1), 3, 3))
+        axC = np.zeros((max(m2, 1), 3))
+        Mee = np.zeros(max(m2, 1))
+        Kst = np.zeros(max(m2, 1))
+        Dmp = np.zeros(max(m2, 1))
+        Gs = np.zeros((max(m2, 1), 3, 3))
+        oe = o2 = 0
+        for kd, b in enumerate(order):
+            m = b.m
+            kinfo[kd] = (oe, o2, int(b.stiffening is not None))
+            first[oe:oe + m] = b.first.T
+            xphi[oe:oe + m] = b.xphi
+            C = b.phiphi
+            phiphi[o2:o2 + m * m] = C.reshape(m * m, 3, 3)
+            axC[o2:o2 + m * m] = np.stack((C[..., 1, 2] - C[..., 2, 1], C[..., 2, 0] - C[..., 0, 2],
+                                           C[..., 0, 1] - C[..., 1, 0]), axis=-1).reshape(m * m, 3)
+            Mee[o2:o2 + m * m] = b.modal_mass.ravel()
+            Kst[o2:o2 + m * m] = b.stiffness.ravel()
+            Dmp[o2:o2 + m * m] = b.damping.ravel()
+            if b.stiffening is not None:
+                Gs[o2:o2 + m * m] = b.stiffening.transpose(2, 3, 0, 1).reshape(m * m, 3, 3)
+            oe += m
+            o2 += m * m
+        # attachment nodes, one per (flexible body, node name)
+        node_off = {}
+        chunks = []
+        ono = 0
+        parent = model.parent
+        for cidx, name in (sorted(fl.node_of.items()) if fl is not None else ()):
+            p = int(parent[cidx])
+            b = fl.bodies[p]
+            key = (id(b), name)
+            if key not in node_off:
+                _, Phi, Psi = b.nodes[name]
+                node_off[key] = ono
+                chunks.append(np.concatenate((Psi.ravel(), Phi.ravel())))
+                ono += 6 * b.m
+            body[cidx, B_NODE] = node_off[key]
+        nodes = np.concatenate(chunks) if chunks else np.zeros(1)
+        mp = np.where(parent >= 0, nm[np.maximum(parent, 0)], 0)
+        mp = np.where(body[:, B_NODE] >= 0, mp, 0)
+        nz = self.nv_j + nm
+        body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mp)[:-1]))
+        body[:, B_I] = np.concatenate(([0], np.cumsum((6 + nm) ** 2)[:-1]))
+        body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
+        body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
+        body[:, B_L] = np.concatenate(([0], np.cumsum(nz * nz)[:-1]))
+        self.body, self.kinfo = body, kinfo
+        self.first, self.xphi, self.phiphi, self.axC = first, xphi, phiphi, axC
+        self.Mee, self.Kst, self.Dmp, self.Gs, self.nodes = Mee, Kst, Dmp, Gs, nodes
+        # workspace
+        nv = model.nv
+        self.E = np.empty((n, 3, 3))
+        self.r = np.empty((n, 3))
+        self.v = np.empty((n, 6))
+        self.c = np.empty((n, 6))
+        self.a = np.empty((n, 6))
+        self.S = np.empty((max(nv, 1), 6))
+        self.IA = np.empty(int(((6 + nm) ** 2).sum()))
+        self.pA = np.empty(int((6 + nm).sum()))
+        self.Y = np.empty(max(int((6 * mp).sum()), 1))
+        self.U = np.empty(max(int(6 * nz.sum()), 1))
+        self.u = np.empty(max(int(nz.sum()), 1))
+        self.L = np.empty(max(int((nz * nz).sum()), 1))
+
+    def valid_for(self, model):
+        return (self.source is model.flexible and self.nv_j.shape[0] == model.n
+                and np.array_equal(self.nv_j, model.nv_j))
+
+    def nbytes(self):
+        """Bytes held: the packed model data and the workspace."""
+        return sum(x.nbytes for x in vars(self).values() if isinstance(x, np.ndarray))
+
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self.source = None
+        self.nv_j = np.zeros(0, dtype=np.int64)
+
+
+def flexible_pack(model):
+    """The :class:`FlexiblePack` of ``model``, built on its first call and kept on the model
+    (``model._flexible_pack``) while its flexible bodies and joints stay the same."""
+    pk = model.__dict__.get("_flexible_pack")
+    if pk is None or not pk.valid_for(model):
+        pk = FlexiblePack(model)
+        object.__setattr__(model, "_flexible_pack", pk)
+    return pk
+
+
+def flexible_articulated(model, q, qd, tau, active, qdd_in):
+    """Run :func:`flexible_articulated_kernel` on checked, contiguous full-state arrays.
+    ``active`` (n,) bool; ``qdd_in`` and ``tau`` (nv + ne,).  Returns (code, qdd, tau_out)."""
+    pk = flexible_pack(model)
+    qdd = qdd_in.copy()
+    tau_out = tau.copy()
+    bad = flexible_articulated_kernel(
+        model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree, model.mass, model.com,
+        model.I_com, model.idx_q, model.idx_v, model.nq, model.nv, pk.body, pk.kinfo, pk.first, pk.xphi,
+        pk.phiphi, pk.axC, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
+        q, qd, tau, active, qdd_in, pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, pk.U, pk.u, pk.L,
+        qdd, tau_out)
+    return bad, qdd, tau_out
