@@ -220,8 +220,8 @@ def unsupported(model, what):
     return PartreeInputError(
         f"model {model.name!r} has {len(fl.bodies)} flexible {'body' if len(fl.bodies) == 1 else 'bodies'} "
         f"({fl.n_modal} modal coordinates), which {what} cannot take: it computes rigid bodies only and would "
-        f"ignore the modes (the rigid skeleton's answer); use {FLEXIBLE_FUNCTIONS} (a time loop of your own can "
-        f"drive flexible_aba), or model.with_flexible({{}}) for the rigid skeleton on purpose")
+        f"ignore the modes (the rigid skeleton's answer); use {FLEXIBLE_FUNCTIONS} (partree.simulate with "
+        f"backend='serial' runs them), or model.with_flexible({{}}) for the rigid skeleton on purpose")
 
 
 def refuse(model, what):

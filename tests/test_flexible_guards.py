@@ -67,7 +67,6 @@ def _entry_points(m):
         "parallel.velocity_from_momentum": lambda: partree.parallel.velocity_from_momentum(m, q, qd, parts=2),
         "SerialEngine": lambda: partree.parallel.SerialEngine(m, parts=2),
         "subsystem_equivalent": lambda: partree.subsystem_equivalent(m, q, qd, tau, [1, 2]),
-        "simulate": lambda: partree.simulate(m, 0.01, 1e-3),
     }
 
 
@@ -108,7 +107,7 @@ def test_threearm_flexible_is_refused_and_flexible_functions_work():
     m = partree.resolve_model("threearm:flexible=true,modes=6")
     q, qd = m.neutral(), np.zeros(m.nv)
     for call in (lambda: partree.aba(m, q, qd, qd), lambda: partree.rnea(m, q, qd, qd),
-                 lambda: partree.crba(m, q), lambda: partree.simulate(m, 0.01, 1e-3),
+                 lambda: partree.crba(m, q), lambda: partree.simulate(m, 0.01, 1e-3, backend="dask"),
                  lambda: partree.forward_dynamics(m, q, qd, qd, parts=3)):
         _refused(call)
     nq, nv = flexible_state_size(m)
@@ -123,15 +122,14 @@ def test_threearm_flexible_is_refused_and_flexible_functions_work():
     assert np.isfinite(flexible_energy(m, qf, vf)).all()
 
 
-def test_ensemble_batch_and_one_flexible_body_are_refused():
+def test_batch_and_one_flexible_body_are_refused():
     rigid, flex = _pair()
     q, z = flex.neutral(), np.zeros(flex.nv)
-    _refused(lambda: partree.simulate_ensemble(flex, 0.01, 1e-3, members=[{}, {}]))
     _refused(lambda: partree.parallel.evaluate_batch("aba", flex, np.tile(q, (2, 1)), np.zeros((2, flex.nv)),
                                                      np.zeros((2, flex.nv)), backend="serial"))
     one = rigid.with_flexible({2: flex.flexible.bodies[2]})
     _refused(lambda: partree.aba(one, q, z, z))
-    _refused(lambda: partree.simulate(one, 0.01, 1e-3))
+    _refused(lambda: partree.simulate(one, 0.01, 1e-3, backend="mpi"))
 
 
 def test_pinocchio_export_refuses_a_flexible_model():

@@ -11,7 +11,8 @@ Euler and the sixth-order Gauss-Legendre method, on the joint manifolds), ``loop
 time loop: ticks, save points, checkpoints, progress, interrupts), the backends ``serial``,
 ``mpi`` and ``dask_backend``, ``checkpoint`` (the checkpoint files), ``results`` (the results
 files: their format is described there), ``outputs`` (the checks of every output path) and
-``driver`` (:func:`simulate`) and ``ensemble`` (:func:`simulate_ensemble`: many independent runs
+``flexible`` (runs of models with flexible bodies, serial backend), ``driver`` (:func:`simulate`) and
+``ensemble`` (:func:`simulate_ensemble`: many independent runs
 over the cores, MPI ranks or Dask workers).
 """
 from .checkpoint import Checkpointer, model_fingerprint

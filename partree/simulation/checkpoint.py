@@ -42,7 +42,8 @@ MODEL_ARRAYS = ("parent", "jtype", "axis", "axis2", "E_tree", "r_tree", "mass", 
 
 
 def model_fingerprint(model):
-    """SHA-256 of the model's defining arrays (topology, joints, placements, inertias, gravity)."""
+    """SHA-256 of the model's defining arrays (topology, joints, placements, inertias, gravity,
+    and the flexible bodies' modal data)."""
     h = hashlib.sha256()
     for k in MODEL_ARRAYS:
         a = np.ascontiguousarray(getattr(model, k))
@@ -50,6 +51,21 @@ def model_fingerprint(model):
         h.update(str(a.dtype).encode())
         h.update(str(a.shape).encode())
         h.update(a.tobytes())
+    fl = getattr(model, "flexible", None)
+    if fl is not None:
+        # the modal data of every flexible body (a rigid model's fingerprint stays as it was)
+        for i in sorted(fl.bodies):
+            b = fl.bodies[i]
+            h.update(f"flexible {i}".encode())
+            for a in (b.first, b.xphi, b.phiphi, b.stiffness, b.damping,
+                      np.zeros(0) if b.stiffening is None else b.stiffening):
+                a = np.ascontiguousarray(a, dtype=float)
+                h.update(str(a.shape).encode())
+                h.update(a.tobytes())
+            for key in sorted(b.nodes):
+                h.update(key.encode())
+                for a in b.nodes[key]:
+                    h.update(np.ascontiguousarray(a, dtype=float).tobytes())
     return h.hexdigest()
 
 

@@ -36,8 +36,8 @@ import time
 import numpy as np
 
 from ..algorithms.energy import energy as _energy
+from ..algorithms.flexible_dynamics import flexible_energy
 from ..errors import CheckpointError, PartreeInputError
-from ..flexible import refuse
 from ..model import Model
 from .checkpoint import Checkpointer, model_fingerprint
 from ..jit import CompileNotice
@@ -275,6 +275,10 @@ class Recorder:
                 self.rows["p"] = []
         if self.energy:
             self.rows.update(kinetic=[], potential=[])
+        #: a model with flexible bodies: the elastic energy is recorded too (flexible_energy)
+        self.elastic = self.energy and getattr(model, "flexible", None) is not None
+        if self.elastic:
+            self.rows["elastic"] = []
         if self.wids is not None:
             self.rows["joint_wrench"] = []
         self.closure = None
@@ -312,7 +316,12 @@ class Recorder:
             r["qdd"].append(take(qdd, self.vtake))
         if "tau" in r:
             r["tau"].append(take(tau, self.vtake))
-        if self.energy:
+        if self.elastic:
+            T, V, Ve = flexible_energy(self.model, q, v)
+            r["kinetic"].append(T)
+            r["potential"].append(V)
+            r["elastic"].append(Ve)
+        elif self.energy:
             T, V = _energy(self.model, q, v)
             r["kinetic"].append(T)
             r["potential"].append(V)
@@ -728,9 +737,12 @@ def _run(backend, model, opts, inputs, q0, qd0, dynamics, space, step_hook, prob
     _agreed(backend, lambda: check_outputs(opts))
     with backend.guard():
         model = backend.resolve_model(model)
-        refuse(model, "partree.simulate")
+        flexible = getattr(model, "flexible", None) is not None
+        if flexible:                 # the serial backend's run of [q; eta] (partree.simulation.flexible)
+            from . import flexible as fx
+            fx.check_run(model, backend, opts)
         dyn = backend.dynamics(model, inputs, dynamics)
-        q_full, v_full = _initial_state(model, q0, qd0)
+        q_full, v_full = (fx.initial_state if flexible else _initial_state)(model, q0, qd0)
         closure = None
         if len(getattr(model, "loops", ())):
             from .closure import LoopClosure
@@ -945,11 +957,13 @@ def _result(model, dyn, rec, integ, adaptive, k, opts, options, options_fp, mode
     series = rec.stacked()
     energy = None
     if "kinetic" in series:
-        series["energy"] = series["kinetic"] + series["potential"]
+        elastic = series.get("elastic", 0.0)           # the modes' strain energy (flexible bodies)
+        series["energy"] = series["kinetic"] + series["potential"] + elastic
         E = series["energy"]
         E0 = E[0]
         # drift relative to the run's energy scale (|E(0)|, or the largest |T| + |V| when E(0) ~ 0)
-        scale = max(abs(E0), float(np.max(np.abs(series["kinetic"]) + np.abs(series["potential"]))), 1e-300)
+        scale = max(abs(E0), float(np.max(np.abs(series["kinetic"]) + np.abs(series["potential"])
+                                          + np.abs(elastic))), 1e-300)
         energy = {"initial": float(E0), "final": float(E[-1]), "max_abs_drift": float(np.abs(E - E0).max()),
                   "max_rel_drift": float(np.abs(E - E0).max() / scale), "scale": float(scale),
                   "conservative": bool(getattr(dyn, "conservative", True))}

@@ -23,7 +23,9 @@ name                shape           content and unit
                                     (the units of ``tau`` times s)
 ``kinetic``         (K,)            kinetic energy, J
 ``potential``       (K,)            potential energy of gravity, J
-``energy``          (K,)            kinetic + potential, J
+``elastic``         (K,)            elastic energy of the flexible bodies' modes, J (models
+                                    with flexible bodies only)
+``energy``          (K,)            kinetic + potential (+ elastic), J
 ``qdd``             (K, nv)         acceleration; ``qdd_units`` (when ``record`` names it)
 ``tau``             (K, nv)         applied joint forces; ``tau_units`` (when ``record``
                                     names it)
@@ -62,6 +64,14 @@ What the columns are:
 ``wrench_units``    (6,) str        ``N m``, ``N m``, ``N m``, ``N``, ``N``, ``N``
 ``model_npz``       (bytes,) uint8  the model, as ``partree.io.save_model`` writes an .npz
 ==================  ==============  =========================================================
+
+A model with flexible bodies (``partree.flexible``) has its modal coordinates after the joints'
+coordinates: ``q`` holds [q; eta] (nq + n_modal columns), ``qd``, ``qdd`` and ``tau`` hold
+[qd; eta_dot] and so on (nv + n_modal).  Their columns are named ``BODY.modeK`` in ``q_joint`` and
+``v_joint`` (``BODY`` the body's name, K = 1, 2, ... its modes in order; ``q_index`` /
+``v_index`` K - 1), with units m, m/s, m/s^2 and N (a modal coordinate is a displacement of the
+mode shape's scale: for partree's beams, whose modes are 1 at the tip, the tip deflection of that
+mode); ``q_slices`` and ``v_slices`` keep to the joints.
 
 Metadata (HDF5: attributes of the file, dicts and lists as JSON text; .npz: one JSON document
 stored as the uint8 array ``meta``):
@@ -124,7 +134,8 @@ FORMAT_VERSION = 3
 #: the version written for files whose columns are all of q and qd in order (readable by partree
 #: versions that read version 2); files with ``q_columns`` / ``v_columns`` are version 3
 PLAIN_FORMAT_VERSION = 2
-SERIES = ("t", "q", "qd", "p", "energy", "kinetic", "potential", "qdd", "tau", "joint_wrench", "violation")
+SERIES = ("t", "q", "qd", "p", "energy", "kinetic", "potential", "elastic", "qdd", "tau", "joint_wrench",
+          "violation")
 #: the series with a column per coordinate of q (``q``) or of the velocity (the others)
 JOINT_SERIES = ("q", "qd", "p", "qdd", "tau")
 #: the column descriptions (see the module docstring)
@@ -134,7 +145,7 @@ STRING_ARRAYS = ("q_joint", "v_joint", "q_units", "qd_units", "qdd_units", "tau_
                  "joint_types", "wrench_joints", "wrench_units")
 META_JSON = ("options", "summary", "wrench_joints", "command", "units", "rank_files")
 WRENCH_UNITS = ("N m", "N m", "N m", "N", "N", "N")
-SCALAR_UNITS = {"t": "s", "energy": "J", "kinetic": "J", "potential": "J", "violation": ""}
+SCALAR_UNITS = {"t": "s", "energy": "J", "kinetic": "J", "potential": "J", "elastic": "J", "violation": ""}
 
 # per joint type: the unit of each coordinate of q and of v (rows: joint codes of partree.joints)
 _Q_UNITS = {J.REVOLUTE: ("rad",), J.PRISMATIC: ("m",), J.UNIVERSAL: ("rad", "rad"), J.SPHERICAL: ("1",) * 4,
@@ -187,11 +198,23 @@ def describe_columns(model):
             return np.zeros(0, dtype=str)
         return tab.astype(str)[jt[ids], comp]
 
-    return {"q_joint": names[qj], "q_index": q_index, "v_joint": names[vj], "v_index": v_index,
-            "q_units": units(_TAB_Q, qj, q_index), "qd_units": units(_TAB_QD, vj, v_index),
-            "qdd_units": units(_TAB_QDD, vj, v_index), "tau_units": units(_TAB_TAU, vj, v_index),
-            "joint_names": names, "joint_types": np.array([J.NAMES[c] for c in jt], dtype=str),
-            "q_slices": np.stack([idx_q, idx_q + nq_j], axis=1), "v_slices": np.stack([idx_v, idx_v + nv_j], axis=1)}
+    out = {"q_joint": names[qj], "q_index": q_index, "v_joint": names[vj], "v_index": v_index,
+           "q_units": units(_TAB_Q, qj, q_index), "qd_units": units(_TAB_QD, vj, v_index),
+           "qdd_units": units(_TAB_QDD, vj, v_index), "tau_units": units(_TAB_TAU, vj, v_index),
+           "joint_names": names, "joint_types": np.array([J.NAMES[c] for c in jt], dtype=str),
+           "q_slices": np.stack([idx_q, idx_q + nq_j], axis=1), "v_slices": np.stack([idx_v, idx_v + nv_j], axis=1)}
+    fl = getattr(model, "flexible", None)
+    if fl is not None and fl.n_modal:
+        # the modal coordinates after the joints': BODY.modeK, body by body
+        bodies = np.repeat(np.arange(n), fl.nmodes)
+        k = np.arange(fl.n_modal) - np.asarray(fl.idx_eta, dtype=np.int64)[bodies]
+        modal = np.array([f"{model.body_names[int(b)]}.mode{int(j) + 1}" for b, j in zip(bodies, k)], dtype=str)
+        ne = fl.n_modal
+        for key, extra in (("q_joint", modal), ("v_joint", modal), ("q_index", k), ("v_index", k),
+                           ("q_units", np.full(ne, "m")), ("qd_units", np.full(ne, "m/s")),
+                           ("qdd_units", np.full(ne, "m/s^2")), ("tau_units", np.full(ne, "N"))):
+            out[key] = np.concatenate((out[key], extra))
+    return out
 
 
 def _model_bytes(model):

@@ -1,5 +1,6 @@
 """The serial backend: one process, the whole state, ``partree.aba`` (or hybrid dynamics) for
-each evaluation; the reference the distributed backends are checked against."""
+each evaluation; the reference the distributed backends are checked against.  Models with
+flexible bodies run here only, on the state [q; eta] (:mod:`partree.simulation.flexible`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -119,6 +120,9 @@ class SerialBackend(Backend):
 
     def dynamics(self, model, inputs, custom=None):
         if custom is None:
+            if getattr(model, "flexible", None) is not None:
+                from .flexible import FlexibleDynamics
+                return FlexibleDynamics(model, **inputs)
             return Dynamics(model, **inputs)
         if any(v is not None for v in inputs.values()):
             raise PartreeInputError(f"a custom dynamics function takes no joint inputs "
@@ -128,6 +132,9 @@ class SerialBackend(Backend):
         return PlainDynamics(model, custom)
 
     def start(self, model, dyn, opts, q, v, space=None):
+        if space is None and getattr(model, "flexible", None) is not None:
+            from .flexible import FlexibleStateSpace
+            space = FlexibleStateSpace(model)            # [q; eta]: the joints' manifolds, then the modes
         space = space or StateSpace(model)
         f = dyn
         if opts.formulation == "momentum":
@@ -172,5 +179,5 @@ class SerialBackend(Backend):
         else:
             qdd = self.dyn(t, q, v)
             tau = getattr(self.dyn, "last_tau", None)
-            got = (q, v, qdd, (np.zeros(self.model.nv) if tau is None else np.asarray(tau, dtype=float).copy()))
+            got = (q, v, qdd, (np.zeros(np.size(v)) if tau is None else np.asarray(tau, dtype=float).copy()))
         return got if p is None else got + (p,)
