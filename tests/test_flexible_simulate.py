@@ -234,3 +234,18 @@ def test_an_ensemble_of_flexible_runs():
     assert len(out) == 2
     one = run(flex, t_end=0.004, dt=1e-3, q0=-q0)
     assert np.array_equal(out[1].q, one.q)
+
+
+def test_flexible_seed_example_writes_its_figures(tmp_path):
+    """scripts/examples/flexible_threearm_seed002.py, a short run: both figures written."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "examples" / "flexible_threearm_seed002.py"
+    spec = importlib.util.spec_from_file_location("flexible_threearm_seed002", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    files = mod.main(["--out", str(tmp_path), "--t-end", "0.02"])
+    assert sorted(os.path.basename(f) for f in files) == ["seed002_flexible_tips.png", "seed002_flexible_torques.png"]
+    for f in files:
+        assert os.path.getsize(f) > 1000
