@@ -40,12 +40,17 @@ body (n, BODY_COLUMNS) int64       per body: modes (B_NM), kind (B_KIND, -1 rigi
                                    (B_NODE, -1 under a rigid parent), offsets in Y (B_Y), IA (B_I),
                                    pA (B_P), U and u (B_Z: the body's coordinates in body order),
                                    L (B_L)
-kinfo (nk, 3) int64                per kind: offset of its modes in ``first``, ``xphi`` (K_E), of
+kinfo (nk, 8) int64                per kind: offset of its modes in ``first``, ``xphi`` (K_E), of
                                    its mode pairs in the m x m arrays (K_2), 1 if it has geometric
-                                   stiffening (K_STIFF)
+                                   stiffening (K_STIFF), 1 if it has damping (K_DAMP), the first entry
+                                   and the number of entries of C (K_C, K_CN) and of axial(C) (K_X,
+                                   K_XN) in ``sparse_i``, ``sparse_v``
 first (., 3), xphi (., 3, 3)       per mode: the columns of S, B_k
-phiphi (., 3, 3), axC (., 3)       per mode pair (k, l) at K_2 + k m + l: C_kl and axial(C_kl)
-Mee, Kst, Dmp (.,)                 per mode pair: modal mass, stiffness, damping
+sparse_i (., 3), sparse_v (.,)     the nonzero entries of C_lk = integral rho Phi_l Phi_k^T (l, k,
+                                   3 a + b) and of axial(C_lk) (l, k, component), with their values:
+                                   the invariants of a beam are mostly zeros
+Mee, Kst, Dmp (.,)                 per mode pair (k, l) at K_2 + k m + l: modal mass, stiffness,
+                                   damping
 Gs (., 3, 3)                       per mode pair: geometric stiffening G[:, :, k, l] (zeros: none)
 nodes (.,)                         per attachment node: Psi (3 x m_p) then Phi (3 x m_p), row major
 mmax                               the largest number of modes of a body
@@ -77,7 +82,8 @@ from .primitives import (congruence_add, cross_force, cross_motion, inertia_from
 B_NM, B_KIND, B_IE, B_NODE, B_Y, B_I, B_P, B_Z, B_L = range(9)
 BODY_COLUMNS = 9
 #: columns of the per-kind table ``kinfo``
-K_E, K_2, K_STIFF = range(3)
+K_E, K_2, K_STIFF, K_DAMP, K_C, K_CN, K_X, K_XN = range(8)
+KINFO_COLUMNS = 8
 
 
 # ----------------------------------------------------------------------------- rotations
@@ -143,7 +149,7 @@ def _node_rotation(th, thd, Rn, Jr, Jrd):
 # ----------------------------------------------------------------------------- pass 1
 @njit(cache=True)
 def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
-                           body, kinfo, first, xphi, phiphi, axC, Mee, Kst, Dmp, Gs, nodes, mmax,
+                           body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
                            q, qd, E, r, v, c, S, IA, pA, Y):
     """Pass 1, outward: X_up (E, r), S, Y, v, c, IA = M(eta) and pA = b (velocity, elastic,
     damping and stiffening forces) of every body (arguments: the module's table)."""
@@ -168,7 +174,7 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     h = np.empty(6)
     f = np.empty(6)
     I6 = np.empty((6, 6))
-    N = np.empty((max(mmax, 1), 3, 3))
+    N = np.empty((max(mmax, 1), 9))
     Gc = np.empty((max(mmax, 1), 3))
     Gd = np.empty((max(mmax, 1), 3))
     Yb = np.empty((3, 3))
@@ -277,20 +283,17 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
         ke = kinfo[kd, K_E]
         k2 = kinfo[kd, K_2]
         stiff = kinfo[kd, K_STIFF] != 0
+        damp = kinfo[kd, K_DAMP] != 0
         e0 = nq + body[i, B_IE]
         d0 = nv + body[i, B_IE]
-        # N_k = B_k + sum_l eta_l C_lk
+        # N_k = B_k + sum_l eta_l C_lk (the nonzero entries of C)
         for k in range(m):
             for a in range(3):
                 for b in range(3):
-                    N[k, a, b] = xphi[ke + k, a, b]
-        for l in range(m):
-            el = q[e0 + l]
-            for k in range(m):
-                o = k2 + l * m + k
-                for a in range(3):
-                    for b in range(3):
-                        N[k, a, b] += el * phiphi[o, a, b]
+                    N[k, 3 * a + b] = xphi[ke + k, a, b]
+        c0 = kinfo[kd, K_C]
+        for t in range(c0, c0 + kinfo[kd, K_CN]):
+            N[sparse_i[t, 1], sparse_i[t, 2]] += q[e0 + sparse_i[t, 0]] * sparse_v[t]
         # Y = A + B_eta^T + sum_k eta_k N_k, Yd = sum_k eta_dot_k (N_k + N_k^T); s, sd
         sv0 = mass[i] * com[i, 0]
         sv1 = mass[i] * com[i, 1]
@@ -321,23 +324,19 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             sd2 += first[ke + k, 2] * edk
             for a in range(3):
                 for b in range(3):
-                    Yb[a, b] += ek * (xphi[ke + k, b, a] + N[k, a, b])
-                    Ydb[a, b] += edk * (N[k, a, b] + N[k, b, a])
-            Gc[k, 0] = N[k, 1, 2] - N[k, 2, 1]
-            Gc[k, 1] = N[k, 2, 0] - N[k, 0, 2]
-            Gc[k, 2] = N[k, 0, 1] - N[k, 1, 0]
+                    Yb[a, b] += ek * (xphi[ke + k, b, a] + N[k, 3 * a + b])
+                    Ydb[a, b] += edk * (N[k, 3 * a + b] + N[k, 3 * b + a])
+            Gc[k, 0] = N[k, 5] - N[k, 7]
+            Gc[k, 1] = N[k, 6] - N[k, 2]
+            Gc[k, 2] = N[k, 1] - N[k, 3]
         # Gd[:, k] = axial(sum_l eta_dot_l C_lk)
         for k in range(m):
             Gd[k, 0] = 0.0
             Gd[k, 1] = 0.0
             Gd[k, 2] = 0.0
-        for l in range(m):
-            edl = qd[d0 + l]
-            for k in range(m):
-                o = k2 + l * m + k
-                Gd[k, 0] += edl * axC[o, 0]
-                Gd[k, 1] += edl * axC[o, 1]
-                Gd[k, 2] += edl * axC[o, 2]
+        x0 = kinfo[kd, K_X]
+        for t in range(x0, x0 + kinfo[kd, K_XN]):
+            Gd[sparse_i[t, 1], sparse_i[t, 2]] += qd[d0 + sparse_i[t, 0]] * sparse_v[t]
         trY = Yb[0, 0] + Yb[1, 1] + Yb[2, 2]
         trYd = Ydb[0, 0] + Ydb[1, 1] + Ydb[2, 2]
         mi = mass[i]
@@ -397,14 +396,16 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             gw = Gd[k, 0] * w0 + Gd[k, 1] * w1 + Gd[k, 2] * w2
             f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
             vws = V0 * (w1 * f2 - w2 * f1) + V1 * (w2 * f0 - w0 * f2) + V2 * (w0 * f1 - w1 * f0)
-            trN = N[k, 0, 0] + N[k, 1, 1] + N[k, 2, 2]
+            trN = N[k, 0] + N[k, 4] + N[k, 8]
             wNw = 0.0
             for a in range(3):
-                wNw += v[i, a] * (N[k, a, 0] * w0 + N[k, a, 1] * w1 + N[k, a, 2] * w2)
+                wNw += v[i, a] * (N[k, 3 * a] * w0 + N[k, 3 * a + 1] * w1 + N[k, 3 * a + 2] * w2)
             bk = 2.0 * gw - vws - ww * trN + wNw
             for l in range(m):
-                o = k2 + k * m + l
-                bk += Kst[o] * q[e0 + l] + Dmp[o] * qd[d0 + l]
+                bk += Kst[k2 + k * m + l] * q[e0 + l]
+            if damp:
+                for l in range(m):
+                    bk += Dmp[k2 + k * m + l] * qd[d0 + l]
             if stiff:
                 for l in range(m):
                     o = k2 + k * m + l
@@ -650,14 +651,14 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
 
 @njit(cache=True)
 def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
-                                body, kinfo, first, xphi, phiphi, axC, Mee, Kst, Dmp, Gs, nodes, mmax,
+                                body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
                                 gravity, q, qd, tau, active, qdd_in, E, r, v, c, a, S, IA, pA, Y, U, u, L, qdd,
                                 tau_out):
     """The three passes (arguments: the module's table).  qdd must hold qdd_in and tau_out tau on
     entry.  Returns -1, or the body whose passive coordinates have a singular articulated
     inertia."""
     flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
-                           body, kinfo, first, xphi, phiphi, axC, Mee, Kst, Dmp, Gs, nodes, mmax,
+                           body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
                            q, qd, E, r, v, c, S, IA, pA, Y)
     bad = flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L)
     if bad >= 0:
@@ -697,13 +698,13 @@ class FlexiblePack:
                 order.append(b)
             body[i, B_KIND] = kinds[id(b)]
         nk = max(len(order), 1)
-        kinfo = np.zeros((nk, 3), dtype=np.int64)
+        kinfo = np.zeros((nk, KINFO_COLUMNS), dtype=np.int64)
         me = sum(b.m for b in order)
         m2 = sum(b.m * b.m for b in order)
         first = np.zeros((max(me, 1), 3))
         xphi = np.zeros((max(me, 1), 3, 3))
-        phiphi = np.zeros((max(m2, 1), 3, 3))
-        axC = np.zeros((max(m2, 1), 3))
+        sp_i, sp_v = [np.zeros((0, 3), dtype=np.int64)], [np.zeros(0)]
+        nsp = 0
         Mee = np.zeros(max(m2, 1))
         Kst = np.zeros(max(m2, 1))
         Dmp = np.zeros(max(m2, 1))
@@ -711,13 +712,22 @@ class FlexiblePack:
         oe = o2 = 0
         for kd, b in enumerate(order):
             m = b.m
-            kinfo[kd] = (oe, o2, int(b.stiffening is not None))
+            C = b.phiphi                                     # C[l, k] = C_lk
+            ax = np.stack((C[..., 1, 2] - C[..., 2, 1], C[..., 2, 0] - C[..., 0, 2], C[..., 0, 1] - C[..., 1, 0]),
+                          axis=-1)
+            entries = []
+            for arr in (C.reshape(m, m, 9), ax):
+                idx = np.argwhere(arr != 0.0)
+                sp_i.append(idx.astype(np.int64))
+                sp_v.append(arr[tuple(idx.T)])
+                entries.append((nsp, len(idx)))
+                nsp += len(idx)
+            kinfo[kd, K_E], kinfo[kd, K_2] = oe, o2
+            kinfo[kd, K_STIFF] = int(b.stiffening is not None)
+            kinfo[kd, K_DAMP] = int(np.any(b.damping != 0.0))
+            (kinfo[kd, K_C], kinfo[kd, K_CN]), (kinfo[kd, K_X], kinfo[kd, K_XN]) = entries
             first[oe:oe + m] = b.first.T
             xphi[oe:oe + m] = b.xphi
-            C = b.phiphi
-            phiphi[o2:o2 + m * m] = C.reshape(m * m, 3, 3)
-            axC[o2:o2 + m * m] = np.stack((C[..., 1, 2] - C[..., 2, 1], C[..., 2, 0] - C[..., 0, 2],
-                                           C[..., 0, 1] - C[..., 1, 0]), axis=-1).reshape(m * m, 3)
             Mee[o2:o2 + m * m] = b.modal_mass.ravel()
             Kst[o2:o2 + m * m] = b.stiffness.ravel()
             Dmp[o2:o2 + m * m] = b.damping.ravel()
@@ -750,7 +760,8 @@ class FlexiblePack:
         body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
         body[:, B_L] = np.concatenate(([0], np.cumsum(nz * nz)[:-1]))
         self.body, self.kinfo = body, kinfo
-        self.first, self.xphi, self.phiphi, self.axC = first, xphi, phiphi, axC
+        self.first, self.xphi = first, xphi
+        self.sparse_i, self.sparse_v = np.concatenate(sp_i), np.concatenate(sp_v)
         self.Mee, self.Kst, self.Dmp, self.Gs, self.nodes = Mee, Kst, Dmp, Gs, nodes
         # workspace
         nv = model.nv
@@ -802,7 +813,7 @@ def flexible_articulated(model, q, qd, tau, active, qdd_in):
     bad = flexible_articulated_kernel(
         model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree, model.mass, model.com,
         model.I_com, model.idx_q, model.idx_v, model.nq, model.nv, pk.body, pk.kinfo, pk.first, pk.xphi,
-        pk.phiphi, pk.axC, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
+        pk.sparse_i, pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
         q, qd, tau, active, qdd_in, pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, pk.U, pk.u, pk.L,
         qdd, tau_out)
     return bad, qdd, tau_out
