@@ -104,6 +104,14 @@ def main(argv=None):
     if a.replot:
         out = Path(a.out)
         rows, brows = _read_csv(out / "scaling.csv"), _read_csv(out / "bytes.csv")
+        derive(rows)
+        _write_csv(out / "scaling.csv", rows)
+        if (out / "summary.json").exists():
+            summary = json.loads((out / "summary.json").read_text())
+            top = max(r["ranks"] for r in rows)
+            summary["strong_speedup_at_max_ranks"] = {f"{r['family']}/{r['backend']}": round(r["speedup"], 3)
+                                                      for r in rows if r["mode"] == "strong" and r["ranks"] == top}
+            (out / "summary.json").write_text(json.dumps(summary, indent=2))
         _plots(out, rows, brows, sorted({r["ranks"] for r in rows}))
         return 0
     from partree.mpienv import find_mpiexec
@@ -210,17 +218,7 @@ def main(argv=None):
                           f"{d['bytes_per_eval']} (qdd gather {d.get('gather_bytes_per_eval')} B, not part of the "
                           f"engine's exchange)", flush=True)
 
-    # derived columns
-    for r in rows:
-        base = [x for x in rows if x["mode"] == r["mode"] and x["family"] == r["family"]
-                and x["backend"] == r["backend"] and x["ranks"] == 1]
-        t1 = base[0]["seconds_per_eval"] if base else float("nan")
-        if r["mode"] == "strong":
-            r["speedup"] = t1 / r["seconds_per_eval"]
-            r["efficiency"] = r["speedup"] / r["ranks"]
-        else:
-            r["speedup"] = t1 * r["ranks"] / r["seconds_per_eval"]     # scaled speedup
-            r["efficiency"] = t1 / r["seconds_per_eval"]
+    derive(rows)
     _write_csv(out / "scaling.csv", rows)
     if brows:
         _write_csv(out / "bytes.csv", brows)
@@ -244,6 +242,32 @@ def main(argv=None):
     if not a.no_plots:
         _plots(out, rows, brows, ranks)
     return 0
+
+
+def one_rank_seconds(row):
+    """The one-rank baseline of a point: at one rank the job's two timed loops (q̈ left in place and
+    q̈ gathered) run the same evaluation, so the faster of the two is the baseline; the first loop
+    alone can catch the job's first, slower seconds (fresh memory, a clock still rising)."""
+    t = [row["seconds_per_eval"]]
+    g = row.get("seconds_per_eval_gathered")
+    if isinstance(g, (int, float)) and g > 0:
+        t.append(g)
+    return min(t)
+
+
+def derive(rows):
+    """Speed-up and efficiency of every row against its family's one-rank row (``one_rank_seconds``)."""
+    for r in rows:
+        base = [x for x in rows if x["mode"] == r["mode"] and x["family"] == r["family"]
+                and x["backend"] == r["backend"] and x["ranks"] == 1]
+        t1 = one_rank_seconds(base[0]) if base else float("nan")
+        t = one_rank_seconds(r) if r["ranks"] == 1 else r["seconds_per_eval"]
+        if r["mode"] == "strong":
+            r["speedup"] = t1 / t
+            r["efficiency"] = r["speedup"] / r["ranks"]
+        else:
+            r["speedup"] = t1 * r["ranks"] / t     # scaled speedup
+            r["efficiency"] = t1 / t
 
 
 def _read_csv(path):

@@ -909,6 +909,16 @@ def validate(cal, sizes, pairs, repeat, cores, log, over=4, over_sizes=None):
 #: times with qdd gathered on rank 0 every evaluation (seconds_per_eval_gathered)
 SIXTEEN = {"chain": {1: 3.199, 2: 1.801, 4: 1.171, 8: 0.604, 16: 0.433},
            "binary": {1: 2.689, 2: 1.631, 4: 0.865, 8: 0.609, 16: 0.360}}
+#: docs/performance.md, 2026-11-27: 16-core Xeon (another machine of the same description), N = 1e7,
+#: ranks pinned (mpiexec -bind-to core), qdd left on the ranks (seconds_per_eval); R = 1 is the best
+#: of the job's two timed loops (at one rank they compute the same thing)
+SIXTEEN_PINNED = {"chain": {1: 3.256, 2: 2.373, 4: 1.214, 8: 0.765, 16: 0.419},
+                  "binary": {1: 3.178, 2: 2.280, 4: 1.181, 8: 0.661, 16: 0.372}}
+#: the same runs: the mean over the ranks of each rank's own kernel seconds (velocity, reduction,
+#: back-substitution; phase_seconds_per_rank of the median repeat), from which the slowdown of a
+#: body when R ranks run at once is read: s(R) = R * own_mean / T(1), less the path bodies' share
+SIXTEEN_PINNED_OWN_MEAN = {"chain": {2: 2.183, 4: 1.127, 8: 0.661, 16: 0.410},
+                           "binary": {2: 2.156, 4: 0.935, 8: 0.504, 16: 0.282}}
 #: docs/performance.md, 2026-11-23: the same decomposition at 16 ranks timed part by part in one
 #: process (2-core machine, N = 1e6): the ideal speed-up ABA / slowest rank
 SIXTEEN_IDEAL = {"chain": 13.7, "binary": 15.6}
@@ -927,7 +937,8 @@ def _scaled(k, s):
 def compare_earlier(cal):
     """The model against the recorded points: the per-body cost set from each run's own 1-rank time
     (each machine's), every ratio and the root and network costs from this calibration."""
-    out = {"sixteen_core": [], "two_core_1e7": [], "ideal_16": {}, "two_core_1e6_speedup": []}
+    out = {"sixteen_core": [], "sixteen_core_pinned": [], "two_core_1e7": [], "ideal_16": {},
+           "two_core_1e6_speedup": []}
     for fam, sp in TWO_CORE_1E6_SPEEDUP.items():
         pred = predict(fam, 10**6, 1, cal)["total"] / predict(fam, 10**6, 2, cal)["total"]
         out["two_core_1e6_speedup"].append({"family": fam, "measured": list(sp), "predicted": pred,
@@ -948,6 +959,26 @@ def compare_earlier(cal):
                                                                            pr["total_gathered"], R),
                                         "gather": pr["gather"], "compute": pr["compute"], "root": pr["root"],
                                         "messages": pr["messages"]})
+    for fam, pts in SIXTEEN_PINNED.items():
+        k0 = kernels_for(cal, fam, N)
+        s = pts[1] / N / k0["c_serial"]
+        c = dict(cal)
+        c["kernels"] = {fam: {str(N): _scaled(k0, s)}}
+        t1 = predict(fam, N, 1, c)["total"]
+        for R, t in pts.items():
+            pr = predict(fam, N, R, c, "flat")
+            row = {"family": fam, "R": R, "measured": t, "predicted": pr["total"], "error": pr["total"] / t - 1.0,
+                   "efficiency_measured": pts[1] / (R * t), "efficiency_predicted": efficiency(t1, pr["total"], R),
+                   "compute": pr["compute"], "root": pr["root"], "messages": pr["messages"]}
+            if R > 1:
+                # what the model leaves out: a body's cost when R ranks run at once.  The model's own
+                # mean rank load (path bodies included) against the ranks' measured mean own time
+                slow = SIXTEEN_PINNED_OWN_MEAN[fam][R] / float(np.mean(pr["loads"]))
+                row["slowdown_together"] = slow
+                row["predicted_with_slowdown"] = pr["compute"] * slow + pr["messages"] + pr["root"]
+                row["error_with_slowdown"] = row["predicted_with_slowdown"] / t - 1.0
+            out["sixteen_core_pinned"].append(row)
+    for fam in SIXTEEN:
         t16 = predict(fam, 10**6, 16, cal)["compute"]
         out["ideal_16"][fam] = {"recorded": SIXTEEN_IDEAL[fam],
                                 "model_compute_only": predict(fam, 10**6, 1, cal)["total"] / t16}
@@ -1247,6 +1278,12 @@ def main(argv=None):
         log(f"  16-core, N=1e7, {r['family']:6s} R={r['R']:2d}: measured {r['measured'] * 1e3:7.1f} ms, predicted "
             f"{r['predicted'] * 1e3:7.1f} ms ({100 * r['error']:+5.1f}%); efficiency {r['efficiency_measured']:.2f} "
             f"measured, {r['efficiency_predicted']:.2f} predicted")
+    for r in earlier["sixteen_core_pinned"]:
+        extra = (f"; with the measured slowdown of a body on {r['R']} busy ranks ({r['slowdown_together']:.2f}x) "
+                 f"{r['predicted_with_slowdown'] * 1e3:.1f} ms ({100 * r['error_with_slowdown']:+5.1f}%)"
+                 if "slowdown_together" in r else "")
+        log(f"  16-core pinned, qdd on the ranks, N=1e7, {r['family']:6s} R={r['R']:2d}: measured "
+            f"{r['measured'] * 1e3:7.1f} ms, predicted {r['predicted'] * 1e3:7.1f} ms ({100 * r['error']:+5.1f}%){extra}")
     for fam, r in earlier["ideal_16"].items():
         log(f"  16 ranks in one process, {fam}: recorded ideal speed-up {r['recorded']}x, model compute term "
             f"{r['model_compute_only']:.1f}x")
