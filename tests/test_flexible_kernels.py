@@ -8,8 +8,8 @@ import pytest
 
 import partree
 from partree.algorithms.flexible_dynamics import (_flexible_aba_reference, _flexible_hybrid_dynamics_reference,
-                                                   flexible_aba, flexible_crba, flexible_bias,
-                                                   flexible_hybrid_dynamics, flexible_state_size)
+                                                   _flexible_rnea_reference, flexible_aba, flexible_crba,
+                                                   flexible_hybrid_dynamics, flexible_rnea, flexible_state_size)
 from partree.algorithms.flexible_kernels import flexible_pack
 from partree.errors import PartreeInputError
 from partree.model import Model
@@ -86,6 +86,17 @@ def test_aba_equals_the_numpy_recursion(model):
         assert _rel(flexible_aba(model, q, qd, tau), _flexible_aba_reference(model, q, qd, tau)) < 1e-10
 
 
+def test_rnea_equals_the_numpy_recursion(model):
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q, qd = _state(model, rng)
+        qdd = rng.normal(size=qd.size)
+        assert _rel(flexible_rnea(model, q, qd, qdd), _flexible_rnea_reference(model, q, qd, qdd)) < 1e-10
+    tau = rng.normal(size=qd.size)
+    assert _rel(flexible_rnea(model, q, qd, flexible_aba(model, q, qd, tau)), tau) < 1e-10 * max(
+        1.0, np.abs(_flexible_rnea_reference(model, q, qd, np.zeros(qd.size))).max())
+
+
 def test_hybrid_equals_the_numpy_recursion(model):
     rng = np.random.default_rng(2)
     q, qd = _state(model, rng)
@@ -103,21 +114,19 @@ def test_hybrid_equals_the_numpy_recursion(model):
 def test_backward_error_on_a_poorly_conditioned_tree():
     """Free joints inside a tree of beams (cond(M) ~ 1e9): the compiled accelerations put back into
     the NumPy inverse dynamics give the forces back; the passive ones of a hybrid call too."""
-    from partree.algorithms.flexible_dynamics import flexible_rnea
-
     m = _random_beam_tree(40, 7)
     rng = np.random.default_rng(8)
     q, qd = _state(m, rng)
     tau, qdd = rng.normal(size=qd.size), rng.normal(size=qd.size)
-    b = flexible_bias(m, q, qd)
+    b = _flexible_rnea_reference(m, q, qd, np.zeros(qd.size))
     got = flexible_aba(m, q, qd, tau)
-    assert np.abs(flexible_rnea(m, q, qd, got) - tau).max() < 1e-10 * np.abs(b).max()
+    assert np.abs(_flexible_rnea_reference(m, q, qd, got) - tau).max() < 1e-10 * np.abs(b).max()
     mask = rng.random(m.n) < 0.5
     acc, frc = flexible_hybrid_dynamics(m, q, qd, tau, qdd, mask)
     dof = np.zeros(qd.size, dtype=bool)
     dof[:m.nv] = np.repeat(mask, m.nv_j)
     want = np.where(dof, frc, tau)
-    assert np.abs(flexible_rnea(m, q, qd, acc) - want).max() < 1e-10 * np.abs(b).max()
+    assert np.abs(_flexible_rnea_reference(m, q, qd, acc) - want).max() < 1e-10 * np.abs(b).max()
 
 
 def test_random_beam_tree_is_the_dense_solve():
@@ -129,7 +138,7 @@ def test_random_beam_tree_is_the_dense_solve():
     rng = np.random.default_rng(4)
     q, qd = _state(m, rng)
     tau = rng.normal(size=qd.size)
-    ref = np.linalg.solve(flexible_crba(m, q), tau - flexible_bias(m, q, qd))
+    ref = np.linalg.solve(flexible_crba(m, q), tau - _flexible_rnea_reference(m, q, qd, np.zeros(qd.size)))
     assert _rel(flexible_aba(m, q, qd, tau), ref) < 1e-10
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import PartreeInputError
 from ..flexible import axial, body_mass_matrix, deformed_moments
 from ..joints import joint_kinematics
-from .flexible_kernels import flexible_articulated
+from .flexible_kernels import flexible_articulated, flexible_inverse
 from ..spatial import crf, crm, motion_xform, skew, spatial_inertia
 
 
@@ -244,7 +244,15 @@ def _S_hat(B):
 # ----------------------------------------------------------------------------- algorithms
 def flexible_rnea(model, q, qd, qdd):
     """Inverse dynamics of a model with flexible bodies: tau_full (nv + n_modal) for the motion
-    (q_full, qd_full, qdd_full); its modal entries are the forces to apply to the modes."""
+    (q_full, qd_full, qdd_full); its modal entries are the forces to apply to the modes.  O(N),
+    compiled (``partree.algorithms.flexible_kernels``)."""
+    q, qd = _state(model, q, qd)
+    qdd = _full_vector(model, qdd, "qdd")
+    return flexible_inverse(model, q, qd, qdd)
+
+
+def _flexible_rnea_reference(model, q, qd, qdd):
+    """:func:`flexible_rnea` written with NumPy over the bodies (the reference of the compiled one)."""
     q, qd = _state(model, q, qd)
     _, ne, nm, ie = _flex(model)
     qdd = np.ascontiguousarray(qdd, dtype=float)

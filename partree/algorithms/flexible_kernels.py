@@ -668,6 +668,102 @@ def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass
     return -1
 
 
+# ----------------------------------------------------------------------------- inverse dynamics
+@njit(cache=True)
+def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a, tau):
+    """Inverse dynamics after pass 1 (IA holding every body's M(eta), pA its b): outward the
+    accelerations a_i = X_up (a_p + Y eta_dd_p) + S qdd_i + c_i and the body forces
+    f_i = M_i [a_i; eta_dd_i] + b_i (written over pA); inward tau = S_hat^T f_i and
+    f_p += [1 | Y]^T X_up^T f_i[:6]."""
+    n = parent.shape[0]
+    ap = np.empty(6)
+    ah = np.empty(6)
+    f6 = np.empty(6)
+    for i in range(n):
+        p = parent[i]
+        iv = idx_v[i]
+        nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
+        if p < 0:
+            for k in range(3):
+                ap[k] = 0.0
+                ap[3 + k] = -gravity[k]
+        else:
+            for k in range(6):
+                ap[k] = a[p, k]
+            mp = body[p, B_NM]
+            if mp > 0:
+                oy = body[i, B_Y]
+                e0 = nv + body[p, B_IE]
+                for k in range(6):
+                    s = 0.0
+                    for l in range(mp):
+                        s += Y[oy + k * mp + l] * qdd[e0 + l]
+                    ap[k] += s
+        xform_motion(E[i], r[i], ap, ah)
+        for k in range(6):
+            ah[k] += c[i, k]
+        for b in range(nvi):
+            w = qdd[iv + b]
+            for k in range(6):
+                ah[k] += S[iv + b, k] * w
+        for k in range(6):
+            a[i, k] = ah[k]
+        m = body[i, B_NM]
+        d = 6 + m
+        oi = body[i, B_I]
+        op = body[i, B_P]
+        e0 = nv + body[i, B_IE]
+        for k in range(d):
+            s = pA[op + k]
+            for l in range(6):
+                s += IA[oi + k * d + l] * ah[l]
+            for l in range(m):
+                s += IA[oi + k * d + 6 + l] * qdd[e0 + l]
+            pA[op + k] = s
+    for i in range(n - 1, -1, -1):
+        p = parent[i]
+        iv = idx_v[i]
+        nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
+        m = body[i, B_NM]
+        op = body[i, B_P]
+        e0 = nv + body[i, B_IE]
+        for b in range(nvi):
+            s = 0.0
+            for k in range(6):
+                s += S[iv + b, k] * pA[op + k]
+            tau[iv + b] = s
+        for k in range(m):
+            tau[e0 + k] = pA[op + 6 + k]
+        if p < 0:
+            continue
+        for k in range(6):
+            f6[k] = 0.0
+        xform_force_T_add(E[i], r[i], pA[op:op + 6], f6)
+        opp = body[p, B_P]
+        for k in range(6):
+            pA[opp + k] += f6[k]
+        mp = body[p, B_NM]
+        if mp > 0:
+            oy = body[i, B_Y]
+            for l in range(mp):
+                s = 0.0
+                for k in range(6):
+                    s += Y[oy + k * mp + l] * f6[k]
+                pA[opp + 6 + l] += s
+
+
+@njit(cache=True)
+def flexible_rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv, body,
+                         kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax, gravity, q, qd, qdd,
+                         E, r, v, c, a, S, IA, pA, Y, tau):
+    """Inverse dynamics: pass 1 then :func:`flexible_rnea_passes` (arguments: the module's table;
+    qdd (nv + ne,) the accelerations, tau (nv + ne,) the result)."""
+    flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
+                           body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
+                           q, qd, E, r, v, c, S, IA, pA, Y)
+    flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a, tau)
+
+
 # ----------------------------------------------------------------------------- packing
 class FlexiblePack:
     """A model's flexible data as the kernels' flat arrays, with a workspace of the right sizes
@@ -817,3 +913,15 @@ def flexible_articulated(model, q, qd, tau, active, qdd_in):
         q, qd, tau, active, qdd_in, pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, pk.U, pk.u, pk.L,
         qdd, tau_out)
     return bad, qdd, tau_out
+
+
+def flexible_inverse(model, q, qd, qdd):
+    """Run :func:`flexible_rnea_kernel` on checked, contiguous full-state arrays; returns tau."""
+    pk = flexible_pack(model)
+    tau = np.empty_like(qdd)
+    flexible_rnea_kernel(
+        model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree, model.mass, model.com,
+        model.I_com, model.idx_q, model.idx_v, model.nq, model.nv, pk.body, pk.kinfo, pk.first, pk.xphi,
+        pk.sparse_i, pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
+        q, qd, qdd, pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, tau)
+    return tau

@@ -15,7 +15,7 @@ placements, masses and inertias (``model.with_flexible({})``).  The shapes: ``ch
 Each round times every call once, in an order that alternates from round to round, after one
 warm-up call each (compilation, workspaces, first touch of the pages); the figure is the best
 round (``--repeat``).  Accuracy: the backward error of the flexible result through the NumPy
-inverse dynamics (``flexible_rnea``) on a tree of ``--check`` bodies, and the relative difference
+inverse dynamics (``_flexible_rnea_reference``) on a tree of ``--check`` bodies, and the relative difference
 of the flexible kernel to the NumPy recursion on one of 8 bodies.  Memory: the bytes per body of
 the flexible pack (model data and workspace, ``flexible_pack``) and of the rigid model and
 workspace arrays, and the peak resident set size of the process.  The kernels are serial (one
@@ -35,8 +35,8 @@ import numpy as np  # noqa: E402
 
 import partree  # noqa: E402
 from partree.algorithms import flexible_kernels as fk  # noqa: E402
-from partree.algorithms.flexible_dynamics import (_flexible_aba_reference, flexible_aba, flexible_bias,  # noqa: E402
-                                                   flexible_rnea, flexible_state_size)
+from partree.algorithms.flexible_dynamics import (_flexible_aba_reference, _flexible_rnea_reference,  # noqa: E402
+                                                   flexible_aba, flexible_state_size)
 from partree.model import Model  # noqa: E402
 from partree.models.beam import euler_bernoulli_beam  # noqa: E402
 
@@ -81,8 +81,8 @@ def check(shape, modes, nc, seed, n_numpy=8):
     m, _ = beam_tree(nc, shape, modes)
     q, qd, tau = state(m, np.random.default_rng(seed))
     qdd = flexible_aba(m, q, qd, tau)
-    b = flexible_bias(m, q, qd)
-    back = float(np.abs(flexible_rnea(m, q, qd, qdd) - tau).max() / max(np.abs(tau).max(), np.abs(b).max()))
+    b = _flexible_rnea_reference(m, q, qd, np.zeros_like(qd))
+    back = float(np.abs(_flexible_rnea_reference(m, q, qd, qdd) - tau).max() / max(np.abs(tau).max(), np.abs(b).max()))
     m, _ = beam_tree(min(nc, n_numpy), shape, modes)
     q, qd, tau = state(m, np.random.default_rng(seed))
     ref = _flexible_aba_reference(m, q, qd, tau)
