@@ -62,7 +62,8 @@ E, r (n, 3, 3), (n, 3)             workspace: X_up of every body
 v, c, a (n, 6)                     workspace: velocities, velocity products, accelerations
 S (nv, 6)                          workspace: motion subspaces, one row per joint velocity
 IA, pA                             workspace: (6 + m)^2 and (6 + m) per body at B_I, B_P
-Y                                  workspace: 6 x m_p per child of a flexible body at B_Y
+Y                                  workspace: 6 x m_p per child of a flexible body at B_Y, column
+                                   by column (column l at B_Y + 6 l)
 U, u, L                            workspace: 6 x n_z, n_z and n_z^2 per body (n_z = nv_i + m_i)
 qdd, tau_out (nv + ne,)            results: accelerations; forces (given ones copied, active joints'
                                    computed)
@@ -74,7 +75,7 @@ import numpy as np
 from numba import njit
 
 from ..joints import joint_kinematics
-from .linalg import cholesky, lsolve_cols
+from .linalg import cholesky
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
 
@@ -215,12 +216,12 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
                 y0 = Jr[0, 0] * p0 + Jr[1, 0] * p1 + Jr[2, 0] * p2
                 y1 = Jr[0, 1] * p0 + Jr[1, 1] * p1 + Jr[2, 1] * p2
                 y2 = Jr[0, 2] * p0 + Jr[1, 2] * p1 + Jr[2, 2] * p2
-                Y[oy + l] = y0
-                Y[oy + mp + l] = y1
-                Y[oy + 2 * mp + l] = y2
-                Y[oy + 3 * mp + l] = nodes[on + 3 * mp + l] + rp[1] * y2 - rp[2] * y1
-                Y[oy + 4 * mp + l] = nodes[on + 4 * mp + l] + rp[2] * y0 - rp[0] * y2
-                Y[oy + 5 * mp + l] = nodes[on + 5 * mp + l] + rp[0] * y1 - rp[1] * y0
+                Y[oy + 6 * l + 0] = y0
+                Y[oy + 6 * l + 1] = y1
+                Y[oy + 6 * l + 2] = y2
+                Y[oy + 6 * l + 3] = nodes[on + 3 * mp + l] + rp[1] * y2 - rp[2] * y1
+                Y[oy + 6 * l + 4] = nodes[on + 4 * mp + l] + rp[2] * y0 - rp[0] * y2
+                Y[oy + 6 * l + 5] = nodes[on + 5 * mp + l] + rp[0] * y1 - rp[1] * y0
             # the node's velocity relative to the parent, wn = Y eta_dot_p, and its velocity product
             for k in range(3):
                 wn[k] = Jr[0, k] * thd[0] + Jr[1, k] * thd[1] + Jr[2, k] * thd[2]
@@ -436,7 +437,7 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
     T = np.empty((6, 6))
     pf = np.empty(6)
     ch = np.empty(6)
-    Q = np.empty((6, max(mmax, 1)))
+    Q = np.empty((max(mmax, 1), 6))
     hybrid = active.shape[0] > 0
     for i in range(n - 1, -1, -1):
         m = body[i, B_NM]
@@ -496,30 +497,35 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
                 for k in range(6):
                     ch[k] += S[iv + a, k] * w
         # Ia = IA6 - U D^-1 U^T = IA6 - W^T W with W = L^-1 U^T; pa = pA6 + Ia ch + W^T L^-1 u
+        # (the loops over the six spatial rows innermost)
         for a in range(npas):
-            y[a] = u[oz + a]
             for k in range(6):
                 W[a, k] = U[ou + a * 6 + k]
-        lsolve_cols(D, npas, W, 6)
-        for a in range(npas):
-            s = y[a]
+            s = u[oz + a]
             for t in range(a):
-                s -= D[a, t] * y[t]
-            y[a] = s * D[a, a]
+                f = D[a, t]
+                s -= f * y[t]
+                for k in range(6):
+                    W[a, k] -= f * W[t, k]
+            f = D[a, a]
+            y[a] = s * f
+            for k in range(6):
+                W[a, k] *= f
         for k in range(6):
-            for l in range(k, 6):
-                s = IA[oi + k * d + l]
-                for a in range(npas):
-                    s -= W[a, k] * W[a, l]
-                Ia[k, l] = s
-                Ia[l, k] = s
+            for l in range(6):
+                Ia[k, l] = IA[oi + k * d + l]
+            pa[k] = pA[op + k]
+        for a in range(npas):
+            for k in range(6):
+                wk = W[a, k]
+                pa[k] += wk * y[a]
+                for l in range(6):
+                    Ia[k, l] -= wk * W[a, l]
         for k in range(6):
-            s = pA[op + k]
+            s = 0.0
             for l in range(6):
                 s += Ia[k, l] * ch[l]
-            for a in range(npas):
-                s += W[a, k] * y[a]
-            pa[k] = s
+            pa[k] += s
         # to the parent: P = X_up^T Ia X_up, pf = X_up^T pa, spread over its modes by Y
         for k in range(6):
             pf[k] = 0.0
@@ -538,23 +544,26 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
         if mp == 0:
             continue
         oy = body[i, B_Y]
-        for k in range(6):
-            for l in range(mp):
+        # Q = P Y, column l at Q[l]
+        for l in range(mp):
+            o = oy + 6 * l
+            for k in range(6):
                 s = 0.0
                 for t in range(6):
-                    s += P[k, t] * Y[oy + t * mp + l]
-                Q[k, l] = s
+                    s += P[k, t] * Y[o + t]
+                Q[l, k] = s
                 IA[oip + k * dp + 6 + l] += s
                 IA[oip + (6 + l) * dp + k] += s
         for k in range(mp):
+            o = oy + 6 * k
             s = 0.0
             for t in range(6):
-                s += Y[oy + t * mp + k] * pf[t]
+                s += Y[o + t] * pf[t]
             pA[opp + 6 + k] += s
             for l in range(k, mp):
                 s = 0.0
                 for t in range(6):
-                    s += Y[oy + t * mp + k] * Q[t, l]
+                    s += Y[o + t] * Q[l, t]
                 IA[oip + (6 + k) * dp + 6 + l] += s
                 if l != k:
                     IA[oip + (6 + l) * dp + 6 + k] += s
@@ -598,7 +607,7 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
                 for k in range(6):
                     s = 0.0
                     for l in range(mp):
-                        s += Y[oy + k * mp + l] * qdd[e0 + l]
+                        s += Y[oy + 6 * l + k] * qdd[e0 + l]
                     ap[k] += s
         xform_motion(E[i], r[i], ap, ah)
         for k in range(6):
@@ -697,7 +706,7 @@ def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, 
                 for k in range(6):
                     s = 0.0
                     for l in range(mp):
-                        s += Y[oy + k * mp + l] * qdd[e0 + l]
+                        s += Y[oy + 6 * l + k] * qdd[e0 + l]
                     ap[k] += s
         xform_motion(E[i], r[i], ap, ah)
         for k in range(6):
@@ -748,7 +757,7 @@ def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, 
             for l in range(mp):
                 s = 0.0
                 for k in range(6):
-                    s += Y[oy + k * mp + l] * f6[k]
+                    s += Y[oy + 6 * l + k] * f6[k]
                 pA[opp + 6 + l] += s
 
 
