@@ -60,7 +60,7 @@ def _resolve(model_or_loader):
 
 #: ``MPIEngine(root='auto')`` takes the hierarchical root from this many parts on (see
 #: docs/parallel-engine.md, "The hierarchical root", for the measurement behind it)
-TREE_ROOT_MIN_PARTS = 64
+TREE_ROOT_MIN_PARTS = 1024
 
 #: pause between writing the failing rank's message and MPI_Abort (see ``AbortOnError``)
 ABORT_GRACE_SECONDS = 0.5
@@ -213,6 +213,13 @@ class MPIEngine:
                 order = [np.flatnonzero(self.owner == r) for r in range(self.size)]
                 self._order = order
                 self._perm = np.concatenate(order)         # parts in rank-major order
+                # where each part's message starts in the gathered (rank-major) buffers
+                self._off = {}
+                for key, lens in (("vel", self._vel_len), ("red", self._red_len), ("sol", self._sol_len)):
+                    off = np.zeros(P, dtype=np.int64)
+                    off[self._perm] = np.concatenate(([0], np.cumsum(lens[self._perm])[:-1]))
+                    self._off[key] = off
+                self._sol_total = int(np.sum(self._sol_len))
                 if gather:
                     vs = [build_vsel(model, pt, int(k)) for k in self._perm]
                     self._qdd_index = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
@@ -236,6 +243,10 @@ class MPIEngine:
                             for key, arr in (("vel", self._vel_len), ("red", self._red_len),
                                              ("sol", self._sol_len), ("v", self._v_len),
                                             ("redm", self._redm_len), ("solm", self._solm_len))}
+            self._totals = {key: int(sum(c)) for key, c in self._counts.items()}
+            self._displs = {key: np.concatenate(([0], np.cumsum(c)[:-1])).astype(int).tolist()
+                            for key, c in self._counts.items()}
+            self._crossing = {}
             del model, pt
             self.setup_time = time.perf_counter() - t0
         self.last_info = None
@@ -296,8 +307,8 @@ class MPIEngine:
         counts = self._counts[key]
         recv = None
         if self.rank == 0:
-            buf = np.empty(sum(counts))
-            recv = [buf, (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).tolist())]
+            buf = np.empty(self._totals[key])
+            recv = [buf, (counts, self._displs[key])]
         self.comm.Gatherv(local, recv, root=0)
         if self.rank != 0:
             self._bytes += local.nbytes
@@ -308,7 +319,7 @@ class MPIEngine:
         out = np.empty(counts[self.rank])
         send = None
         if self.rank == 0:
-            send = [full, (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).tolist())]
+            send = [full, (counts, self._displs[key])]
         self.comm.Scatterv(send, out, root=0)
         if self.rank != 0:
             self._bytes += out.nbytes
@@ -488,9 +499,12 @@ class MPIEngine:
             allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
             vin_full = None
             if self.rank == 0:
-                pieces = self._split(allv, self._vel_len)
-                vel = [msg.unpack_velocity(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
-                v_in = R.compose_velocities(self.tree, vel)
+                if self.tree.loops is None:
+                    v_in = R.compose_packed(self.tree, allv, self._off["vel"])
+                else:
+                    pieces = self._split(allv, self._vel_len)
+                    vel = [msg.unpack_velocity(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
+                    v_in = R.compose_velocities(self.tree, vel)
                 vin_full = np.ascontiguousarray(v_in[self._perm]).ravel()
             v_loc = self._scatter("v", vin_full).reshape(-1, 6)
         t1 = time.perf_counter()
@@ -529,10 +543,15 @@ class MPIEngine:
         sol_full = None
         if self.rank == 0:
             tr = time.perf_counter()
-            pieces = self._split(allr, self._red_len)
-            red = [msg.unpack_reduction(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
-            a_in, g = R.solve(self.tree, red, self.a0 if rows == "dynamics" else np.zeros(6), rows=rows)
-            sol_full = np.concatenate([msg.pack_solution(a_in[k], g[k]) for k in self._perm])
+            a0 = self.a0 if rows == "dynamics" else np.zeros(6)
+            if self.tree.loops is None:
+                a_in, g = R.solve_packed(self.tree, allr, self._off["red"], a0)
+                sol_full = R.pack_solutions(self.tree, a_in, g, self._off["sol"], self._sol_total)
+            else:
+                pieces = self._split(allr, self._red_len)
+                red = [msg.unpack_reduction(pieces[k], int(self.nh[k])) for k in range(self.nparts)]
+                a_in, g = R.solve(self.tree, red, a0, rows=rows)
+                sol_full = np.concatenate([msg.pack_solution(a_in[k], g[k]) for k in self._perm])
             t["root_solve"] = time.perf_counter() - tr
         sol = self._scatter("sol", sol_full)
         t2 = time.perf_counter()
@@ -690,7 +709,13 @@ class MPIEngine:
         info = {"rank": self.rank, "ranks": self.size, "nparts": self.nparts, "local_parts": self.local_ids.tolist(),
                 "boundary_bytes_rank": boundary_bytes, "gather_bytes_rank": gather_bytes, "times": t}
         # (the hierarchical root counts what each rank sends, rank 0 included)
-        tot = self.comm.reduce(boundary_bytes if self.rank or self.root_mode == "tree" else 0, root=0)
+        # the layout of the messages is fixed, so is what crosses: summed over the ranks once per
+        # kind of evaluation (every rank takes the same branch), not a collective per evaluation
+        kind = hyb is not None
+        if kind not in self._crossing:
+            self._crossing[kind] = self.comm.reduce(boundary_bytes if self.rank or self.root_mode == "tree" else 0,
+                                                    root=0)
+        tot = self._crossing[kind]
         if self.rank == 0:
             info["boundary_bytes"] = int(tot)      # bytes that crossed between ranks
             info["boundary_payload_bytes"] = 8 * sum(sum(c) for c in self._counts.values())

@@ -24,13 +24,16 @@ Only boundary data enters here (a few 6x6 matrices per part), never per-body dat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+from numba import njit
 
 from ..algorithms.constrained_dynamics import lower_solve, pivoted_cholesky, upper_solve
 from ..algorithms.loop_constraints import loop_terms
 from ..errors import PartreeInputError
 from ..loops import LoopSet
+from . import messages as msg
 from .part import loop_rhs
 from .partition import root_loop_mask
 
@@ -54,6 +57,16 @@ class PartsTree:
     @property
     def nparts(self):
         return int(self.part_parent.shape[0])
+
+    @cached_property
+    def arrays(self):
+        """(part_parent, hidx, nh, hoff) as int64 arrays for the compiled root: hoff[p] is part
+        p's first row in arrays over all handles (hoff[P] their number)."""
+        pp = np.ascontiguousarray(self.part_parent, dtype=np.int64)
+        nh = np.ascontiguousarray(self.nh, dtype=np.int64)
+        hoff = np.zeros(pp.shape[0] + 1, dtype=np.int64)
+        np.cumsum(nh, out=hoff[1:])
+        return pp, np.ascontiguousarray(self.hidx, dtype=np.int64), nh, hoff
 
     @classmethod
     def from_partition(cls, pt, model=None):
@@ -164,27 +177,82 @@ def root_pieces(tree):
 
 
 def _xmotion(E, r, m):
+    """[w; v] of ``m`` in the frame of the transform (E, r): [E w; E (v - r x w)]."""
     w = E @ m[:3]
     v = E @ (m[3:] - np.cross(r, m[:3]))
     return np.concatenate((w, v))
 
 
+@njit(cache=True)
+def _compose_kernel(pp, hidx, nh, voff, allv, top, relative, out):
+    """Parents first, the motion vectors of every part's frame 0 (compiled).
+
+    pp, hidx, nh  (P,) int64   the parts tree (``PartsTree.arrays``)
+    voff          (P,) int64   where part p's velocity message starts in ``allv``
+    allv          float64      the velocity messages (``messages.pack_velocity``: T_E (H, 3, 3),
+                               T_r (H, 3), vrel (H, 6) of each part)
+    top           (6,)         the value of the parts hanging from the base
+    relative      bool         add vrel_h (velocities) or not (a rigid field)
+    out           (P, 6)       written: out[c] = T_h out[parent] (+ vrel_h), h the handle c hangs from
+    """
+    P = pp.shape[0]
+    for c in range(P):
+        p = pp[c]
+        if p < 0:
+            for i in range(6):
+                out[c, i] = top[i]
+            continue
+        H = nh[p]
+        k = hidx[c]
+        e = voff[p] + 9 * k
+        t = voff[p] + 9 * H + 3 * k
+        w0, w1, w2 = out[p, 0], out[p, 1], out[p, 2]
+        r0, r1, r2 = allv[t], allv[t + 1], allv[t + 2]
+        u0 = out[p, 3] - (r1 * w2 - r2 * w1)
+        u1 = out[p, 4] - (r2 * w0 - r0 * w2)
+        u2 = out[p, 5] - (r0 * w1 - r1 * w0)
+        for i in range(3):
+            E0, E1, E2 = allv[e + 3 * i], allv[e + 3 * i + 1], allv[e + 3 * i + 2]
+            out[c, i] = E0 * w0 + E1 * w1 + E2 * w2
+            out[c, 3 + i] = E0 * u0 + E1 * u1 + E2 * u2
+        if relative:
+            v = voff[p] + 12 * H + 6 * k
+            for i in range(6):
+                out[c, i] += allv[v + i]
+
+
+def compose_packed(tree, allv, voff, top=None, relative=True):
+    """:func:`compose_velocities` (``relative``) or :func:`compose_field` on the velocity messages
+    as they arrive: part p's at ``allv[voff[p]:]``.  No loops at the root.  Returns (P, 6)."""
+    pp, hidx, nh, _ = tree.arrays
+    out = np.empty((pp.shape[0], 6))
+    top = np.zeros(6) if top is None else np.ascontiguousarray(top, dtype=np.float64)
+    _compose_kernel(pp, hidx, nh, np.ascontiguousarray(voff, dtype=np.int64), allv, top, bool(relative), out)
+    return out
+
+
+def _pack_velocities(tree, vel):
+    """The parts' (TE, Tr, vrel) as one buffer and each part's offset in it."""
+    nh = tree.arrays[2]
+    voff = np.zeros(nh.shape[0], dtype=np.int64)
+    bufs = []
+    o = 0
+    for p in range(nh.shape[0]):
+        voff[p] = o
+        H = int(nh[p])
+        if H:
+            TE, Tr, vrel = vel[p]
+            bufs.append(msg.pack_velocity(np.asarray(TE), np.asarray(Tr),
+                                          np.zeros((H, 6)) if vrel is None else np.asarray(vrel)))
+        o += msg.velocity_len(H)
+    return (np.concatenate(bufs) if bufs else np.zeros(0)), voff
+
+
 def _compose_down(tree, vel, top, relative):
     """Parents first: a part hanging from the base gets ``top``; the others T_h x_parent (+ vrel_h
     with ``relative``) of their parent's handle h, vel[p] = (TE, Tr, vrel)."""
-    P = tree.nparts
-    out = np.empty((P, 6))
-    for c in range(P):
-        p = tree.part_parent[c]
-        if p < 0:
-            out[c] = top
-        else:
-            TE, Tr, vrel = vel[p]
-            k = tree.hidx[c]
-            out[c] = _xmotion(TE[k], Tr[k], out[p])
-            if relative:
-                out[c] += vrel[k]
-    return out
+    allv, voff = _pack_velocities(tree, vel)
+    return compose_packed(tree, allv, voff, top, relative)
 
 
 def compose_velocities(tree: PartsTree, vel):
@@ -230,6 +298,188 @@ def subtree_totals(tree: PartsTree, vel, up):
     return Fh
 
 
+@njit(cache=True)
+def _lu_solve(A, B):
+    """A X = B in place by Gaussian elimination with partial pivoting (B becomes X; A is
+    overwritten).  Returns False where a pivot is exactly zero (a singular A), as LAPACK's gesv."""
+    n = A.shape[0]
+    m = B.shape[1]
+    for k in range(n):
+        piv = k
+        big = abs(A[k, k])
+        for i in range(k + 1, n):
+            if abs(A[i, k]) > big:
+                big = abs(A[i, k])
+                piv = i
+        if big == 0.0:
+            return False
+        if piv != k:
+            for j in range(n):
+                A[k, j], A[piv, j] = A[piv, j], A[k, j]
+            for j in range(m):
+                B[k, j], B[piv, j] = B[piv, j], B[k, j]
+        inv = 1.0 / A[k, k]
+        for i in range(k + 1, n):
+            f = A[i, k] * inv
+            if f != 0.0:
+                for j in range(k + 1, n):
+                    A[i, j] -= f * A[k, j]
+                for j in range(m):
+                    B[i, j] -= f * B[k, j]
+    for k in range(n - 1, -1, -1):
+        for j in range(m):
+            s = B[k, j]
+            for i in range(k + 1, n):
+                s -= A[k, i] * B[i, j]
+            B[k, j] = s / A[k, k]
+    return True
+
+
+@njit(cache=True)
+def _solve_kernel(pp, hidx, nh, hoff, roff, red, a0, Mh, mh, Pa, pa, ah, a_in, g):
+    """The root solve over the tree of parts (compiled); see :func:`solve`.
+
+    pp, hidx, nh, hoff  int64   the parts tree (``PartsTree.arrays``)
+    roff      (P,) int64        where part p's reduction message starts in ``red``
+    red       float64           the reduction messages (``messages.pack_reduction``: M (6, 6),
+                                m0 (6), Kt (H, 6, 6), Lam (H, H, 6, 6), beta (H, 6); Psi = Kt^T)
+    a0        (6,)              the acceleration of the base (gravity folded in)
+    Mh, mh    (NH, 6, 6), (NH, 6)  zeroed workspaces, one row per handle: the children's
+                                eliminated relations g = Mh a + mh gathered at each handle
+    Pa, pa, ah                  workspaces: a_h = Pa a_in + pa, and the handles' accelerations
+    a_in      (P, 6)            written: every part's incoming acceleration
+    g         (NH, 6)           written: every handle's wrench
+    Returns -1, or the part whose handle system is singular.
+    """
+    P = pp.shape[0]
+    for p in range(P - 1, -1, -1):
+        o = roff[p]
+        H = nh[p]
+        h0 = hoff[p]
+        oK = o + 42
+        oL = oK + 36 * H
+        oB = oL + 36 * H * H
+        if H > 0:
+            n = 6 * H
+            Z = np.empty((n, n))
+            rhs = np.empty((n, 7))
+            for j in range(H):
+                for a in range(6):
+                    row = 6 * j + a
+                    s7 = red[oB + row]
+                    for k in range(H):
+                        lb = oL + ((j * H + k) * 6 + a) * 6
+                        for c in range(6):
+                            s = 0.0
+                            for b in range(6):
+                                s += red[lb + b] * Mh[h0 + k, b, c]
+                            Z[row, 6 * k + c] = -s
+                        for b in range(6):
+                            s7 += red[lb + b] * mh[h0 + k, b]
+                    Z[row, row] += 1.0
+                    for c in range(6):
+                        rhs[row, c] = red[oK + (j * 6 + c) * 6 + a]
+                    rhs[row, 6] = s7
+            if not _lu_solve(Z, rhs):
+                return p
+            for k in range(H):
+                for a in range(6):
+                    for c in range(6):
+                        Pa[h0 + k, a, c] = rhs[6 * k + a, c]
+                    pa[h0 + k, a] = rhs[6 * k + a, 6]
+        q = pp[p]
+        if q >= 0:
+            t = hoff[q] + hidx[p]
+            for a in range(6):
+                for c in range(6):
+                    Mh[t, a, c] += red[o + 6 * a + c]
+                mh[t, a] += red[o + 36 + a]
+            ga = np.empty((6, 6))
+            gb = np.empty(6)
+            for k in range(H):
+                hk = h0 + k
+                for a in range(6):
+                    for c in range(6):
+                        s = 0.0
+                        for b in range(6):
+                            s += Mh[hk, a, b] * Pa[hk, b, c]
+                        ga[a, c] = s
+                    s = mh[hk, a]
+                    for b in range(6):
+                        s += Mh[hk, a, b] * pa[hk, b]
+                    gb[a] = s
+                kb = oK + 36 * k
+                for a in range(6):
+                    for c in range(6):
+                        s = 0.0
+                        for b in range(6):
+                            s += red[kb + 6 * a + b] * ga[b, c]
+                        Mh[t, a, c] += s
+                    s = 0.0
+                    for b in range(6):
+                        s += red[kb + 6 * a + b] * gb[b]
+                    mh[t, a] += s
+    for p in range(P):
+        q = pp[p]
+        if q < 0:
+            for a in range(6):
+                a_in[p, a] = a0[a]
+        else:
+            t = hoff[q] + hidx[p]
+            for a in range(6):
+                a_in[p, a] = ah[t, a]
+        for k in range(nh[p]):
+            hk = hoff[p] + k
+            for a in range(6):
+                s = pa[hk, a]
+                for b in range(6):
+                    s += Pa[hk, a, b] * a_in[p, b]
+                ah[hk, a] = s
+            for a in range(6):
+                s = mh[hk, a]
+                for b in range(6):
+                    s += Mh[hk, a, b] * ah[hk, b]
+                g[hk, a] = s
+    return -1
+
+
+def solve_packed(tree: PartsTree, red, roff, a0):
+    """:func:`solve` (no loops at the root) on the reduction messages as they arrive: part p's at
+    ``red[roff[p]:]`` (``messages.pack_reduction``).  Returns (a_in (P, 6), g (NH, 6)), part p's
+    handles' wrenches in rows ``tree.arrays[3][p]`` to ``[p + 1]``."""
+    pp, hidx, nh, hoff = tree.arrays
+    P, NH = pp.shape[0], int(hoff[-1])
+    Mh, mh = np.zeros((NH, 6, 6)), np.zeros((NH, 6))
+    Pa, pa, ah = np.empty((NH, 6, 6)), np.empty((NH, 6)), np.empty((NH, 6))
+    a_in, g = np.empty((P, 6)), np.empty((NH, 6))
+    bad = _solve_kernel(pp, hidx, nh, hoff, np.ascontiguousarray(roff, dtype=np.int64),
+                        np.ascontiguousarray(red, dtype=np.float64), np.ascontiguousarray(a0, dtype=np.float64),
+                        Mh, mh, Pa, pa, ah, a_in, g)
+    if bad >= 0:
+        raise PartreeInputError(f"part {bad}: singular handle system in the root solve")
+    return a_in, g
+
+
+@njit(cache=True)
+def _pack_solutions_kernel(nh, hoff, soff, a_in, g, out):
+    for p in range(nh.shape[0]):
+        o = soff[p]
+        for a in range(6):
+            out[o + a] = a_in[p, a]
+        for k in range(nh[p]):
+            for a in range(6):
+                out[o + 6 + 6 * k + a] = g[hoff[p] + k, a]
+
+
+def pack_solutions(tree: PartsTree, a_in, g, soff, total):
+    """The solution messages of every part (``messages.pack_solution``) in one buffer of ``total``
+    doubles, part p's at ``soff[p]``; ``g`` as :func:`solve_packed` returns it."""
+    _, _, nh, hoff = tree.arrays
+    out = np.empty(int(total))
+    _pack_solutions_kernel(nh, hoff, np.ascontiguousarray(soff, dtype=np.int64), a_in, g, out)
+    return out
+
+
 def solve(tree: PartsTree, red, a0, rows="dynamics"):
     """red[p] = (M (6,6), m0 (6), Kt (H,6,6), Psi (H,6,6), Lam (H,H,6,6), beta (H,6)).
 
@@ -238,53 +488,18 @@ def solve(tree: PartsTree, red, a0, rows="dynamics"):
     ``rows`` says what their rows equal (``partree.parallel.part.loop_rhs``)."""
     if tree.loops is not None:
         return solve_with_loops(tree, red, a0, rows=rows)
-    P = tree.nparts
-    pp, hidx, nh = tree.part_parent, tree.hidx, tree.nh
-    Mh = [np.zeros((int(nh[p]), 6, 6)) for p in range(P)]
-    mh = [np.zeros((int(nh[p]), 6)) for p in range(P)]
-    Pa = [None] * P
-    pa = [None] * P
-    for p in range(P - 1, -1, -1):
-        M, m0, Kt, Psi, Lam, beta = red[p]
-        H = int(nh[p])
-        if H:
-            Lb = Lam.transpose(0, 2, 1, 3).reshape(6 * H, 6 * H)
-            # Lam Mh (Mh block diagonal)
-            LM = np.einsum("jkab,kbc->jakc", Lam, Mh[p]).reshape(6 * H, 6 * H)
-            Z = np.eye(6 * H) - LM
-            rhs = np.empty((6 * H, 7))
-            rhs[:, :6] = Psi.reshape(6 * H, 6)
-            rhs[:, 6] = Lb @ mh[p].reshape(6 * H) + beta.reshape(6 * H)
-            try:
-                sol = np.linalg.solve(Z, rhs)
-            except np.linalg.LinAlgError as e:
-                raise PartreeInputError(f"part {p}: singular handle system in the root solve ({e})") from None
-            Pa[p] = sol[:, :6].reshape(H, 6, 6)
-            pa[p] = sol[:, 6].reshape(H, 6)
-        q = pp[p]
-        if q >= 0:
-            if H:
-                ga = np.einsum("kab,kbc->kac", Mh[p], Pa[p])        # g = ga a_in + gb
-                gb = np.einsum("kab,kb->ka", Mh[p], pa[p]) + mh[p]
-                Mp = M + np.einsum("kab,kbc->ac", Kt, ga)
-                mp = m0 + np.einsum("kab,kb->a", Kt, gb)
-            else:
-                Mp, mp = M, m0
-            k = hidx[p]
-            Mh[q][k] += Mp
-            mh[q][k] += mp
-    a_in = np.zeros((P, 6))
-    g = [None] * P
-    ah = [None] * P
-    for p in range(P):
-        q = pp[p]
-        a_in[p] = a0 if q < 0 else ah[q][hidx[p]]
-        if nh[p]:
-            ah[p] = np.einsum("kab,b->ka", Pa[p], a_in[p]) + pa[p]
-            g[p] = np.einsum("kab,kb->ka", Mh[p], ah[p]) + mh[p]
-        else:
-            g[p] = np.zeros((0, 6))
-    return a_in, g
+    nh, hoff = tree.arrays[2], tree.arrays[3]
+    roff = np.zeros(nh.shape[0], dtype=np.int64)
+    bufs = []
+    o = 0
+    for p in range(nh.shape[0]):
+        M, m0, Kt, _, Lam, beta = red[p]
+        roff[p] = o
+        bufs.append(msg.pack_reduction(np.asarray(M), np.asarray(m0), np.asarray(Kt), np.asarray(Lam),
+                                       np.asarray(beta)))
+        o += msg.reduction_len(int(nh[p]))
+    a_in, g = solve_packed(tree, np.concatenate(bufs), roff, a0)
+    return a_in, [g[hoff[p]:hoff[p + 1]] for p in range(nh.shape[0])]
 
 
 def solve_with_loops(tree, red, a0, rank_tol=ROOT_RANK_TOL, rows="dynamics"):
