@@ -136,3 +136,33 @@ def test_many_parts_run_on_the_flat_root(client):
     b = simulate(m, 0.003, 1e-3, **kw)
     assert a.summary["nparts"] == 70
     assert np.abs(a.q - b.q).max() < 1e-12 and np.abs(a.qd - b.qd).max() < 1e-12
+
+
+def test_the_workers_profiler_pauses_during_the_run_and_resumes(client, tmp_path):
+    """The worker's statistical profiler is stopped while the ranks' loop runs (it would sample the
+    loop's thread every 10 ms) and running again afterwards."""
+    m = _model()
+    log = tmp_path / "profiler.txt"
+
+    def running(dask_worker):
+        pc = dask_worker.periodic_callbacks.get("profile")
+        return None if pc is None else pc.is_running()
+
+    before = client.run(running)
+    if not all(before.values()):
+        pytest.skip("the workers' profiler is not enabled")
+
+    def hook(k, t, q, v):
+        from distributed import get_worker
+
+        if k >= 3:          # the stop is scheduled on the worker's event loop: a few steps in
+            with open(log, "a") as fh:
+                fh.write(f"{int(get_worker().periodic_callbacks['profile'].is_running())}\n")
+
+    simulate(m, 0.02, 1e-3, backend="dask", client=client, parts=2, _step_hook=hook, **_inputs(m))
+    seen = {int(s) for s in log.read_text().split()}
+    assert seen == {0}
+    deadline = time.monotonic() + 10
+    while not all(client.run(running).values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(client.run(running).values())
