@@ -31,6 +31,7 @@ from numba import njit
 
 from ..algorithms.constrained_dynamics import lower_solve, pivoted_cholesky, upper_solve
 from ..algorithms.loop_constraints import loop_terms
+from ..algorithms.primitives import xform_motion
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import messages as msg
@@ -206,15 +207,7 @@ def _compose_kernel(pp, hidx, nh, voff, allv, top, relative, out):
         k = hidx[c]
         e = voff[p] + 9 * k
         t = voff[p] + 9 * H + 3 * k
-        w0, w1, w2 = out[p, 0], out[p, 1], out[p, 2]
-        r0, r1, r2 = allv[t], allv[t + 1], allv[t + 2]
-        u0 = out[p, 3] - (r1 * w2 - r2 * w1)
-        u1 = out[p, 4] - (r2 * w0 - r0 * w2)
-        u2 = out[p, 5] - (r0 * w1 - r1 * w0)
-        for i in range(3):
-            E0, E1, E2 = allv[e + 3 * i], allv[e + 3 * i + 1], allv[e + 3 * i + 2]
-            out[c, i] = E0 * w0 + E1 * w1 + E2 * w2
-            out[c, 3 + i] = E0 * u0 + E1 * u1 + E2 * u2
+        xform_motion(allv[e:e + 9].reshape((3, 3)), allv[t:t + 3], out[p], out[c])
         if relative:
             v = voff[p] + 12 * H + 6 * k
             for i in range(6):
