@@ -572,6 +572,29 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
 
 # ----------------------------------------------------------------------------- pass 3
 @njit(cache=True)
+def _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap):
+    """ap = the acceleration, in the parent's frame, of the node where body i hangs from its
+    parent p: the parent's rigid acceleration plus its modes' through the node map Y; at the
+    base (p < 0) the gravity field [0; -g]."""
+    if p < 0:
+        for k in range(3):
+            ap[k] = 0.0
+            ap[3 + k] = -gravity[k]
+        return
+    for k in range(6):
+        ap[k] = a[p, k]
+    mp = body[p, B_NM]
+    if mp > 0:
+        oy = body[i, B_Y]
+        e0 = nv + body[p, B_IE]
+        for k in range(6):
+            s = 0.0
+            for l in range(mp):
+                s += Y[oy + 6 * l + k] * qdd[e0 + l]
+            ap[k] += s
+
+
+@njit(cache=True)
 def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
                            a, qdd, tau_out):
     """Pass 3, outward from a0 = [0; -g]: accelerations a (rigid part, n x 6), qdd of the passive
@@ -593,22 +616,7 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
         act = hybrid and active[i]
         nj = 0 if act else nvi
         npas = nj + m
-        if p < 0:
-            for k in range(3):
-                ap[k] = 0.0
-                ap[3 + k] = -gravity[k]
-        else:
-            for k in range(6):
-                ap[k] = a[p, k]
-            mp = body[p, B_NM]
-            if mp > 0:
-                oy = body[i, B_Y]
-                e0 = nv + body[p, B_IE]
-                for k in range(6):
-                    s = 0.0
-                    for l in range(mp):
-                        s += Y[oy + 6 * l + k] * qdd[e0 + l]
-                    ap[k] += s
+        _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap)
         xform_motion(E[i], r[i], ap, ah)
         for k in range(6):
             ah[k] += c[i, k]
@@ -692,22 +700,7 @@ def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, 
         p = parent[i]
         iv = idx_v[i]
         nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
-        if p < 0:
-            for k in range(3):
-                ap[k] = 0.0
-                ap[3 + k] = -gravity[k]
-        else:
-            for k in range(6):
-                ap[k] = a[p, k]
-            mp = body[p, B_NM]
-            if mp > 0:
-                oy = body[i, B_Y]
-                e0 = nv + body[p, B_IE]
-                for k in range(6):
-                    s = 0.0
-                    for l in range(mp):
-                        s += Y[oy + 6 * l + k] * qdd[e0 + l]
-                    ap[k] += s
+        _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap)
         xform_motion(E[i], r[i], ap, ah)
         for k in range(6):
             ah[k] += c[i, k]
