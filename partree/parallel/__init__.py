@@ -40,6 +40,16 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
         raise PartreeInputError(f"the partition is for {parts.n} bodies, model {model.name!r} has {model.n}")
     if isinstance(parts, Partition):
         place_loops(model, parts)
+    if model.flexible is not None:
+        # the full vectors [q; eta], [qd; eta_dot] (``partree.parallel.flexible_part``)
+        from .flexible_part import flexible_state, refuse_flexible
+
+        if f_ext is not None:
+            refuse_flexible(model, "external body wrenches")
+        flexible_state(model, q, qd, tau)
+        if q is not None and qd is None and tau is None:
+            raise PartreeInputError("qd and tau are required")
+        return
     if q is not None:
         checks.state(model, q)
     if qd is not None:
@@ -146,6 +156,9 @@ def velocity_from_momentum(model, q, p, backend="serial", parts=None, comm=None,
     from ..model import Model
 
     if isinstance(model, Model):
+        from .flexible_part import refuse_flexible
+
+        refuse_flexible(model, "the momentum form (velocity_from_momentum)")
         p = checks.vector(model, p, model.nv, "p", "nv")
     zero = np.zeros(np.shape(p)[-1] if np.ndim(p) else 0)
     # a loader or a spec string is built where the backend builds models (MPI: rank 0 only)
@@ -175,6 +188,9 @@ def momentum_rhs(model, q, p, tau=None, backend="serial", parts=None, comm=None,
     from ..model import Model
 
     if isinstance(model, Model):
+        from .flexible_part import refuse_flexible
+
+        refuse_flexible(model, "the momentum form")
         p = checks.vector(model, p, model.nv, "p", "nv")
         tau = np.zeros(model.nv) if tau is None else tau
     if tau is None:            # a loader or a spec string: the sizes are checked where it is built

@@ -30,6 +30,7 @@ import numpy as np
 from .. import checks
 from ..errors import DaskEngineError, PartreeInputError
 from . import root as R
+from .flexible_part import flexible_state, full_sizes, refuse_flexible
 from .part import PartLayout, build_part, early_kinematics_wanted, gravity_a0
 from .partition import PATH_WEIGHT, make_partition
 
@@ -282,7 +283,11 @@ class DaskEngine:
         from .part import hybrid_arguments
 
         model = self.model
-        q, qd = checks.state(model, q, qd)
+        if wrenches:
+            refuse_flexible(model, "the constraint forces (joint wrenches)")
+        if f_ext is not None:
+            refuse_flexible(model, "external body wrenches")
+        q, qd = self._checked_state(q, qd)
         mask, tau, qdd = hybrid_arguments(model, active, qdd_active, tau)
         F, has_f = checks.external_forces(model, f_ext)
         F = F if has_f else None
@@ -300,11 +305,26 @@ class DaskEngine:
 
     def _evaluate(self, q, qd, tau, f_ext, wrenches):
         model = self.model
-        q, qd = checks.state(model, q, qd)
-        tau = checks.vector(model, tau, model.nv, "tau", "nv")
+        if wrenches:
+            refuse_flexible(model, "the constraint forces (joint wrenches)")
+        if f_ext is not None:
+            refuse_flexible(model, "external body wrenches")
+        q, qd, tau = self._checked_state(q, qd, tau)
         F, has_f = checks.external_forces(model, f_ext)
         F = F if has_f else None
         return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, wrenches))
+
+    def _checked_state(self, q, qd, tau=None):
+        """(q, qd) or (q, qd, tau) checked: for a model with flexible bodies the full vectors
+        [q; eta], [qd; eta_dot], tau of the joints then the modes (``flexible_part``)."""
+        model = self.model
+        if model.flexible is not None:
+            out = flexible_state(model, q, qd, tau)
+        else:
+            out = list(checks.state(model, q, qd))
+            if tau is not None:
+                out.append(checks.vector(model, tau, model.nv, "tau", "nv"))
+        return tuple(out) if tau is not None else tuple(out[:2])
 
     def _with_retries(self, evaluate):
         """evaluate(deadline), restarted after lost workers (``retries`` times) once the lost
@@ -394,6 +414,7 @@ class DaskEngine:
         from ..algorithms.momentum_rhs import configuration_rate
 
         model = self.model
+        refuse_flexible(model, "the momentum form")
         if not self.evaluates:
             raise PartreeInputError("this engine has no evaluation actors (evaluate=False)")
         if len(model.loops):
@@ -480,8 +501,9 @@ class DaskEngine:
         :class:`DaskState` for :meth:`forward_dynamics_state`.  The arrays are checked here, once;
         the client keeps references to them (not copies) to rebuild slices lost with a worker."""
         model = self.model
-        q, qd = checks.state(model, q, qd)
-        tau = checks.vector(model, tau, model.nv, "tau", "nv")
+        if f_ext is not None:
+            refuse_flexible(model, "external body wrenches")
+        q, qd, tau = self._checked_state(q, qd, tau)
         F, has_f = checks.external_forces(model, f_ext)
         return DaskState(self, q, qd, tau, F if has_f else None)
 
@@ -498,6 +520,7 @@ class DaskEngine:
         ``CFAResult`` gathered to the client, or with ``gather=False`` a :class:`DaskResult` whose
         pieces (every part's qdd, joint wrenches, constraint and drive forces) stay on the workers
         until its ``gather()``."""
+        refuse_flexible(self.model, "the constraint forces (joint wrenches)")
         out = self._state_rounds(state, gather, True)
         if not gather:
             out.q = state._arrays[0]
@@ -525,7 +548,7 @@ class DaskEngine:
         return self._with_retries(evaluate)
 
     def _assemble(self, parts_qdd):
-        qdd = np.empty(self.model.nv)
+        qdd = np.empty(full_sizes(self.model)[1])
         for k, x in enumerate(parts_qdd):
             qdd[self.sel[k][1]] = x
         return qdd

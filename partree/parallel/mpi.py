@@ -45,6 +45,7 @@ from . import messages as msg
 from . import root as R
 from .part import (attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted, gravity_a0,
                    index_ranges)
+from .flexible_part import NOT_BUILT, full_sizes, own_selections
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -159,16 +160,18 @@ class MPIEngine:
                 meta = None
                 if self.rank == 0:
                     meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
-                            "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
+                            "n": model.n, "nq": full_sizes(model)[0], "nv": full_sizes(model)[1], "gravity": np.asarray(model.gravity),
                             "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size),
-                            "nloops": len(model.loops), "name": model.name}
+                            "nloops": len(model.loops), "name": model.name,
+                            "flexible": model.flexible is not None}
                     meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
                 meta = comm.bcast(meta, root=0)
             else:
                 meta = {"nparts": pt.nparts, "costs": pt.costs if pt.costs is not None else pt.weights,
-                        "n": model.n, "nq": model.nq, "nv": model.nv, "gravity": np.asarray(model.gravity),
+                        "n": model.n, "nq": full_sizes(model)[0], "nv": full_sizes(model)[1], "gravity": np.asarray(model.gravity),
                         "nh": R.PartsTree.from_partition(pt).nh, "owner": pt.owner_for(self.size),
-                        "nloops": len(model.loops), "name": model.name}
+                        "nloops": len(model.loops), "name": model.name,
+                            "flexible": model.flexible is not None}
                 meta["early"] = early_kinematics_wanted(model, pt, meta["owner"])
             P = int(meta["nparts"])
             self.owner = np.asarray(meta["owner"], dtype=np.int64)
@@ -189,6 +192,7 @@ class MPIEngine:
                               for k in self.local_ids]
             self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
             self.nloops = int(meta["nloops"])
+            self.flexible = bool(meta["flexible"])
             self.model_name = str(meta["name"])
             self.a0 = gravity_a0(meta["gravity"])
             nh = meta["nh"]
@@ -223,13 +227,12 @@ class MPIEngine:
                 if gather:
                     vs = [build_vsel(model, pt, int(k)) for k in self._perm]
                     self._qdd_index = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
-                    self._qdd_counts = [int(sum(model.nv_j[pt.bodies(int(k))].sum() for k in order[r]))
-                                        for r in range(self.size)]
-                    qs = [index_ranges(model.idx_q[pt.bodies(int(k))], model.nq_j[pt.bodies(int(k))])
-                          for k in self._perm]
+                    vlen = {int(k): v.size for k, v in zip(self._perm, vs)}
+                    self._qdd_counts = [int(sum(vlen[int(k)] for k in order[r])) for r in range(self.size)]
+                    qs = [build_qsel(model, pt, int(k)) for k in self._perm]
                     self._q_index = np.concatenate(qs) if qs else np.zeros(0, dtype=np.int64)
-                    self._q_counts = [int(sum(model.nq_j[pt.bodies(int(k))].sum() for k in order[r]))
-                                      for r in range(self.size)]
+                    qlen = {int(k): v.size for k, v in zip(self._perm, qs)}
+                    self._q_counts = [int(sum(qlen[int(k)] for k in order[r])) for r in range(self.size)]
                     # to gather joint wrenches: the bodies in rank-major order, every joint's nv and
                     # the joint names (generated ones cost nothing per body); the model itself only
                     # where the caller holds it anyway
@@ -384,6 +387,9 @@ class MPIEngine:
         ``loop_multipliers`` and ``loop_force`` (as ``partree.constrained_dynamics``).  With
         ``active`` and ``qdd_active`` (as :meth:`forward_dynamics` takes them): hybrid dynamics'
         result, as ``partree.hybrid_dynamics(..., return_forces=True)`` gives it."""
+        if self.flexible:
+            raise PartreeInputError(f"the constraint forces (joint wrenches) {NOT_BUILT}; model "
+                                    f"{self.model_name!r} has flexible bodies")
         gather = self._gather_flag(gather)
         with AbortOnError(self.comm):
             if active is None:
@@ -576,6 +582,8 @@ class MPIEngine:
         parts' totals to the solution messages (``messages.momentum_*``).  ``qs``, ``ps`` (and
         ``fs``, or None): each local part's own slices.  Returns each part's (v, pdot) without the
         joint forces (views of the parts' workspaces).  The engine must be built with ``poses``."""
+        if self.flexible:
+            raise PartreeInputError(f"the momentum form {NOT_BUILT}; model {self.model_name!r} has flexible bodies")
         check_momentum_parts(self.nloops, self.parts)
         self._bytes = 0
         bufs = []
@@ -735,9 +743,20 @@ class _JointIndex:
 
 
 def build_vsel(model, pt, k):
-
+    """Part k's velocity coordinates in the full vector (its modal ones too, for a model with
+    flexible bodies: ``flexible_part.own_selections``)."""
     b = pt.bodies(k)
+    if model.flexible is not None:
+        return own_selections(model, b)[1]
     return index_ranges(model.idx_v[b], model.nv_j[b])
+
+
+def build_qsel(model, pt, k):
+    """Part k's configuration coordinates in the full vector (as ``build_vsel``)."""
+    b = pt.bodies(k)
+    if model.flexible is not None:
+        return own_selections(model, b)[0]
+    return index_ranges(model.idx_q[b], model.nq_j[b])
 
 
 def momentum_rhs_mpi(model_or_loader, q, p, tau=None, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None):

@@ -501,8 +501,12 @@ def build_part(model, pt, k, early_kinematics=False, poses=False):
     ``partree.parallel.partition.place_loops``) are among its handles.  ``poses``: the parts
     hanging from the base report their handles' transforms too (``PartKernel``), as the momentum
     form needs (the root composes the gravity field down the parts tree); parts are built so
-    anyway where loops are left to the root."""
+    anyway where loops are left to the root.  A model with flexible bodies gets
+    :class:`partree.parallel.flexible_part.FlexiblePartKernel` parts."""
     bodies = pt.bodies(k)
+    if getattr(model, "flexible", None) is not None:
+        from .flexible_part import FlexiblePartKernel, handle_frames
+        return FlexiblePartKernel(model, bodies, pt.handles(k), handle_frames(model, pt, k), part_id=k, poses=poses)
     loops = getattr(model, "loops", ())
     at_root = pt.loop_ends is not None and pt.loop_ends.size > 0
     poses = bool(poses) or at_root
@@ -535,10 +539,14 @@ def hybrid_arguments(model, active, qdd_active, tau):
     (mask (n,) bool, tau, qdd), ``active`` a boolean mask over the joints or joint names
     (``partree.algorithms.hybrid_dynamics.active_mask``), ``tau`` and ``qdd_active`` (nv,)
     vectors of which only the entries that are read must be finite (tau's of the passive joints,
-    qdd's of the active ones; the others are set to zero).  A model with loops is refused: the
+    qdd's of the active ones; the others are set to zero); for a model with flexible bodies the
+    full (nv + n_modal,) vectors, the modes passive.  A model with loops is refused: the
     engine's hybrid dynamics is for trees, as ``partree.hybrid_dynamics`` is."""
     from ..algorithms.hybrid_dynamics import active_mask, given_entries
 
+    if getattr(model, "flexible", None) is not None:
+        from .flexible_part import flexible_hybrid_arguments
+        return flexible_hybrid_arguments(model, active, qdd_active, tau)
     mask = active_mask(model, active)
     if len(getattr(model, "loops", ())):
         raise PartreeInputError(f"model {model.name!r} has {len(model.loops)} loops: hybrid dynamics (active joints) "

@@ -33,9 +33,19 @@ from ..model import unit_heads
 from ..errors import PartreeInputError
 
 
+#: the cost of a flexible body (``partree.flexible``) relative to a rigid one with the same joint:
+#: its (6 + m) x (6 + m) mass matrix and articulated inertia
+FLEXIBLE_WEIGHT = 10.0
+
+
 def default_weights(model):
-    """Per-body cost of one ABA evaluation, roughly: a constant plus a term per joint DOF."""
-    return 2.0 + np.asarray(model.nv_j, dtype=np.float64)
+    """Per-body cost of one ABA evaluation, roughly: a constant plus a term per joint DOF, times
+    ``FLEXIBLE_WEIGHT`` for a flexible body."""
+    w = 2.0 + np.asarray(model.nv_j, dtype=np.float64)
+    fl = getattr(model, "flexible", None)
+    if fl is not None:
+        w = np.where(np.asarray(fl.nmodes) > 0, FLEXIBLE_WEIGHT * w, w)
+    return w
 
 
 @dataclass

@@ -11,6 +11,7 @@ from .. import checks
 from . import root as R
 from .part import (PartLayout, assemble_constraint_forces, attach_loop_forces, build_part, check_momentum_parts,
                    early_kinematics_wanted, gravity_a0, hybrid_arguments)
+from .flexible_part import flexible_hybrid_arguments, flexible_state, refuse_flexible
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -56,6 +57,8 @@ class SerialEngine:
         rounds are the same (the parts' reduction flags the active joints, see
         ``PartKernel.reduce``)."""
         model = self.model
+        if model.flexible is not None:
+            return self._flexible_dynamics(q, qd, tau, f_ext, active, qdd_active)
         q, qd = checks.state(model, q, qd)
         if active is None:
             tau = checks.vector(model, tau, model.nv, "tau", "nv")
@@ -68,6 +71,23 @@ class SerialEngine:
         if active is None:
             return qdd
         return (qdd, self._tau) if hyb is not None else (qdd, tau.copy())
+
+    def _flexible_dynamics(self, q, qd, tau, f_ext, active, qdd_active):
+        """``forward_dynamics`` of a model with flexible bodies: the full vectors ([q; eta],
+        [qd; eta_dot], tau of the joints then the modes), as ``flexible_aba`` and
+        ``flexible_hybrid_dynamics`` take and return them."""
+        model = self.model
+        if f_ext is not None:
+            refuse_flexible(model, "external body wrenches")
+        q, qd, tau_c = flexible_state(model, q, qd, None if active is not None else tau)
+        hyb = None
+        if active is not None:
+            mask, tau_c, qdd = flexible_hybrid_arguments(model, active, qdd_active, tau)
+            hyb = (mask, qdd) if mask.any() else None
+        qdd = self._evaluate(q, qd, tau_c, None, "dynamics", hyb)
+        if active is None:
+            return qdd
+        return (qdd, self._tau) if hyb is not None else (qdd, tau_c.copy())
 
     def _evaluate(self, q, qd, tau, F, rows, hyb=None):
         """One evaluation; ``hyb``: None, or (mask (n,), qdd (nv,)) of hybrid dynamics, which
@@ -82,11 +102,11 @@ class SerialEngine:
             red = [pk.reduce(v_in[k], tau[pk.vix], None if F is None else F[pk.bix], rows=rows,
                              active=mask[pk.bix], qdd=qdd_a[pk.vix]) for k, pk in enumerate(self.parts)]
         a_in, g = R.solve(self.tree, red, self.a0 if rows == "dynamics" else np.zeros(6), rows=rows)
-        qdd = np.empty(self.model.nv)
+        qdd = np.empty(qd.size)
         for k, pk in enumerate(self.parts):
             qdd[pk.vix] = pk.solve(a_in[k], g[k])
         if hyb is not None:
-            self._tau = np.empty(self.model.nv)
+            self._tau = np.empty(qd.size)
             for pk in self.parts:
                 self._tau[pk.vix] = pk.joint_forces
         return qdd
@@ -103,6 +123,7 @@ class SerialEngine:
         from ..algorithms.momentum_rhs import configuration_rate
 
         model = self.model
+        refuse_flexible(model, "the momentum form")
         check_momentum_parts(len(model.loops), self.parts)
         q, p = checks.state(model, q, p, names=("q", "p"))
         tau = np.zeros(model.nv) if tau is None else checks.vector(model, tau, model.nv, "tau", "nv")
@@ -156,6 +177,7 @@ class SerialEngine:
         is hybrid dynamics: the result is ``partree.hybrid_dynamics(..., return_forces=True)``'s,
         its qdd the full accelerations and F_T formed from the full joint forces (the parts keep
         their active joints' computed forces for ``wrenches``)."""
+        refuse_flexible(self.model, "the constraint forces (joint wrenches)")
         if active is None:
             qdd = self.forward_dynamics(q, qd, tau, f_ext)      # checks the arguments
         else:

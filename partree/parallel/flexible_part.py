@@ -1,0 +1,760 @@
+"""A part of the parallel engine holding flexible bodies (``partree.flexible``).
+
+:class:`FlexiblePartKernel` exposes the steps of :class:`partree.parallel.part.PartKernel`
+(``velocity``, ``reduce``, ``solve``) with the same boundary relation, so the root, the messages
+and the backends serve it unchanged:
+
+* every boundary is 6-dimensional: a child part hangs from one node of its handle body.  The
+  handle's frame is the *deformed node frame* F in which the child part's root joint placement
+  (E_tree, r_tree) applies: F moves with the node (translated by ``Phi eta``, rotated by
+  ``exp(Psi eta)``, both in the handle body's coordinates), so that the child's joint frame
+  ``X_tree F`` is the one the serial recursion places at the node.  TE, Tr, vrel report F; the
+  child part's wrench g_k (F coordinates) reaches the handle body through the node map (its six
+  rigid rows and its modal rows Y^T), and the handle's acceleration a_h is F's (the handle body's
+  rigid acceleration, its modes' through Y and the node's velocity product).
+* a part's own coordinates are its joints' (in the part's order) followed by its flexible bodies'
+  modal coordinates (in the part's order): ``qsel``, ``vsel`` index the full vectors
+  ``[q; eta]``, ``[qd; eta_dot]``, the modal entries after ``model.nq`` / ``model.nv``.
+
+The part runs the compiled serial recursion (``partree.algorithms.flexible_kernels``: the three
+passes) on an *augmented* copy of its bodies:
+
+* body 0 is a massless carrier R with a free joint at the identity: its velocity is the
+  part's incoming velocity v_in (its joint rates), and, flagged active, its acceleration the
+  incoming a_in (its given joint accelerations; the gravity of the kernels is set to zero, a_in
+  carries it).  After the backward pass R's articulated inertia and bias are the root relation's
+  M and m0 (frame 0 is R's frame);
+* bodies 1..m are the part's, with the part's root hanging from R (its node, if any, belongs to
+  the parent part: F takes it);
+* every handle h_k gets massless fixed-joint children: for a flexible handle, V_k at the node
+  (placement (1, r_c), r_c the child parts' r_tree) and under it F_k (placement (1, -r_c)), so that
+  F_k = (exp(Psi eta)^T, r_c + Phi eta - exp(Psi eta) r_c) relative to h_k, the frame in which
+  (E_tree, r_tree) of the child part's root applies; for a rigid handle, F_k with the identity
+  placement.
+
+The sensitivities are propagated along the root-first paths R -> ... -> h_k -> F_k only: a unit
+wrench at F_k is carried inward through each path body's elimination of its (nv_joint + m_modes)
+passive coordinates (6 columns, ``sensitivity_kernel``), giving Kt_k at R and, per path body, the
+change of its bias and of its u = tau - S_hat^T pA; the handle relations (Lam, beta) are then
+walks outward along the paths.  ``solve`` adds the known g's changes to u and pA along the paths
+and runs the serial pass 3 over the part.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
+                                           flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
+                                           flexible_pack)
+from ..algorithms.primitives import xform_force_T_add, xform_motion
+from ..errors import PartreeInputError
+from ..joints import FIXED, FREE
+from .part import _paths, fast_index, index_ranges
+
+
+# ----------------------------------------------------------------------------- kernels
+@njit(cache=True)
+def _ldl_solve(L, ol, npas, z):
+    """z := D^-1 z with D's Cholesky factor at L[ol:] (reciprocal diagonal, row major npas x npas),
+    as ``flexible_backward_pass`` stores it."""
+    for b in range(npas):
+        s = z[b]
+        for t in range(b):
+            s -= L[ol + b * npas + t] * z[t]
+        z[b] = s * L[ol + b * npas + b]
+    for b in range(npas - 1, -1, -1):
+        s = z[b]
+        for t in range(b + 1, npas):
+            s -= L[ol + t * npas + b] * z[t]
+        z[b] = s * L[ol + b * npas + b]
+
+
+@njit(cache=True, inline="always")
+def _sizes(i, n, nv, idx_v, body, active):
+    m = body[i, B_NM]
+    iv = idx_v[i]
+    nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
+    nj = 0 if active[i] else nvi
+    return m, iv, nvi, nj, nj + m
+
+
+@njit(cache=True)
+def compose_transforms(parent, E, r, TE, Tr):
+    """T_i = X_up,i T_parent (frame 0 -> body i) of every body, T_0 = X_up,0."""
+    n = parent.shape[0]
+    for i in range(n):
+        p = parent[i]
+        if p < 0:
+            TE[i] = E[i]
+            Tr[i] = r[i]
+            continue
+        for a in range(3):
+            s = Tr[p, a]
+            for b in range(3):
+                s += TE[p, b, a] * r[i, b]
+            Tr[i, a] = s
+            for b in range(3):
+                TE[i, a, b] = E[i, a, 0] * TE[p, 0, b] + E[i, a, 1] * TE[p, 1, b] + E[i, a, 2] * TE[p, 2, b]
+
+
+@njit(cache=True)
+def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, path_ptr, path_idx,
+                       cp, dP, du, Kt, Lam, beta):
+    """After ``flexible_backward_pass`` on the augmented part (body 0 the carrier R): per handle k
+    the inward walk of a unit wrench at F_k (the last body of path k) along its path, each path
+    body's bias change dP (d x 6) and u change du (npas x 6) by path position, and Kt_k at R; then
+    the handle relations: Lam_jk (the acceleration of F_j per unit wrench at F_k, a_in = 0) and
+    beta_j (the acceleration of F_j at a_in = 0, g = 0), walking path j outward."""
+    n = parent.shape[0]
+    H = path_ptr.shape[0] - 1
+    nz = dP.shape[1]
+    z = np.empty(nz)
+    col = np.empty(6)
+    f = np.empty(6)
+    dpa = np.empty((6, 6))
+    for k in range(H):
+        p0 = path_ptr[k]
+        p1 = path_ptr[k + 1]
+        for t in range(p0, p1):
+            for a in range(nz):
+                for b in range(6):
+                    dP[t, a, b] = 0.0
+                    du[t, a, b] = 0.0
+        for a in range(6):
+            dP[p1 - 1, a, a] = 1.0
+        for t in range(p1 - 1, p0 - 1, -1):
+            i = path_idx[t]
+            m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
+            ou = 6 * body[i, B_Z]
+            ol = body[i, B_L]
+            for cc in range(6):
+                for b in range(nj):
+                    s = 0.0
+                    for q in range(6):
+                        s += S[iv + b, q] * dP[t, q, cc]
+                    du[t, b, cc] = -s
+                for l in range(m):
+                    du[t, nj + l, cc] = -dP[t, 6 + l, cc]
+                for b in range(npas):
+                    z[b] = du[t, b, cc]
+                _ldl_solve(L, ol, npas, z)
+                for q in range(6):
+                    s = dP[t, q, cc]
+                    for b in range(npas):
+                        s += U[ou + b * 6 + q] * z[b]
+                    col[q] = s
+                for q in range(6):
+                    f[q] = 0.0
+                xform_force_T_add(E[i], r[i], col, f)
+                if t == p0:
+                    for q in range(6):
+                        Kt[k, q, cc] = f[q]
+                    continue
+                for q in range(6):
+                    dP[t - 1, q, cc] += f[q]
+                if body[i, B_NODE] >= 0:
+                    mp = body[parent[i], B_NM]
+                    oy = body[i, B_Y]
+                    for l in range(mp):
+                        s = 0.0
+                        for q in range(6):
+                            s += Y[oy + 6 * l + q] * f[q]
+                        dP[t - 1, 6 + l, cc] += s
+    # the handle relations: walks outward along path j, 6 columns for Lam_jk, one for beta_j
+    ap = np.empty((6, 7))
+    ah = np.empty((6, 7))
+    ed = np.empty((nz, 7))
+    edn = np.empty((nz, 7))
+    for j in range(H):
+        q0 = path_ptr[j]
+        q1 = path_ptr[j + 1]
+        for k in range(H + 1):          # k == H: beta
+            ncol = 1 if k == H else 6
+            ncom = 0 if k == H else cp[j, k]
+            pk0 = 0 if k == H else path_ptr[k]
+            mprev = 0
+            for t in range(q0, q1):
+                i = path_idx[t]
+                m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
+                ou = 6 * body[i, B_Z]
+                ol = body[i, B_L]
+                oz = body[i, B_Z]
+                # the attachment acceleration: the parent's plus its modes' through Y (R: zero)
+                for cc in range(ncol):
+                    for q in range(6):
+                        ap[q, cc] = ah[q, cc] if t > q0 else 0.0
+                    if t > q0 and body[i, B_NODE] >= 0:
+                        oy = body[i, B_Y]
+                        for l in range(mprev):
+                            w = ed[l, cc]
+                            for q in range(6):
+                                ap[q, cc] += Y[oy + 6 * l + q] * w
+                for cc in range(ncol):
+                    for q in range(6):
+                        col[q] = ap[q, cc]
+                    xform_motion(E[i], r[i], col, f)
+                    for q in range(6):
+                        ah[q, cc] = f[q]
+                    if k == H:
+                        for q in range(6):
+                            ah[q, cc] += c[i, q]
+                        if active[i]:
+                            for b in range(nvi):
+                                w = qdd_in[iv + b]
+                                for q in range(6):
+                                    ah[q, cc] += S[iv + b, q] * w
+                    for b in range(npas):
+                        if k == H:
+                            s = u[oz + b]
+                        elif t - q0 < ncom:
+                            s = du[pk0 + t - q0, b, cc]
+                        else:
+                            s = 0.0
+                        for q in range(6):
+                            s -= U[ou + b * 6 + q] * ah[q, cc]
+                        z[b] = s
+                    _ldl_solve(L, ol, npas, z)
+                    for b in range(nj):
+                        for q in range(6):
+                            ah[q, cc] += S[iv + b, q] * z[b]
+                    for l in range(m):
+                        edn[l, cc] = z[nj + l]
+                for cc in range(ncol):
+                    for l in range(m):
+                        ed[l, cc] = edn[l, cc]
+                mprev = m
+            for q in range(6):
+                if k == H:
+                    beta[j, q] = ah[q, 0]
+                else:
+                    for cc in range(6):
+                        Lam[j, k, q, cc] = ah[q, cc]
+
+
+@njit(cache=True)
+def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g, u, pA):
+    """The known handle wrenches g (H, 6) into the backward pass's results along the paths:
+    u += du g and the biases pA += dP g (the carrier R excluded)."""
+    n = body.shape[0]
+    H = path_ptr.shape[0] - 1
+    for k in range(H):
+        for t in range(path_ptr[k], path_ptr[k + 1]):
+            i = path_idx[t]
+            m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
+            oz = body[i, B_Z]
+            op = body[i, B_P]
+            for b in range(npas):
+                s = 0.0
+                for cc in range(6):
+                    s += du[t, b, cc] * g[k, cc]
+                u[oz + b] += s
+            for a in range(6 + m):
+                s = 0.0
+                for cc in range(6):
+                    s += dP[t, a, cc] * g[k, cc]
+                pA[op + a] += s
+
+
+# ----------------------------------------------------------------------------- the augmented part
+class _Augmented:
+    """The augmented copy of (some of) a part's bodies (see the module's docstring) as the serial
+    kernels' arrays, with its workspace.  ``keep``: the part's local bodies it holds (increasing,
+    closed under the parent); ``frames``: per handle (local body, node offset or -1, r_c)."""
+
+    def __init__(self, model, gpack, bodies, parent_l, keep, frames):
+        keep = np.asarray(keep, dtype=np.int64)
+        gb = bodies[keep]
+        nk = keep.size
+        pos = -np.ones(parent_l.size, dtype=np.int64)
+        pos[keep] = np.arange(nk) + 1
+        nvirt = sum(2 if node >= 0 else 1 for _, node, _ in frames)
+        n = 1 + nk + nvirt
+        parent = np.empty(n, dtype=np.int64)
+        parent[0] = -1
+        pl = parent_l[keep]
+        parent[1:1 + nk] = np.where(pl >= 0, pos[np.maximum(pl, 0)], 0)
+        jtype = np.full(n, FIXED, dtype=np.int64)
+        jtype[0] = FREE
+        jtype[1:1 + nk] = model.jtype[gb]
+        axis = np.zeros((n, 3))
+        axis2 = np.zeros((n, 3))
+        axis[1:1 + nk] = model.axis[gb]
+        axis2[1:1 + nk] = model.axis2[gb]
+        E_tree = np.tile(np.eye(3), (n, 1, 1))
+        r_tree = np.zeros((n, 3))
+        E_tree[1:1 + nk] = model.E_tree[gb]
+        r_tree[1:1 + nk] = model.r_tree[gb]
+        mass = np.zeros(n)
+        com = np.zeros((n, 3))
+        I_com = np.zeros((n, 3, 3))
+        mass[1:1 + nk] = model.mass[gb]
+        com[1:1 + nk] = model.com[gb]
+        I_com[1:1 + nk] = model.I_com[gb]
+        nq_j = np.zeros(n, dtype=np.int64)
+        nv_j = np.zeros(n, dtype=np.int64)
+        nq_j[0], nv_j[0] = 7, 6
+        nq_j[1:1 + nk] = model.nq_j[gb]
+        nv_j[1:1 + nk] = model.nv_j[gb]
+        nm = np.zeros(n, dtype=np.int64)
+        nm[1:1 + nk] = gpack.body[gb, B_NM]
+        body = np.zeros((n, BODY_COLUMNS), dtype=np.int64)
+        body[:, B_KIND] = -1
+        body[:, B_NODE] = -1
+        body[:, B_NM] = nm
+        body[1:1 + nk, B_KIND] = gpack.body[gb, B_KIND]
+        body[1:1 + nk, B_NODE] = np.where(pl >= 0, gpack.body[gb, B_NODE], -1)
+        body[:, B_IE] = np.concatenate(([0], np.cumsum(nm)[:-1]))
+        self.fbody = np.zeros(len(frames), dtype=np.int64)       # F_k's index
+        o = 1 + nk
+        for k, (h, node, rc) in enumerate(frames):
+            ph = pos[h]
+            if node >= 0:
+                parent[o] = ph
+                r_tree[o] = rc
+                body[o, B_NODE] = node
+                parent[o + 1] = o
+                r_tree[o + 1] = -np.asarray(rc)
+                o += 2
+            else:
+                parent[o] = ph
+                o += 1
+            self.fbody[k] = o - 1
+        mpar = np.where(body[:, B_NODE] >= 0, nm[np.maximum(parent, 0)], 0)
+        nz = nv_j + nm
+        body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mpar)[:-1]))
+        body[:, B_I] = np.concatenate(([0], np.cumsum((6 + nm) ** 2)[:-1]))
+        body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
+        body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
+        body[:, B_L] = np.concatenate(([0], np.cumsum(nz * nz)[:-1]))
+        self.n = n
+        self.parent, self.jtype, self.axis, self.axis2 = parent, jtype, axis, axis2
+        self.E_tree, self.r_tree, self.mass, self.com, self.I_com = E_tree, r_tree, mass, com, I_com
+        self.idx_q = np.concatenate(([0], np.cumsum(nq_j)[:-1])).astype(np.int64)
+        self.idx_v = np.concatenate(([0], np.cumsum(nv_j)[:-1])).astype(np.int64)
+        self.nq = int(nq_j.sum())
+        self.nv = int(nv_j.sum())
+        self.ne = int(nm.sum())
+        self.body = body
+        self.mmax = int(nm.max())
+        self.sizes = (nz, nm, mpar)
+        # the part's own coordinates this copy holds (indices into the part's q / qd)
+        pq = np.concatenate(([0], np.cumsum(model.nq_j[bodies])[:-1]))
+        pv = np.concatenate(([0], np.cumsum(model.nv_j[bodies])[:-1]))
+        pnm = gpack.body[bodies, B_NM]
+        pe = np.concatenate(([0], np.cumsum(pnm)[:-1]))
+        nq_p, nv_p = int(model.nq_j[bodies].sum()), int(model.nv_j[bodies].sum())
+        self.qmap = np.concatenate((index_ranges(pq[keep], model.nq_j[gb]), nq_p + index_ranges(pe[keep], pnm[keep])))
+        self.vmap = np.concatenate((index_ranges(pv[keep], model.nv_j[gb]), nv_p + index_ranges(pe[keep], pnm[keep])))
+        self.full = nk == bodies.size
+        self.allocate()
+
+    _WORKSPACE = ("E", "r", "v", "c", "a", "S", "IA", "pA", "Y", "U", "u", "L", "qa", "qda", "taua", "qdda",
+                  "qddin", "tauo", "act")
+
+    def allocate(self):
+        n = self.n
+        nz, nm, mpar = self.sizes
+        self.E = np.zeros((n, 3, 3))
+        self.r = np.zeros((n, 3))
+        self.v = np.zeros((n, 6))
+        self.c = np.zeros((n, 6))
+        self.a = np.zeros((n, 6))
+        self.S = np.zeros((max(self.nv, 1), 6))
+        self.IA = np.zeros(int(((6 + nm) ** 2).sum()))
+        self.pA = np.zeros(int((6 + nm).sum()))
+        self.Y = np.zeros(max(int((6 * mpar).sum()), 1))
+        self.U = np.zeros(max(int(6 * nz.sum()), 1))
+        self.u = np.zeros(max(int(nz.sum()), 1))
+        self.L = np.zeros(max(int((nz * nz).sum()), 1))
+        self.qa = np.zeros(self.nq + self.ne)
+        self.qa[6] = 1.0                    # the carrier's quaternion (x, y, z, w): the identity
+        self.qda = np.zeros(self.nv + self.ne)
+        self.taua = np.zeros(self.nv + self.ne)
+        self.qdda = np.zeros(self.nv + self.ne)
+        self.qddin = np.zeros(self.nv + self.ne)
+        self.tauo = np.zeros(self.nv + self.ne)
+        self.act = np.zeros(n, dtype=np.bool_)
+        self.act[0] = True
+
+    def __getstate__(self):
+        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.allocate()
+
+    def set_state(self, q, qd, v_in):
+        """The part's own q, qd (and the carrier's rates: v_in = [omega; v] as the free joint's
+        [v; omega])."""
+        self.qa[7:] = q[self.qmap] if not self.full else q
+        self.qda[6:] = qd[self.vmap] if not self.full else qd
+        self.qda[0:3] = v_in[3:6]
+        self.qda[3:6] = v_in[0:3]
+
+    def pass1(self, gp):
+        flexible_forward_pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.mass,
+                               self.com, self.I_com, self.idx_q, self.idx_v, self.nq, self.nv, self.body, gp.kinfo,
+                               gp.first, gp.xphi, gp.sparse_i, gp.sparse_v, gp.Mee, gp.Kst, gp.Dmp, gp.Gs, gp.nodes,
+                               self.mmax, self.qa, self.qda, self.E, self.r, self.v, self.c, self.S, self.IA,
+                               self.pA, self.Y)
+
+
+class _Shared:
+    """The model's packed modal data (``FlexiblePack``'s kinds and nodes), which the augmented
+    copies index; pickled with the part (a part sent to a rank carries it)."""
+
+    NAMES = ("kinfo", "first", "xphi", "sparse_i", "sparse_v", "Mee", "Kst", "Dmp", "Gs", "nodes")
+
+    def __init__(self, gpack):
+        for k in self.NAMES:
+            setattr(self, k, getattr(gpack, k))
+
+
+def handle_frames(model, pt, k):
+    """Per handle of part k (``pt.handles(k)``, global ids): (node offset in the model's packed
+    nodes or -1, r_c (3,)) of the child parts that hang from it.  The child parts of a flexible
+    handle must hang from the same node at the same placement (one frame per handle); refused
+    otherwise.  A rigid handle's frame is its body frame (node -1)."""
+    gp = flexible_pack(model)
+    hs = pt.handles(k)
+    out = {}
+    for c in pt.child_parts(k):
+        h = int(pt.handle[c])
+        root = int(pt.bodies(c)[0])
+        fr = (int(gp.body[root, B_NODE]), np.array(model.r_tree[root], dtype=float))
+        if h in out:
+            if out[h][0] != fr[0] or (fr[0] >= 0 and not np.array_equal(out[h][1], fr[1])):
+                raise PartreeInputError(f"part {k}: child parts hang from body {h} at different nodes or placements; "
+                                        f"the parallel engine's flexible parts need one frame per handle (choose a "
+                                        f"partition that keeps the children of body {h} at other nodes with it)")
+        else:
+            out[h] = fr
+    return [out.get(int(h), (-1, np.zeros(3))) for h in hs]
+
+
+def own_selections(model, bodies):
+    """(qsel, vsel) of a part's own coordinates in the full vectors [q; eta], [qd; eta_dot]: its
+    joints' then its flexible bodies' modal coordinates, in the part's order."""
+    b = np.asarray(bodies, dtype=np.int64)
+    fl = model.flexible
+    nm = np.asarray(fl.nmodes, dtype=np.int64)[b]
+    ie = np.asarray(fl.idx_eta, dtype=np.int64)[b]
+    qsel = np.concatenate((index_ranges(model.idx_q[b], model.nq_j[b]), model.nq + index_ranges(ie, nm)))
+    vsel = np.concatenate((index_ranges(model.idx_v[b], model.nv_j[b]), model.nv + index_ranges(ie, nm)))
+    return qsel.astype(np.int64), vsel.astype(np.int64)
+
+
+NOT_BUILT = ("is not built for flexible bodies in the parallel engine (its parts compute forward and hybrid "
+             "dynamics only)")
+
+
+class FlexiblePartKernel:
+    """One part of a model with flexible bodies (see the module's docstring): the steps of
+    :class:`partree.parallel.part.PartKernel` for forward and hybrid dynamics.  ``frames``: per
+    handle (node offset or -1, r_c) from :func:`handle_frames`."""
+
+    def __init__(self, model, bodies, handles, frames, part_id=-1, poses=False):
+        if len(getattr(model, "loops", ())):
+            raise PartreeInputError(f"model {model.name!r} has closed loops and flexible bodies: the parallel engine "
+                                    f"takes flexible bodies in trees only")
+        b = np.ascontiguousarray(bodies, dtype=np.int64)
+        self.part_id = int(part_id)
+        self.poses = bool(poses)
+        self.bodies = b
+        m = b.size
+        self.m = m
+        par = model.parent[b]
+        loc = np.searchsorted(b, par)
+        inside = (par >= 0) & (loc < m)
+        inside[inside] = b[np.minimum(loc[inside], m - 1)] == par[inside]
+        self.parent = np.where(inside, loc, -1).astype(np.int64)
+        if m == 0 or self.parent[0] != -1 or np.any(((self.parent < 0) & (par >= 0))[1:]) or \
+                np.any(self.parent[1:] < 0):
+            raise PartreeInputError(f"part {part_id}: bodies are not one connected piece with its root first")
+        self.top = bool(model.parent[b[0]] < 0)
+        gp = flexible_pack(model)
+        self.shared = _Shared(gp)
+        self.jtype = np.ascontiguousarray(model.jtype[b])
+        nq_j, nv_j = model.nq_j[b], model.nv_j[b]
+        self.idx_q = np.concatenate(([0], np.cumsum(nq_j)[:-1])).astype(np.int64)
+        self.idx_v = np.concatenate(([0], np.cumsum(nv_j)[:-1])).astype(np.int64)
+        self.nv_joints = int(nv_j.sum())
+        self.qsel, self.vsel = own_selections(model, b)
+        self.nq, self.nv = self.qsel.size, self.vsel.size
+        self.qix, self.vix, self.bix = fast_index(self.qsel), fast_index(self.vsel), fast_index(b)
+        hs = np.ascontiguousarray(np.unique(np.asarray(handles, dtype=np.int64)))
+        hl = np.searchsorted(b, hs)
+        if hs.size and (np.any(hl >= m) or np.any(b[np.minimum(hl, m - 1)] != hs)):
+            raise PartreeInputError(f"part {part_id}: a handle is not a body of the part")
+        self.handles_global = hs
+        self.handles = hl.astype(np.int64)
+        self.H = hs.size
+        fr = [(int(h), int(node), np.asarray(rc, dtype=float)) for h, (node, rc) in zip(hl, frames)]
+        self.full = _Augmented(model, gp, b, self.parent, np.arange(m), fr)
+        # the path copy (the bodies on the handles' paths) for the velocity step of a part whose
+        # v_in is not zero; a part at the base does its velocity step on the full copy
+        self.pathcopy = None
+        ptr, idx, slot, ns, cp = _paths(self.parent, self.handles)
+        if self.H and not self.top:
+            keep = np.flatnonzero(slot >= 0)
+            self.pathcopy = _Augmented(model, gp, b, self.parent, keep, fr)
+        # the paths in the full copy: R excluded, the part's root ... h_k (V_k) F_k
+        A = self.full
+        rows, ptr2 = [], [0]
+        for k in range(self.H):
+            path = [A.fbody[k]]
+            i = A.parent[A.fbody[k]]
+            while i > 0:
+                path.append(i)
+                i = A.parent[i]
+            rows.append(np.array(path[::-1], dtype=np.int64))
+            ptr2.append(ptr2[-1] + len(path))
+        self.path_ptr = np.array(ptr2, dtype=np.int64)
+        self.path_idx = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        # common prefix lengths of the augmented paths (a path ends at its own F_k)
+        self.cp = np.zeros((self.H, self.H), dtype=np.int64)
+        for j in range(self.H):
+            for k in range(self.H):
+                L = min(rows[j].size, rows[k].size)
+                neq = np.flatnonzero(rows[j][:L] != rows[k][:L])
+                self.cp[j, k] = neq[0] if neq.size else L
+        self.dmax = 6 + max(A.mmax, int(model.nv_j[b].max()) if m else 0)
+        self._allocate()
+
+    _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "_tau", "tau_out", "_act",
+                  "_g", "_reduced", "_kin", "_TEp", "_Trp")
+
+    def _allocate(self):
+        H = self.H
+        self.TE = np.zeros((H, 3, 3))
+        self.Tr = np.zeros((H, 3))
+        self.vrel = np.zeros((H, 6))
+        self.M = np.zeros((6, 6))
+        self.m0 = np.zeros(6)
+        self.Kt = np.zeros((H, 6, 6))
+        self.Psi = np.zeros((H, 6, 6))
+        self.Lam = np.zeros((H, H, 6, 6))
+        self.beta = np.zeros((H, 6))
+        P = self.path_idx.size
+        self.dP = np.zeros((P, self.dmax, 6))
+        self.du = np.zeros((P, self.dmax, 6))
+        self._tau = np.zeros(self.nv)
+        self.tau_out = np.zeros(self.nv)
+        self._act = np.zeros(0, dtype=np.int64)
+        self._g = np.zeros((H, 6))
+        self._reduced = False
+        self._kin = False            # the full copy's pass 1 done by the velocity step (a part at the base)
+        c = self.pathcopy if self.pathcopy is not None else self.full
+        self._TEp = np.zeros((c.n, 3, 3))
+        self._Trp = np.zeros((c.n, 3))
+
+    def __getstate__(self):
+        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._allocate()
+
+    @property
+    def nbytes(self):
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
+    @property
+    def early_kinematics(self):
+        return False
+
+    # ---------------------------------------------------------------- the three steps
+    def velocity(self, q, qd):
+        """Step (a): the handle frames' maps v_F = T_F v_in + vrel_F (TE, Tr, vrel).  q, qd: the
+        part's own coordinates (q[qsel], qd[vsel])."""
+        self._q = np.ascontiguousarray(q, dtype=np.float64)
+        self._qd = np.ascontiguousarray(qd, dtype=np.float64)
+        self._kin = False
+        if self.H == 0:
+            return self.TE, self.Tr, self.vrel
+        zero = np.zeros(6)
+        c = self.pathcopy if self.pathcopy is not None else self.full
+        c.set_state(self._q, self._qd, zero)
+        c.pass1(self.shared)
+        self._kin = c is self.full
+        compose_transforms(c.parent, c.E, c.r, self._TEp, self._Trp)
+        for k in range(self.H):
+            f = c.fbody[k]
+            self.TE[k] = self._TEp[f]
+            self.Tr[k] = self._Trp[f]
+            self.vrel[k] = c.v[f]
+        return self.TE, self.Tr, self.vrel
+
+    def reduce(self, v_in, tau, f_ext=None, rows="dynamics", active=None, qdd=None):
+        """Step (b): the boundary relation (M, m0, Kt, Psi, Lam, beta) for the incoming velocity
+        v_in, the part's own forces tau (joints then modes).  Hybrid dynamics: ``active`` (m,)
+        flags the joints whose acceleration is given in ``qdd`` (the part's own (nv,), read there);
+        a flexible body's modes are always passive."""
+        if f_ext is not None:
+            raise PartreeInputError(f"external body wrenches on a model with flexible bodies {NOT_BUILT}")
+        if rows != "dynamics":
+            raise PartreeInputError(f"the loops' corrections (rows={rows!r}) {NOT_BUILT}")
+        A = self.full
+        tau = np.asarray(tau, dtype=np.float64)
+        if tau.shape != (self.nv,):
+            raise PartreeInputError(f"part {self.part_id}: tau has shape {tau.shape}, expected ({self.nv},)")
+        A.act[1:1 + self.m] = False
+        A.qddin[:] = 0.0
+        self._act = np.zeros(0, dtype=np.int64)
+        A.taua[6:] = tau
+        if active is not None:
+            mask = np.ascontiguousarray(active, dtype=np.bool_)
+            if mask.shape != (self.m,):
+                raise PartreeInputError(f"part {self.part_id}: active has shape {mask.shape}, expected ({self.m},)")
+            if mask.any():
+                qv = np.asarray(qdd, dtype=np.float64)
+                if qv.shape != (self.nv,):
+                    raise PartreeInputError(f"part {self.part_id}: qdd has shape {qv.shape}, expected ({self.nv},)")
+                A.act[1:1 + self.m] = mask
+                dof = np.zeros(self.nv, dtype=np.bool_)
+                dof[:self.nv_joints] = np.repeat(mask, np.diff(np.append(self.idx_v, self.nv_joints)))
+                A.qddin[6:] = np.where(dof, qv, 0.0)
+                A.taua[6:] = np.where(dof, 0.0, tau)
+                self._act = np.flatnonzero(mask).astype(np.int64)
+        self._tau = A.taua[6:].copy()
+        if not (self._kin and self.top):
+            A.set_state(self._q, self._qd, np.ascontiguousarray(v_in, dtype=np.float64))
+            A.pass1(self.shared)
+        self._kin = False
+        bad = flexible_backward_pass(A.parent, A.idx_v, A.nv, A.body, A.mmax, A.act, A.taua, A.qddin, A.E, A.r, A.c,
+                                     A.S, A.IA, A.pA, A.Y, A.U, A.u, A.L)
+        if bad > 0:
+            if bad > self.m:
+                raise PartreeInputError(f"part {self.part_id}: singular articulated inertia at a handle frame")
+            raise PartreeInputError(f"flexible dynamics: the articulated inertia of body {int(self.bodies[bad - 1])} "
+                                    f"is singular along its passive coordinates")
+        self.M[:] = A.IA[:36].reshape(6, 6)
+        self.m0[:] = A.pA[:6]
+        if self.H:
+            sensitivity_kernel(A.parent, A.idx_v, A.nv, A.body, A.act, A.qddin, A.E, A.r, A.c, A.S, A.IA, A.pA, A.Y,
+                               A.U, A.u, A.L, self.path_ptr, self.path_idx, self.cp, self.dP, self.du, self.Kt,
+                               self.Lam, self.beta)
+            self.Psi[:] = self.Kt.transpose(0, 2, 1)
+        self._reduced = True
+        return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
+
+    def solve(self, a_in, g):
+        """Step (c): the part's own accelerations (joints then modes) for the incoming
+        acceleration a_in and the handle wrenches g (H, 6); after a hybrid reduction
+        :attr:`tau_out` holds the part's forces (the active joints' computed)."""
+        if not self._reduced:
+            raise PartreeInputError(f"part {self.part_id}: solve() needs a reduce() first (each reduction serves "
+                                    f"one back-substitution)")
+        g = np.ascontiguousarray(g, dtype=np.float64)
+        if g.size != 6 * self.H:
+            raise PartreeInputError(f"part {self.part_id}: g holds {g.size} values; its {self.H} handles need "
+                                    f"({self.H}, 6) wrenches")
+        self._g = g.reshape(self.H, 6)
+        self._reduced = False
+        A = self.full
+        if self.H:
+            apply_handle_wrenches(A.idx_v, A.nv, A.body, A.act, self.path_ptr, self.path_idx, self.dP, self.du,
+                                  self._g, A.u, A.pA)
+        a_in = np.asarray(a_in, dtype=np.float64)
+        A.qddin[0:3] = a_in[3:6]
+        A.qddin[3:6] = a_in[0:3]
+        A.qdda[:] = A.qddin
+        A.tauo[:] = A.taua
+        flexible_forward_pass2(A.parent, A.idx_v, A.nv, A.body, A.mmax, np.zeros(3), A.act, A.qddin, A.E, A.r, A.c,
+                               A.S, A.IA, A.pA, A.Y, A.U, A.u, A.L, A.a, A.qdda, A.tauo)
+        qdd = A.qdda[6:]
+        if self._act.size:
+            self.tau_out = A.tauo[6:].copy()
+            self._tau = self.tau_out
+        return qdd
+
+    def dof_flags(self, mask):
+        """The (nv,) flags of the part's own coordinates from per-joint flags (m,) (modes: False)."""
+        out = np.zeros(self.nv, dtype=np.bool_)
+        out[:self.nv_joints] = np.repeat(np.asarray(mask, dtype=np.bool_),
+                                         np.diff(np.append(self.idx_v, self.nv_joints)))
+        return out
+
+    @property
+    def hybrid(self):
+        return bool(self._act.size)
+
+    @property
+    def joint_forces(self):
+        """After ``solve``: the part's own forces (joints then modes), the active joints' computed."""
+        return self._tau
+
+    def wrenches(self):
+        raise PartreeInputError(f"the constraint forces (joint wrenches) of a model with flexible bodies {NOT_BUILT}")
+
+    def momentum_forces(self, g_in, f_ext=None):
+        raise PartreeInputError(f"the momentum form of a model with flexible bodies {NOT_BUILT}")
+
+    def momentum_rate(self, Fh):
+        raise PartreeInputError(f"the momentum form of a model with flexible bodies {NOT_BUILT}")
+
+    def loop_violation(self):
+        return 0.0
+
+    def loop_pieces(self):
+        from .part import NO_LOOPS
+        return NO_LOOPS
+
+    @property
+    def constraint_rows(self):
+        raise PartreeInputError(f"the constraint rows of a model with flexible bodies {NOT_BUILT}")
+
+
+def flexible_state(model, q, qd, tau=None):
+    """The full vectors of a model with flexible bodies checked: q (nq + n_modal), qd and tau
+    (nv + n_modal); tau None -> not checked."""
+    ne = int(model.flexible.n_modal)
+    out = []
+    for x, nm, size in ((q, "q", model.nq + ne), (qd, "qd", model.nv + ne), (tau, "tau", model.nv + ne)):
+        if x is None:
+            out.append(None)
+            continue
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.shape != (size,):
+            raise PartreeInputError(f"{nm} has shape {x.shape}; a model with {ne} modal coordinates takes ({size},): "
+                                    f"the joint coordinates then the modal ones")
+        if not np.all(np.isfinite(x)):
+            raise PartreeInputError(f"{nm} has non-finite entries")
+        out.append(x)
+    return out
+
+
+def flexible_hybrid_arguments(model, active, qdd_active, tau):
+    """(mask (n,), tau, qdd) of a hybrid call on a model with flexible bodies, the full vectors
+    (nv + n_modal), the entries that are not read set to zero (tau's at the active joints, qdd's
+    elsewhere: the modes are always passive)."""
+    from ..algorithms.hybrid_dynamics import active_mask
+
+    mask = active_mask(model, active)
+    ne = int(model.flexible.n_modal)
+    dof = np.zeros(model.nv + ne, dtype=bool)
+    dof[:model.nv] = np.repeat(mask, model.nv_j)
+    out = []
+    for x, nm, keep in ((tau, "tau", ~dof), (qdd_active, "qdd_active", dof)):
+        x = np.array(x, dtype=float)
+        if x.shape != (model.nv + ne,):
+            raise PartreeInputError(f"{nm} has shape {x.shape}; expected ({model.nv + ne},)")
+        x[~keep] = 0.0
+        if not np.all(np.isfinite(x)):
+            raise PartreeInputError(f"{nm} has non-finite entries where it is read")
+        out.append(x)
+    return mask, out[0], out[1]
+
+
+def refuse_flexible(model, what):
+    """Refuse ``what`` on the parallel engine for a model with flexible bodies."""
+    if getattr(model, "flexible", None) is not None:
+        raise PartreeInputError(f"{what} {NOT_BUILT}; model {model.name!r} has flexible bodies")
+
+
+def full_sizes(model):
+    """(length of q, length of qd) the engine takes for ``model``: with flexible bodies the full
+    vectors [q; eta], [qd; eta_dot]."""
+    ne = 0 if getattr(model, "flexible", None) is None else int(model.flexible.n_modal)
+    return model.nq + ne, model.nv + ne

@@ -1,0 +1,172 @@
+"""The parallel engine on models with flexible bodies (``partree.parallel.flexible_part``) against
+the serial compiled recursion (``flexible_aba``, ``flexible_hybrid_dynamics``): several parts, cuts
+at flexible handles, nonzero modal coordinates and rates, hybrid masks, the refusals."""
+import numpy as np
+import pytest
+
+import partree
+from partree.algorithms.flexible_dynamics import flexible_aba, flexible_hybrid_dynamics, flexible_state_size
+from partree.errors import PartreeInputError
+from partree.model import Model
+from partree.models.beam import euler_bernoulli_beam
+from partree.models.generators import random_parents
+from partree.parallel import SerialEngine
+from partree.parallel.flexible_part import FlexiblePartKernel
+from partree.parallel.partition import FLEXIBLE_WEIGHT, default_weights
+
+
+def beam_chain(n, seed=0, modes=4):
+    """A chain of n beam links (every other joint universal, the others revolute), each hanging
+    from its parent's tip node, rigid links at every fifth place."""
+    rng = np.random.default_rng(seed)
+    L = 0.8
+    body, mass, com, I_com = euler_bernoulli_beam(L, 50.0, 2.0, modes, bending="yz", polar=1e-3,
+                                                  damping_ratio=0.01)
+    parent = np.arange(n) - 1
+    joints = ["universal" if i % 2 else "revolute" for i in range(n)]
+    axis = rng.normal(size=(n, 3))
+    axis /= np.linalg.norm(axis, axis=1)[:, None]
+    axis2 = np.cross(axis, rng.normal(size=(n, 3)))
+    axis2 /= np.linalg.norm(axis2, axis=1)[:, None]
+    r = np.zeros((n, 3))
+    r[1:, 0] = L
+    flex = {i: body for i in range(n) if i % 5 != 4}
+    rigid = Model(parent, joints, axis, np.tile(np.eye(3), (n, 1, 1)), r, [mass] * n, np.tile(com, (n, 1)),
+                  np.tile(I_com, (n, 1, 1)), axis2=axis2, gravity=(0, 0, -9.81))
+    return rigid.with_flexible(flex)
+
+
+def random_beam_tree(n, seed, joints=("revolute", "prismatic", "universal", "spherical", "fixed"), floating=True):
+    """A random tree of beams of three kinds and rigid bodies, a child of a beam at its tip node."""
+    rng = np.random.default_rng(seed)
+    parent = random_parents(n, rng)
+    L = 0.7
+    kinds = [euler_bernoulli_beam(L, 40.0, 2.0, 6, bending="yz", polar=0.05, damping_ratio=0.02, name="six"),
+             euler_bernoulli_beam(L, 25.0, 1.5, 3, bending="z", polar=0.05, name="three"),
+             euler_bernoulli_beam(L, 60.0, 2.5, 4, bending="yz", polar=0.05, stiffening=True, name="stiff")]
+    pick = rng.integers(-1, 3, size=n)
+    jt = [joints[k] for k in rng.integers(0, len(joints), size=n)]
+    jt[0] = "free" if floating else "revolute"
+    axis = rng.normal(size=(n, 3))
+    axis /= np.linalg.norm(axis, axis=1)[:, None]
+    axis2 = np.cross(axis, rng.normal(size=(n, 3)))
+    axis2 /= np.linalg.norm(axis2, axis=1)[:, None]
+    E = np.empty((n, 3, 3))
+    for i in range(n):
+        Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        E[i] = Q * np.sign(np.linalg.det(Q))
+    r = rng.uniform(-0.4, 0.4, size=(n, 3))
+    r[0] = 0.0
+    mass, com, I_com = np.empty(n), np.empty((n, 3)), np.empty((n, 3, 3))
+    flex = {}
+    for i in range(n):
+        if pick[i] >= 0:
+            body, mass[i], com[i], I_com[i] = kinds[pick[i]]
+            flex[i] = body
+        else:
+            mass[i], com[i], I_com[i] = 1.0 + rng.random(), rng.uniform(-0.2, 0.2, 3), 0.1 * np.diag([1.0, 1.5, 2.0])
+        if parent[i] >= 0 and pick[parent[i]] >= 0:
+            r[i] = (L, 0.0, 0.0)
+    return Model(parent, jt, axis, E, r, mass, com, I_com, axis2=axis2, flexible=flex)
+
+
+MODELS = {
+    "threearm": lambda: partree.resolve_model("threearm:flexible=true,modes=6"),
+    "threearm-floating": lambda: partree.resolve_model("threearm:flexible=true,modes=6,floating_base=true"),
+    "chain": lambda: beam_chain(14),
+    "random-tree": lambda: random_beam_tree(40, 11),
+    "random-tree-fixed": lambda: random_beam_tree(30, 5, floating=False),
+}
+
+
+def full_state(model, rng, eta_scale=0.05):
+    """A state with nonzero modal coordinates and rates: (q, qd, tau) full vectors."""
+    nq, nv = flexible_state_size(model)
+    q = np.concatenate((model.random_configuration(rng), eta_scale * rng.normal(size=nq - model.nq)))
+    return q, rng.normal(size=nv), rng.normal(size=nv)
+
+
+def rel(x, ref):
+    return float(np.abs(x - ref).max() / max(np.abs(ref).max(), 1e-300))
+
+
+def flexible_cut(eng, model):
+    """Whether some part hangs from a flexible body (a cut at a flexible handle)."""
+    nm = np.asarray(model.flexible.nmodes)
+    return any(model.parent[pk.bodies[0]] >= 0 and nm[model.parent[pk.bodies[0]]] > 0 for pk in eng.parts)
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def model(request):
+    return MODELS[request.param]()
+
+
+def test_forward_dynamics_equals_flexible_aba(model):
+    rng = np.random.default_rng(1)
+    q, qd, tau = full_state(model, rng)
+    ref = flexible_aba(model, q, qd, tau)
+    roots = 1 + int(np.count_nonzero(model.parent[1:] < 0))
+    cut = False
+    for P in sorted({roots, roots + 1, roots + 3, min(roots + 6, model.n)}):
+        eng = SerialEngine(model, P)
+        assert all(isinstance(pk, FlexiblePartKernel) for pk in eng.parts)
+        got = eng.forward_dynamics(q, qd, tau)
+        assert got.shape == ref.shape
+        assert rel(got, ref) < 1e-10, P
+        cut = cut or flexible_cut(eng, model)
+    if model.n > 10:
+        assert cut          # the partitions cut at flexible handles
+
+
+def test_hybrid_dynamics_equals_flexible_hybrid_dynamics(model):
+    rng = np.random.default_rng(2)
+    q, qd, tau = full_state(model, rng)
+    qdd = rng.normal(size=qd.size)
+    roots = 1 + int(np.count_nonzero(model.parent[1:] < 0))
+    eng = SerialEngine(model, min(roots + 3, model.n))
+    for frac in (0.0, 0.4, 1.0):
+        mask = rng.random(model.n) < frac
+        for pk in eng.parts:            # the parts' root joints and handle bodies too
+            if frac > 0:
+                mask[pk.bodies[0]] = True
+                mask[pk.handles_global] = rng.random(pk.H) < 0.5
+        ref = flexible_hybrid_dynamics(model, q, qd, tau, qdd, mask)
+        got = eng.forward_dynamics(q, qd, tau, active=mask, qdd_active=qdd)
+        for x, y in zip(got, ref):
+            assert rel(x, y) < 1e-10, frac
+
+
+def test_the_engine_functions_take_the_full_vectors():
+    m = MODELS["chain"]()
+    rng = np.random.default_rng(3)
+    q, qd, tau = full_state(m, rng)
+    got = partree.parallel.forward_dynamics(m, q, qd, tau, backend="serial", parts=4)
+    assert rel(got, flexible_aba(m, q, qd, tau)) < 1e-10
+    with pytest.raises(PartreeInputError, match="modal coordinates"):
+        partree.parallel.forward_dynamics(m, q[:m.nq], qd, tau, backend="serial", parts=4)
+
+
+def test_what_is_not_built_is_refused():
+    m = MODELS["chain"]()
+    rng = np.random.default_rng(4)
+    q, qd, tau = full_state(m, rng)
+    eng = SerialEngine(m, 3)
+    with pytest.raises(PartreeInputError, match="constraint forces.*not built for flexible"):
+        eng.constraint_forces(q, qd, tau)
+    with pytest.raises(PartreeInputError, match="momentum form.*not built for flexible"):
+        eng.momentum_rhs(q, qd)
+    with pytest.raises(PartreeInputError, match="external body wrenches.*not built for flexible"):
+        eng.forward_dynamics(q, qd, tau, f_ext=np.zeros((m.n, 6)))
+    with pytest.raises(PartreeInputError, match="not built for flexible"):
+        partree.parallel.constraint_forces(m, q, qd, tau, backend="serial", parts=2)
+    with pytest.raises(PartreeInputError, match="not built for flexible"):
+        partree.parallel.momentum_rhs(m, q, qd[:m.nv], backend="serial", parts=2)
+
+
+def test_partition_weights_count_flexible_bodies():
+    m = MODELS["chain"]()
+    w = default_weights(m)
+    rigid = default_weights(m.with_flexible({}))
+    nm = np.asarray(m.flexible.nmodes)
+    assert np.allclose(w[nm > 0], FLEXIBLE_WEIGHT * rigid[nm > 0])
+    assert np.array_equal(w[nm == 0], rigid[nm == 0])
