@@ -1,0 +1,71 @@
+"""Run under mpiexec: the parallel engine on models with flexible bodies over MPI against the
+serial compiled recursion.
+
+``partree.parallel.forward_dynamics(..., backend='mpi')`` and an ``MPIEngine`` (forward and
+hybrid dynamics, the full vectors [q; eta], [qd; eta_dot]) against ``flexible_aba`` and
+``flexible_hybrid_dynamics`` on a chain of beam links and random trees of beams and rigid bodies
+(the models of tests/test_parallel_flexible.py), several partitions (cuts at flexible handles);
+then the refusal of the constraint forces on every rank.  Prints 'OK <max rel err>' on rank 0 and
+exits 0; aborts with a non-zero code on a mismatch."""
+import sys
+from pathlib import Path
+
+import numpy as np
+from mpi4py import MPI
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from test_parallel_flexible import MODELS, full_state  # noqa: E402
+
+from partree.algorithms.flexible_dynamics import flexible_aba, flexible_hybrid_dynamics  # noqa: E402
+from partree.errors import PartreeInputError  # noqa: E402
+from partree.parallel import forward_dynamics  # noqa: E402
+from partree.parallel.mpi import MPIEngine  # noqa: E402
+
+comm = MPI.COMM_WORLD
+worst = 0.0
+
+
+def check(got, ref, what):
+    global worst
+    if comm.rank == 0:
+        got = got if isinstance(got, tuple) else (got,)
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        err = max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(got, ref))
+        worst = max(worst, err)
+        if not err < 1e-10:
+            print(f"MISMATCH {what}: {err}", flush=True)
+            comm.Abort(3)
+    elif got is not None:
+        print("a rank other than 0 got a result", flush=True)
+        comm.Abort(4)
+
+
+for name in ("chain", "random-tree", "random-tree-fixed", "threearm"):
+    m = MODELS[name]()
+    rng = np.random.default_rng(len(name))
+    q, qd, tau = full_state(m, rng)
+    qdd = rng.normal(size=qd.size)
+    ref = flexible_aba(m, q, qd, tau)
+    roots = 1 + int(np.count_nonzero(m.parent[1:] < 0))
+    # (P None: balanced over the ranks, for a forest of no more trees than ranks)
+    for P in ((None,) if roots <= comm.size else ()) + (max(roots, comm.size) + 1, min(roots + 5, m.n)):
+        got = forward_dynamics(m, q, qd, tau, backend="mpi", comm=comm, parts=P)
+        check(got, ref, f"{name} P={P}")
+    eng = MPIEngine(m, comm=comm, parts=max(roots, comm.size) + 2)
+    check(eng.forward_dynamics(q, qd, tau), ref, f"{name} engine")
+    for frac in (0.3, 1.0):
+        mask = rng.random(m.n) < frac
+        href = flexible_hybrid_dynamics(m, q, qd, tau, qdd, mask)
+        check(eng.forward_dynamics(q, qd, tau, active=mask, qdd_active=qdd), href, f"{name} hybrid {frac}")
+    try:
+        eng.constraint_forces(q, qd, tau)
+    except PartreeInputError as e:
+        if "not built for flexible" not in str(e):
+            print(f"unexpected message: {e}", flush=True)
+            comm.Abort(5)
+    else:
+        print("constraint forces not refused", flush=True)
+        comm.Abort(6)
+if comm.rank == 0:
+    print(f"OK {worst:.3e}", flush=True)
