@@ -39,8 +39,14 @@ part is the partitioner's job).  Node hosts: a part's owner; a group's host is i
 member's host, so merges of one rank's consecutive nodes need no message.
 :meth:`Plan.stats` gives the largest relation (doubles) and port count.
 
-Not covered (the flat root stays): loops left to the root (``root.RootLoops``) and the momentum
-form's field and totals rounds (``compose_field``, ``subtree_totals``).
+**The momentum form's rounds** are relations of the same two modes.  The gravity field
+(``root.compose_field``) is the velocity round with vrel = 0 and the parts hanging from the base
+given the field instead of v = 0 (:func:`part_field_relation`).  The sums of the parts' totals
+up the parts tree (``root.subtree_totals``) are a dynamics round whose part relation is
+g_in = m0 + sum_h X_h^T g[h], with m0 the part's own total and no a_in or handle outputs
+(:func:`part_totals_relation`): its g at the handles are the sums the flat root gives.
+
+Not covered (the flat root stays): loops left to the root (``root.RootLoops``).
 """
 from __future__ import annotations
 
@@ -136,6 +142,32 @@ def part_velocity_relation(info: LeafInfo, vel):
         K[6 * h:6 * h + 6] = motion_matrix(TE[h], Tr[h])
     return Relation("vel", np.array([info.phid]), np.ones(1, dtype=np.int64), info.hids, info.nch, K,
                     np.ravel(vrel).astype(np.float64))
+
+
+def part_field_relation(info: LeafInfo, vel):
+    """The momentum form's field relation of one part from its maps (TE, Tr, vrel): a rigid
+    field carried to the handles, x_h = X_h x_in (vrel unused; ``root.compose_field``)."""
+    TE, Tr, _ = vel
+    return part_velocity_relation(info, (TE, Tr, np.zeros((info.hids.size, 6))))
+
+
+def force_matrix(E, r):
+    """The 6x6 force transform X^T of :func:`motion_matrix`'s X: a wrench [n; f] in the handle's
+    frame -> [E^T n + r x E^T f; E^T f] in the part's frame 0."""
+    return motion_matrix(E, r).T
+
+
+def part_totals_relation(info: LeafInfo, vel, up):
+    """The totals relation of one part (``root.subtree_totals``): g_in = up + sum_h X_h^T g[h],
+    ``up`` (6,) the part's own total in its frame 0, X_h the handle maps of ``vel`` (TE, Tr,
+    vrel); a dynamics relation with M = 0 and no handle outputs (Psi = Lam = beta = 0)."""
+    TE, Tr, _ = vel
+    H = info.hids.size
+    Kt = np.empty((H, 6, 6))
+    for h in range(H):
+        Kt[h] = force_matrix(TE[h], Tr[h])
+    return part_relation(info, (np.zeros((6, 6)), np.asarray(up, dtype=np.float64), Kt, np.zeros((H, 6, 6)),
+                                np.zeros((H, H, 6, 6)), np.zeros((H, 6))))
 
 
 def merge(members, top):
@@ -431,16 +463,42 @@ def compose_velocities(tree, vel, plan=None, fanin=2):
     """``root.compose_velocities`` through the reduction tree in one process: v_in (P, 6).
     ``plan``: a :func:`make_plan` (its hosts are ignored here), default one of ``fanin``."""
     plan = make_plan(tree, fanin=fanin) if plan is None else plan
-    piece = _local(plan)
-    stats = {}
-    rels = {p: part_velocity_relation(plan.leaves[p], vel[p]) for p in range(tree.nparts)}
-    recs = run_up(piece, rels, np.zeros(6), no_send, no_send, stats)
-    x = run_down(piece, recs, no_send, no_send)
-    plan.last_stats = stats
+    x = _run_local(plan, {p: part_velocity_relation(plan.leaves[p], vel[p]) for p in range(tree.nparts)},
+                   np.zeros(6))
     v_in = np.empty((tree.nparts, 6))
     for p, xp in x.items():
         v_in[p] = xp
     return v_in
+
+
+def _run_local(plan, rels, top):
+    """One plan's upward and downward sweeps in one process: part -> its inputs."""
+    piece = _local(plan)
+    stats = {}
+    recs = run_up(piece, rels, np.asarray(top, dtype=np.float64), no_send, no_send, stats)
+    x = run_down(piece, recs, no_send, no_send)
+    plan.last_stats = stats
+    return x
+
+
+def compose_field(tree, vel, top, plan=None, fanin=2):
+    """``root.compose_field`` through the reduction tree in one process: the field (P, 6) in
+    every part's frame 0, ``top`` (6,) the field in the base's frame."""
+    plan = make_plan(tree, fanin=fanin) if plan is None else plan
+    x = _run_local(plan, {p: part_field_relation(plan.leaves[p], vel[p]) for p in range(tree.nparts)}, top)
+    out = np.empty((tree.nparts, 6))
+    for p, xp in x.items():
+        out[p] = xp
+    return out
+
+
+def subtree_totals(tree, vel, up, plan=None, fanin=2):
+    """``root.subtree_totals`` through the reduction tree in one process: each part's handle
+    sums, a list of (H_p, 6) arrays, ``up[p]`` (6,) part p's own total."""
+    plan = make_plan(tree, fanin=fanin) if plan is None else plan
+    x = _run_local(plan, {p: part_totals_relation(plan.leaves[p], vel[p], up[p]) for p in range(tree.nparts)},
+                   np.zeros(6))
+    return [x[p][6:].reshape(-1, 6) for p in range(tree.nparts)]
 
 
 def solve(tree, red, a0, plan=None, fanin=2):
@@ -448,12 +506,7 @@ def solve(tree, red, a0, plan=None, fanin=2):
     6)).  ``plan`` as for :func:`compose_velocities`; ``plan.last_stats`` gets the largest
     relation's doubles and ports."""
     plan = make_plan(tree, fanin=fanin) if plan is None else plan
-    piece = _local(plan)
-    stats = {}
-    rels = {p: part_relation(plan.leaves[p], red[p]) for p in range(tree.nparts)}
-    recs = run_up(piece, rels, np.asarray(a0, dtype=np.float64), no_send, no_send, stats)
-    x = run_down(piece, recs, no_send, no_send)
-    plan.last_stats = stats
+    x = _run_local(plan, {p: part_relation(plan.leaves[p], red[p]) for p in range(tree.nparts)}, a0)
     a_in = np.empty((tree.nparts, 6))
     g = [None] * tree.nparts
     for p, xp in x.items():
