@@ -445,6 +445,10 @@ def own_selections(model, bodies):
     return qsel.astype(np.int64), vsel.astype(np.int64)
 
 
+#: a part at the base whose handle paths hold fewer than this fraction of its bodies does its
+#: velocity step on them only (see ``FlexiblePartKernel``)
+TOP_PATH_FRACTION = 0.5
+
 NOT_BUILT = ("is not built for flexible bodies in the parallel engine (its parts compute forward and hybrid "
              "dynamics only)")
 
@@ -493,11 +497,13 @@ class FlexiblePartKernel:
         fr = [(int(h), int(node), np.asarray(rc, dtype=float)) for h, (node, rc) in zip(hl, frames)]
         self.full = _Augmented(model, gp, b, self.parent, np.arange(m), fr)
         # the path copy (the bodies on the handles' paths) for the velocity step of a part whose
-        # v_in is not zero; a part at the base does its velocity step on the full copy
+        # v_in is not zero, and of a part at the base whose paths are short (its pass 1 then runs
+        # in the reduction, when the other parts run theirs); a part at the base whose paths are
+        # most of it (a chain) does its velocity step on the full copy, which its reduction reuses
         self.pathcopy = None
         ptr, idx, slot, ns, cp = _paths(self.parent, self.handles)
-        if self.H and not self.top:
-            keep = np.flatnonzero(slot >= 0)
+        keep = np.flatnonzero(slot >= 0)
+        if self.H and (not self.top or keep.size < TOP_PATH_FRACTION * m):
             self.pathcopy = _Augmented(model, gp, b, self.parent, keep, fr)
         # the paths in the full copy: R excluded, the part's root ... h_k (V_k) F_k
         A = self.full
