@@ -17,8 +17,9 @@ the *inertia invariants* held here:
 ``stiffening``         (3, 3, m, m)   G, geometric stiffening (optional): the modal force
                                       ``(sum_ab omega_a omega_b G_ab) eta`` of the axial loads
                                       the frame's spin puts in the body
-``nodes``              name -> node   where children attach: point (3,) in body coordinates,
-                                      translation Phi (3, m) and rotation Psi (3, m) there
+``nodes``              name -> node   where children attach or loads act: point (3,) in body
+                                      coordinates, translation Phi (3, m) and rotation Psi (3, m)
+                                      there
 =====================  =============  ========================================================
 
 The rigid part of the body (mass, centre of mass, inertia of the undeformed body) stays the

@@ -25,7 +25,16 @@ A body with geometric stiffening data (``FlexibleBody.stiffening``) adds its mod
 Coordinates: ``q_full = [q; eta]``, ``v_full = [qd; eta_dot]`` (``partree.flexible``); the
 modal generalized forces of ``tau_full`` are the forces applied to the modes (zero in free
 motion: the elastic and damping forces are part of the dynamics).  Gravity enters as the base
-acceleration, as in the rigid algorithms.  External wrenches are not taken yet.
+acceleration, as in the rigid algorithms.
+
+External loads (``f_ext``, :func:`flexible_loads`): wrenches ``[n; f]`` at the body origins in
+body coordinates, as the rigid algorithms take them, and wrenches at the named nodes of flexible
+bodies.  A wrench at a body's origin acts on its floating frame only (the origin does not move
+with the modes); a load at a node moves with it: body-frame axes, moment about the node's
+deformed point ``p = x + Phi eta``, and its generalized force is ``[n + p x f; f]`` on the body's
+rigid rows and ``Psi^T J_l^T n + Phi^T f`` on its modes (the transpose of the node's velocity map,
+``J_l`` the left Jacobian of the node rotation ``exp(Psi eta)``).  Every recursion subtracts these
+forces from the bodies' bias forces, as the rigid ones subtract f_ext.
 
 These functions are written with NumPy over the bodies (a Python loop per body): O(N), meant for
 models of up to some thousands of bodies; the compiled rigid algorithms do not see the modes.
@@ -107,6 +116,186 @@ def _state(model, q, qd):
         raise PartreeInputError(f"qd has shape {qd.shape}; expected ({model.nv + ne},): the joint "
                                 f"velocities then the modal ones")
     return q, qd
+
+
+class FlexibleLoads:
+    """External loads of a model with flexible bodies, checked and packed (:func:`flexible_loads`).
+
+    Attributes
+    ----------
+    f_ext : float[n, 6] or float[0, 6]
+        Wrenches [n; f] at the body origins, body coordinates (no rows: none).
+    ld_body, ld_off : int64[k]
+        Loads at nodes: the body of each and the offset of its node's data in ``ld_data``.
+    ld_w : float[k, 6]
+        Their wrenches [n; f]: body-frame axes, moment about the node's deformed point.
+    ld_data : float[.]
+        Per load: the node's point (3), Psi (3 x m), Phi (3 x m), row major.
+    keys : list
+        (body, node name) of every load at a node, in order.
+    source : FlexibleBodies or None
+        The flexible bodies of the model the loads were checked for.
+    """
+
+    __slots__ = ("n", "f_ext", "ld_body", "ld_off", "ld_w", "ld_data", "keys", "source")
+
+    def __init__(self, n, f_ext, ld_body, ld_off, ld_w, ld_data, keys, source):
+        self.source = source
+        self.n = int(n)
+        self.f_ext = f_ext
+        self.ld_body = ld_body
+        self.ld_off = ld_off
+        self.ld_w = ld_w
+        self.ld_data = ld_data
+        self.keys = keys
+
+    @property
+    def empty(self):
+        return self.f_ext.shape[0] == 0 and self.ld_body.shape[0] == 0
+
+    def on_bodies(self, index, model):
+        """The same loads on ``model``, where body i is body ``index[i]`` (its flexible bodies
+        the same :class:`~partree.flexible.FlexibleBody` objects)."""
+        index = np.asarray(index, dtype=np.int64)
+        n = model.n
+        F = np.zeros((0, 6))
+        if self.f_ext.shape[0]:
+            F = np.zeros((n, 6))
+            F[index] = self.f_ext
+        return FlexibleLoads(n, F, np.ascontiguousarray(index[self.ld_body]), self.ld_off, self.ld_w,
+                             self.ld_data, [(int(index[b]), name) for b, name in self.keys],
+                             getattr(model, "flexible", None))
+
+
+def _body_of(model, key, what):
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if not -model.n <= key < model.n:
+            raise PartreeInputError(f"{what}: body {int(key)} is not a body of model {model.name!r} "
+                                    f"(n = {model.n})")
+        return int(key) % model.n
+    if isinstance(key, str):
+        if key in model.joint_names:
+            return model.joint_names.index(key)
+        raise PartreeInputError(f"{what}: model {model.name!r} has no joint {key!r} (a body is named by its "
+                                f"joint's name or its index)")
+    raise PartreeInputError(f"{what}: a body is named by its joint's name or its index, got "
+                            f"{type(key).__name__}")
+
+
+def _wrench(w, what):
+    try:
+        w = np.array(w, dtype=float)
+    except (TypeError, ValueError):
+        raise PartreeInputError(f"{what} is not an array of numbers") from None
+    if w.shape != (6,):
+        raise PartreeInputError(f"{what} has shape {w.shape}; a wrench [n; f] has shape (6,)")
+    if not np.all(np.isfinite(w)):
+        raise PartreeInputError(f"{what} is not finite")
+    return w
+
+
+def flexible_loads(model, f_ext):
+    """The external loads ``f_ext`` of a model with flexible bodies, checked and packed for the
+    flexible functions (which also take ``f_ext`` as it is and call this).
+
+    ``f_ext`` is None; an (n, 6) array of wrenches [n; f] at the body origins, in body coordinates
+    (as :func:`partree.aba` takes it); a :class:`FlexibleLoads`; or a dict whose keys are
+
+    * a body, by its joint's name or its index: the wrench [n; f] at the body's origin, in body
+      coordinates (on a flexible body it acts on the floating frame, not on the modes);
+    * ``(body, node name)``, a node of that flexible body's :class:`~partree.flexible.FlexibleBody`:
+      the wrench [n; f] acting at the node, which moves with the deformation.  Its axes are the
+      body frame's; the moment is about the node's deformed point ``x + Phi eta``.  (A load
+      that turns with the node, given in the node's own axes ``w_loc``, is
+      ``[R n_loc; R f_loc]`` with ``R = exp(Psi eta)``.)
+
+    and whose values are wrenches (6,); several loads on one node add up.
+    """
+    if isinstance(f_ext, FlexibleLoads):
+        if f_ext.n != model.n or f_ext.source is not getattr(model, "flexible", None):
+            raise PartreeInputError(f"f_ext: loads checked for another model ({f_ext.n} bodies) given to model "
+                                    f"{model.name!r} ({model.n} bodies); check them for this one "
+                                    f"(flexible_loads(model, ...))")
+        return f_ext
+    n = model.n
+    F = np.zeros((0, 6))
+    keys, ws = [], []
+    if f_ext is None:
+        pass
+    elif isinstance(f_ext, dict):
+        for key, w in f_ext.items():
+            if isinstance(key, tuple):
+                if len(key) != 2:
+                    raise PartreeInputError(f"f_ext key {key!r}: a load at a node is keyed (body, node name)")
+                b = _body_of(model, key[0], f"f_ext key {key!r}")
+                keys.append((b, key[1]))
+                ws.append(_wrench(w, f"f_ext[{key!r}]"))
+            else:
+                b = _body_of(model, key, f"f_ext key {key!r}")
+                if F.shape[0] == 0:
+                    F = np.zeros((n, 6))
+                F[b] += _wrench(w, f"f_ext[{key!r}]")
+    else:
+        try:
+            F = np.array(f_ext, dtype=float)
+        except (TypeError, ValueError):
+            raise PartreeInputError(f"f_ext must be an (n, 6) array of body wrenches or a dict, got "
+                                    f"{type(f_ext).__name__}") from None
+        if F.shape != (n, 6):
+            raise PartreeInputError(f"f_ext has shape {F.shape}; expected ({n}, 6) body wrenches [n; f], or a dict "
+                                    f"(loads at nodes: {{(body, node name): wrench}})")
+        if not np.all(np.isfinite(F)):
+            i = int(np.argwhere(~np.isfinite(F))[0][0])
+            raise PartreeInputError(f"f_ext of body {i} (joint {model.joint_names[i]!r}) is not finite")
+    fl = getattr(model, "flexible", None)
+    data, off = [], []
+    o = 0
+    for b, name in keys:
+        body = None if fl is None else fl.bodies.get(b)
+        if body is None:
+            raise PartreeInputError(f"f_ext key ({model.joint_names[b]!r}, {name!r}): body {b} is rigid; a load at a "
+                                    f"node needs a flexible body (on a rigid body, give its wrench at the origin)")
+        if name not in body.nodes:
+            raise PartreeInputError(f"f_ext key ({model.joint_names[b]!r}, {name!r}): flexible body {b} "
+                                    f"({body.name!r}) has no node {name!r} (nodes: {', '.join(map(repr, body.nodes)) or 'none'})")
+        point, Phi, Psi = body.nodes[name]
+        data.append(np.concatenate((point, Psi.ravel(), Phi.ravel())))
+        off.append(o)
+        o += 3 + 6 * body.m
+    return FlexibleLoads(n, np.ascontiguousarray(F), np.array([b for b, _ in keys], dtype=np.int64),
+                         np.array(off, dtype=np.int64), np.array(ws, dtype=float).reshape(len(ws), 6),
+                         np.concatenate(data) if data else np.zeros(1), keys, fl)
+
+
+def _loads(model, f_ext):
+    """The packed loads of ``f_ext``, or None without any."""
+    if f_ext is None:
+        return None
+    ld = flexible_loads(model, f_ext)
+    return None if ld.empty else ld
+
+
+def _load_forces(model, q, loads):
+    """Per body, the generalized force (6 + m_i) of the external loads at q_full (NumPy; the
+    reference of ``flexible_kernels.flexible_apply_loads``), or None without loads."""
+    if loads is None:
+        return None
+    fl, _, nm, ie = _flex(model)
+    eta = q[model.nq:]
+    out = [np.zeros(6 + int(nm[i])) for i in range(model.n)]
+    if loads.f_ext.shape[0]:
+        for i in range(model.n):
+            out[i][:6] += loads.f_ext[i]
+    for (b, name), w in zip(loads.keys, loads.ld_w):
+        point, Phi, Psi = fl.bodies[b].nodes[name]
+        e = eta[ie[b]:ie[b] + nm[b]]
+        p = point + Phi @ e
+        Jr, _ = _right_jacobian(Psi @ e, np.zeros(3))
+        n, f = w[:3], w[3:]
+        out[b][:3] += n + np.cross(p, f)
+        out[b][3:6] += f
+        out[b][6:] += Psi.T @ (Jr @ n) + Phi.T @ f
+    return out
 
 
 class _Body:
@@ -242,16 +431,17 @@ def _S_hat(B):
 
 
 # ----------------------------------------------------------------------------- algorithms
-def flexible_rnea(model, q, qd, qdd):
+def flexible_rnea(model, q, qd, qdd, f_ext=None):
     """Inverse dynamics of a model with flexible bodies: tau_full (nv + n_modal) for the motion
-    (q_full, qd_full, qdd_full); its modal entries are the forces to apply to the modes.  O(N),
-    compiled (``partree.algorithms.flexible_kernels``)."""
+    (q_full, qd_full, qdd_full) under the external loads ``f_ext`` (:func:`flexible_loads`); its
+    modal entries are the forces to apply to the modes.  O(N), compiled
+    (``partree.algorithms.flexible_kernels``)."""
     q, qd = _state(model, q, qd)
     qdd = _full_vector(model, qdd, "qdd")
-    return flexible_inverse(model, q, qd, qdd)
+    return flexible_inverse(model, q, qd, qdd, _loads(model, f_ext))
 
 
-def _flexible_rnea_reference(model, q, qd, qdd):
+def _flexible_rnea_reference(model, q, qd, qdd, f_ext=None):
     """:func:`flexible_rnea` written with NumPy over the bodies (the reference of the compiled one)."""
     q, qd = _state(model, q, qd)
     _, ne, nm, ie = _flex(model)
@@ -259,6 +449,7 @@ def _flexible_rnea_reference(model, q, qd, qdd):
     if qdd.shape != (model.nv + ne,):
         raise PartreeInputError(f"qdd has shape {qdd.shape}; expected ({model.nv + ne},)")
     bodies = _outward(model, q, qd)
+    ext = _load_forces(model, q, _loads(model, f_ext))
     nv = model.nv
     f = []
     acc = []
@@ -269,7 +460,7 @@ def _flexible_rnea_reference(model, q, qd, qdd):
         a = B.T @ ap + B.S @ qdd[iv:iv + B.S.shape[1]] + B.c
         ahat = np.concatenate((a, qdd[nv + ie[i]:nv + ie[i] + B.m])) if B.m else a
         acc.append(ahat)
-        f.append(B.M @ ahat + B.b)
+        f.append(B.M @ ahat + B.b - (0.0 if ext is None else ext[i]))
     tau = np.zeros(nv + ne)
     for i in range(model.n - 1, -1, -1):
         B = bodies[i]
@@ -280,10 +471,12 @@ def _flexible_rnea_reference(model, q, qd, qdd):
     return tau
 
 
-def flexible_bias(model, q, qd):
-    """The bias forces C(q, qd) qd + g(q) + K eta + D eta_dot: inverse dynamics at zero acceleration."""
+def flexible_bias(model, q, qd, f_ext=None):
+    """The bias forces C(q, qd) qd + g(q) + K eta + D eta_dot - Q_ext, Q_ext the generalized
+    force of the external loads ``f_ext`` (:func:`flexible_loads`): inverse dynamics at zero
+    acceleration."""
     _, ne, _, _ = _flex(model)
-    return flexible_rnea(model, q, qd, np.zeros(model.nv + ne))
+    return flexible_rnea(model, q, qd, np.zeros(model.nv + ne), f_ext)
 
 
 def flexible_crba(model, q):
@@ -316,17 +509,19 @@ def flexible_crba(model, q):
     return M
 
 
-def flexible_aba(model, q, qd, tau):
+def flexible_aba(model, q, qd, tau, f_ext=None):
     """Forward dynamics of a model with flexible bodies: qdd_full (nv + n_modal) for the joint
-    forces and applied modal forces ``tau_full`` (zeros for the modes in free motion), with
+    forces and applied modal forces ``tau_full`` (zeros for the modes in free motion) and the
+    external loads ``f_ext`` (wrenches at body origins and at nodes, :func:`flexible_loads`), with
     (6 + m) x (6 + m) articulated inertias; O(N), compiled
     (``partree.algorithms.flexible_kernels``)."""
     q, qd = _state(model, q, qd)
     tau = _full_vector(model, tau, "tau")
-    return _compiled(model, q, qd, tau, np.zeros(model.n, dtype=np.bool_), np.zeros_like(tau))[0]
+    return _compiled(model, q, qd, tau, np.zeros(model.n, dtype=np.bool_), np.zeros_like(tau),
+                     _loads(model, f_ext))[0]
 
 
-def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active):
+def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None):
     """Hybrid dynamics of a model with flexible bodies (seed 002): the joints flagged ``active``
     follow the given accelerations and their forces come out; the other joints and every modal
     coordinate move under their given forces.  O(N), compiled
@@ -336,7 +531,7 @@ def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active):
     it.  A flexible body's modes are passive whatever its joint's flag: an elastic coordinate is
     never driven by a prescribed motion here.  ``tau`` (nv + n_modal) is read at the passive
     coordinates, ``qdd`` (nv + n_modal) at the active joints' coordinates.  Returns (qdd_full,
-    tau_full), each (nv + n_modal).
+    tau_full), each (nv + n_modal).  ``f_ext``: external loads, as :func:`flexible_aba` takes them.
 
     The articulated-body recursion with (6 + m) x (6 + m) inertias: at each body only the passive
     columns of its coordinate map [S, 0; 0, 1] are eliminated, and the given accelerations of the
@@ -344,7 +539,7 @@ def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active):
     and bias of the known motion.  Every joint passive is :func:`flexible_aba`."""
     mask, _, tau, qdd = _hybrid_inputs(model, tau, qdd, active)
     q, qd = _state(model, q, qd)
-    return _compiled(model, q, qd, tau, np.ascontiguousarray(mask, dtype=np.bool_), qdd)
+    return _compiled(model, q, qd, tau, np.ascontiguousarray(mask, dtype=np.bool_), qdd, _loads(model, f_ext))
 
 
 def _full_vector(model, x, what):
@@ -360,8 +555,8 @@ def _singular_articulated(i):
                              f"passive coordinates")
 
 
-def _compiled(model, q, qd, tau, active, qdd_given):
-    bad, qdd, tau_out = flexible_articulated(model, q, qd, tau, active, qdd_given)
+def _compiled(model, q, qd, tau, active, qdd_given, loads=None):
+    bad, qdd, tau_out = flexible_articulated(model, q, qd, tau, active, qdd_given, loads)
     if bad >= 0:
         raise _singular_articulated(bad)
     return qdd, tau_out
@@ -392,19 +587,19 @@ def _hybrid_inputs(model, tau, qdd, active):
     return mask, dof, tau, qdd
 
 
-def _flexible_aba_reference(model, q, qd, tau):
+def _flexible_aba_reference(model, q, qd, tau, f_ext=None):
     """:func:`flexible_aba` written with NumPy over the bodies (the reference of the compiled one)."""
-    return _articulated(model, q, qd, tau, None, None)[0]
+    return _articulated(model, q, qd, tau, None, None, f_ext)[0]
 
 
-def _flexible_hybrid_dynamics_reference(model, q, qd, tau, qdd, active):
+def _flexible_hybrid_dynamics_reference(model, q, qd, tau, qdd, active, f_ext=None):
     """:func:`flexible_hybrid_dynamics` written with NumPy over the bodies (the reference of the
     compiled one)."""
     _, dof, tau, qdd = _hybrid_inputs(model, tau, qdd, active)
-    return _articulated(model, q, qd, tau, dof, qdd)
+    return _articulated(model, q, qd, tau, dof, qdd, f_ext)
 
 
-def _articulated(model, q, qd, tau, dof_active, qdd_given):
+def _articulated(model, q, qd, tau, dof_active, qdd_given, f_ext=None):
     """The articulated-body passes; ``dof_active`` (nv + n_modal,) flags the coordinates whose
     acceleration ``qdd_given`` is known (None: none).  Returns (qdd_full, tau_full)."""
     q, qd = _state(model, q, qd)
@@ -417,6 +612,9 @@ def _articulated(model, q, qd, tau, dof_active, qdd_given):
     n = model.n
     IA = [B.M.copy() for B in bodies]
     pA = [B.b.copy() for B in bodies]
+    ext = _load_forces(model, q, _loads(model, f_ext))
+    if ext is not None:
+        pA = [b - e for b, e in zip(pA, ext)]
     keep = [None] * n
     for i in range(n - 1, -1, -1):
         B = bodies[i]

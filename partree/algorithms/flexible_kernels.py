@@ -14,6 +14,10 @@ Three passes over the regular numbering, as the rigid ABA (``partree.algorithms.
 3. :func:`flexible_forward_pass2`, outward: accelerations, qdd of the passive coordinates, the
    forces of the active joints.
 
+External loads enter between passes 1 and 2 (:func:`flexible_apply_loads`): their generalized
+forces are subtracted from pA, as the rigid ABA subtracts f_ext from its bias forces; the inverse
+dynamics does the same before its passes.
+
 Two facts keep the per-body work small.  The parent's generalized velocity reaches a child
 through ``T = X_up [1 | Y]``, where ``Y`` (6 x m_p, the parent's body coordinates) is the node
 frame's velocity per modal rate, ``Y = [J_l Psi; Phi + r_pred x J_l Psi]`` (``J_l`` the left
@@ -58,6 +62,13 @@ gravity (3,)                       enters as the base acceleration a0 = [0; -g]
 q, qd (nq + ne,), (nv + ne,)       the full state; tau (nv + ne,) forces (read where passive)
 active (n,) bool                   joints whose acceleration is given (modes are always passive)
 qdd_in (nv + ne,)                  the given accelerations (read at the active joints)
+f_ext (n, 6) or (0, 6)             external wrenches [n; f] at the body origins, body coordinates
+                                   (no rows: none)
+ld_body, ld_off (k,) int64         loads at nodes: the body of each and the offset of its node in
+                                   ``ld_data``
+ld_w (k, 6)                        the loads' wrenches [n; f]: body-frame axes, moment about the
+                                   deformed node point
+ld_data (.,)                       per load node: its point (3), Psi (3 x m), Phi (3 x m), row major
 E, r (n, 3, 3), (n, 3)             workspace: X_up of every body
 v, c, a (n, 6)                     workspace: velocities, velocity products, accelerations
 S (nv, 6)                          workspace: motion subspaces, one row per joint velocity
@@ -420,6 +431,68 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             pA[op + k] = f[k] + tmp[k]
 
 
+# ----------------------------------------------------------------------------- external loads
+@njit(cache=True)
+def flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA):
+    """Subtract the generalized forces of the external loads from pA (after pass 1: pA holds
+    every body's velocity, elastic and damping forces b).
+
+    A wrench f_ext[i] = [n; f] at body i's origin acts on the body frame only: [n; f] on its six
+    rigid rows, nothing on its modes.  A load w = [n; f] at a node of flexible body i (body-frame
+    axes, moment about the node's deformed point p = x + Phi eta) acts on the node frame, whose
+    velocity is [v + Y eta_dot] with Y = [J_l Psi; Phi + p x J_l Psi] (pass 1's node map): its
+    generalized force is F = [n + p x f; f] on the rigid rows (the wrench moved to the origin) and
+    Y^T F = Psi^T J_l^T n + Phi^T f on the modes (J_l = J_r^T of the node rotation exp(Psi eta))."""
+    n = body.shape[0]
+    if f_ext.shape[0] == n:
+        for i in range(n):
+            op = body[i, B_P]
+            for k in range(6):
+                pA[op + k] -= f_ext[i, k]
+    nl = ld_body.shape[0]
+    if nl == 0:
+        return
+    th = np.empty(3)
+    zero = np.zeros(3)
+    pn = np.empty(3)
+    g = np.empty(3)
+    Rn = np.empty((3, 3))
+    Jr = np.empty((3, 3))
+    Jrd = np.empty((3, 3))
+    for t in range(nl):
+        i = ld_body[t]
+        m = body[i, B_NM]
+        o = ld_off[t]
+        e0 = nq + body[i, B_IE]
+        for k in range(3):
+            s1 = 0.0
+            s2 = 0.0
+            for l in range(m):
+                e = q[e0 + l]
+                s1 += ld_data[o + 3 + k * m + l] * e
+                s2 += ld_data[o + 3 + (3 + k) * m + l] * e
+            th[k] = s1
+            pn[k] = ld_data[o + k] + s2
+        _node_rotation(th, zero, Rn, Jr, Jrd)
+        n0, n1, n2 = ld_w[t, 0], ld_w[t, 1], ld_w[t, 2]
+        f0, f1, f2 = ld_w[t, 3], ld_w[t, 4], ld_w[t, 5]
+        op = body[i, B_P]
+        pA[op + 0] -= n0 + pn[1] * f2 - pn[2] * f1
+        pA[op + 1] -= n1 + pn[2] * f0 - pn[0] * f2
+        pA[op + 2] -= n2 + pn[0] * f1 - pn[1] * f0
+        pA[op + 3] -= f0
+        pA[op + 4] -= f1
+        pA[op + 5] -= f2
+        for k in range(3):
+            g[k] = Jr[k, 0] * n0 + Jr[k, 1] * n1 + Jr[k, 2] * n2
+        for l in range(m):
+            s = 0.0
+            for k in range(3):
+                s += ld_data[o + 3 + k * m + l] * g[k]
+            s += ld_data[o + 3 + 3 * m + l] * f0 + ld_data[o + 3 + 4 * m + l] * f1 + ld_data[o + 3 + 5 * m + l] * f2
+            pA[op + 6 + l] -= s
+
+
 # ----------------------------------------------------------------------------- pass 2
 @njit(cache=True)
 def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L):
@@ -669,14 +742,15 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
 @njit(cache=True)
 def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                                 body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
-                                gravity, q, qd, tau, active, qdd_in, E, r, v, c, a, S, IA, pA, Y, U, u, L, qdd,
-                                tau_out):
-    """The three passes (arguments: the module's table).  qdd must hold qdd_in and tau_out tau on
-    entry.  Returns -1, or the body whose passive coordinates have a singular articulated
-    inertia."""
+                                gravity, q, qd, tau, active, qdd_in, f_ext, ld_body, ld_off, ld_w, ld_data,
+                                E, r, v, c, a, S, IA, pA, Y, U, u, L, qdd, tau_out):
+    """The three passes, the external loads between the first two (arguments: the module's
+    table).  qdd must hold qdd_in and tau_out tau on entry.  Returns -1, or the body whose passive
+    coordinates have a singular articulated inertia."""
     flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
                            q, qd, E, r, v, c, S, IA, pA, Y)
+    flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA)
     bad = flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L)
     if bad >= 0:
         return bad
@@ -757,12 +831,14 @@ def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, 
 @njit(cache=True)
 def flexible_rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv, body,
                          kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax, gravity, q, qd, qdd,
-                         E, r, v, c, a, S, IA, pA, Y, tau):
-    """Inverse dynamics: pass 1 then :func:`flexible_rnea_passes` (arguments: the module's table;
-    qdd (nv + ne,) the accelerations, tau (nv + ne,) the result)."""
+                         f_ext, ld_body, ld_off, ld_w, ld_data, E, r, v, c, a, S, IA, pA, Y, tau):
+    """Inverse dynamics: pass 1, the external loads (:func:`flexible_apply_loads`), then
+    :func:`flexible_rnea_passes` (arguments: the module's table; qdd (nv + ne,) the accelerations,
+    tau (nv + ne,) the result)."""
     flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
                            q, qd, E, r, v, c, S, IA, pA, Y)
+    flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA)
     flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a, tau)
 
 
@@ -902,9 +978,24 @@ def flexible_pack(model):
     return pk
 
 
-def flexible_articulated(model, q, qd, tau, active, qdd_in):
+#: the kernels' load arguments of a call without external loads
+_NO_WRENCHES = np.zeros((0, 6))
+_NO_LOADS = (_NO_WRENCHES, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), _NO_WRENCHES, np.zeros(1))
+
+
+def load_arrays(loads):
+    """The kernels' (f_ext, ld_body, ld_off, ld_w, ld_data) of ``loads`` (an object with those
+    attributes, checked for the model, e.g. ``flexible_dynamics.FlexibleLoads``), or of no loads
+    for None."""
+    if loads is None:
+        return _NO_LOADS
+    return loads.f_ext, loads.ld_body, loads.ld_off, loads.ld_w, loads.ld_data
+
+
+def flexible_articulated(model, q, qd, tau, active, qdd_in, loads=None):
     """Run :func:`flexible_articulated_kernel` on checked, contiguous full-state arrays.
-    ``active`` (n,) bool; ``qdd_in`` and ``tau`` (nv + ne,).  Returns (code, qdd, tau_out)."""
+    ``active`` (n,) bool; ``qdd_in`` and ``tau`` (nv + ne,); ``loads`` the external loads
+    (:func:`load_arrays`).  Returns (code, qdd, tau_out)."""
     pk = flexible_pack(model)
     qdd = qdd_in.copy()
     tau_out = tau.copy()
@@ -912,18 +1003,19 @@ def flexible_articulated(model, q, qd, tau, active, qdd_in):
         model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree, model.mass, model.com,
         model.I_com, model.idx_q, model.idx_v, model.nq, model.nv, pk.body, pk.kinfo, pk.first, pk.xphi,
         pk.sparse_i, pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
-        q, qd, tau, active, qdd_in, pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, pk.U, pk.u, pk.L,
-        qdd, tau_out)
+        q, qd, tau, active, qdd_in, *load_arrays(loads), pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y,
+        pk.U, pk.u, pk.L, qdd, tau_out)
     return bad, qdd, tau_out
 
 
-def flexible_inverse(model, q, qd, qdd):
-    """Run :func:`flexible_rnea_kernel` on checked, contiguous full-state arrays; returns tau."""
+def flexible_inverse(model, q, qd, qdd, loads=None):
+    """Run :func:`flexible_rnea_kernel` on checked, contiguous full-state arrays, with the
+    external ``loads`` (:func:`load_arrays`); returns tau."""
     pk = flexible_pack(model)
     tau = np.empty_like(qdd)
     flexible_rnea_kernel(
         model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree, model.mass, model.com,
         model.I_com, model.idx_q, model.idx_v, model.nq, model.nv, pk.body, pk.kinfo, pk.first, pk.xphi,
         pk.sparse_i, pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
-        q, qd, qdd, pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, tau)
+        q, qd, qdd, *load_arrays(loads), pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, tau)
     return tau
