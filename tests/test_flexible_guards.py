@@ -44,7 +44,6 @@ def _entry_points(m):
         "crba batch": lambda: partree.crba(m, Q),
         "bias_forces": lambda: partree.bias_forces(m, q, qd),
         "mass_matrix_operator": lambda: partree.mass_matrix_operator(m, q),
-        "cfa": lambda: partree.cfa(m, q, qd, tau),
         "hybrid_dynamics": lambda: partree.hybrid_dynamics(m, q, qd, tau, np.zeros(m.nv), mask),
         "constrained_dynamics": lambda: partree.constrained_dynamics(m, q, qd, tau),
         "forward_kinematics": lambda: partree.forward_kinematics(m, q, qd),

@@ -19,7 +19,10 @@ the parent it hangs from, so it is the rigid skeleton's.  ``qdd`` holds the full
 (nv + n_modal): the joints' then the modes'.  The modal entries of ``tau_full`` are forces on the
 modes, not joints; they have no wrench.
 
-External wrenches are not taken (nor by the flexible dynamics functions).
+External loads (``f_ext``: wrenches at the body origins and at the nodes of flexible bodies,
+:func:`partree.algorithms.flexible_dynamics.flexible_loads`) act on body j in the cut model as in
+the model, so the wrench across joint j is the one that balances them too, as in
+:func:`partree.cfa` with f_ext.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ from ..errors import PartreeInputError
 from .cfa import constraint_bases
 from .cfa.bases import constraint_layout
 from .cfa.result import CFAResult
-from .flexible_dynamics import flexible_aba, flexible_hybrid_dynamics, flexible_rnea, flexible_state_size
+from .flexible_dynamics import (flexible_aba, flexible_hybrid_dynamics, flexible_loads, flexible_rnea,
+                                flexible_state_size)
 
 #: per model: (its parent array and flexible bodies when cached, the cut model, index maps, the
 #: rigid skeleton)
@@ -129,12 +133,14 @@ def _vector(model, x, size, name):
     return x
 
 
-def flexible_joint_wrenches(model, q, qd, qdd):
+def flexible_joint_wrenches(model, q, qd, qdd, f_ext=None):
     """The (n, 6) wrenches [n; f] the joints transmit, row j the one from body j's parent to body
     j across joint j in body j's frame, for the motion (q_full, qd_full, qdd_full) of a model with
-    flexible bodies (the flexible counterpart of ``partree.rnea(..., return_wrenches=True)``).
-    Also returns tau_full, the forces of that motion (``flexible_rnea``).  O(N)."""
+    flexible bodies under the external loads ``f_ext`` (the flexible counterpart of
+    ``partree.rnea(..., f_ext, return_wrenches=True)``).  Also returns tau_full, the forces of that
+    motion (``flexible_rnea``).  O(N)."""
     _check(model)
+    loads = None if f_ext is None else flexible_loads(model, f_ext)
     nq, nv = flexible_state_size(model)
     q = _vector(model, q, nq, "q")
     qd = _vector(model, qd, nv, "qd")
@@ -150,7 +156,9 @@ def flexible_joint_wrenches(model, q, qd, qdd):
     A = np.zeros(c.nv)
     A[c.v_of] = qdd[:model.nv]
     A[c.nv - (nv - model.nv):] = qdd[model.nv:]
-    tau_cut = flexible_rnea(c.model, Q, V, A)
+    if loads is not None:
+        loads = None if loads.empty else loads.on_bodies(2 * np.arange(model.n) + 1, c.model)
+    tau_cut = flexible_rnea(c.model, Q, V, A, loads)
     tf = tau_cut[c.free_v]                  # the free joints' dofs: [f (linear), n (angular)]
     F = np.concatenate((tf[:, 3:6], tf[:, 0:3]), axis=1)
     tau = np.concatenate((tau_cut[c.v_of], tau_cut[c.nv - (nv - model.nv):]))
@@ -174,7 +182,7 @@ def _result(model, q, qdd, tau, F, method):
     return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=float), idx_s, ns_j, [], Wt=Wt)
 
 
-def flexible_cfa(model, q, qd, tau):
+def flexible_cfa(model, q, qd, tau, f_ext=None):
     """Forward dynamics of a model with flexible bodies with every joint's reaction force: the
     flexible counterpart of :func:`partree.cfa` (O(N)).
 
@@ -187,6 +195,10 @@ def flexible_cfa(model, q, qd, tau):
     tau : ndarray
         tau_full (nv + n_modal): joint forces, then forces applied to the modes (zeros in free
         motion; the elastic and damping forces are part of the dynamics).
+    f_ext : ndarray or dict, optional
+        External loads: wrenches [n; f] at the body origins in body coordinates, as
+        :func:`partree.cfa` takes them, and at the nodes of flexible bodies
+        (:func:`~partree.algorithms.flexible_dynamics.flexible_loads`).
 
     Returns
     -------
@@ -196,17 +208,19 @@ def flexible_cfa(model, q, qd, tau):
         ``'flexible'``.
     """
     _check(model)
-    qdd = flexible_aba(model, q, qd, tau)
-    F, _ = flexible_joint_wrenches(model, q, qd, qdd)
+    loads = None if f_ext is None else flexible_loads(model, f_ext)
+    qdd = flexible_aba(model, q, qd, tau, loads)
+    F, _ = flexible_joint_wrenches(model, q, qd, qdd, loads)
     return _result(model, np.asarray(q, dtype=float), qdd, np.asarray(tau, dtype=float), F, "flexible")
 
 
-def flexible_hybrid_forces(model, q, qd, tau, qdd, active):
+def flexible_hybrid_forces(model, q, qd, tau, qdd, active, f_ext=None):
     """Hybrid dynamics of a model with flexible bodies with every joint's reaction force: the
     flexible counterpart of ``partree.hybrid_dynamics(..., return_forces=True)`` (O(N)).
 
     The arguments are :func:`partree.algorithms.flexible_dynamics.flexible_hybrid_dynamics`'s
-    (the joints flagged ``active`` follow ``qdd``, the others and every mode move under ``tau``).
+    (the joints flagged ``active`` follow ``qdd``, the others and every mode move under ``tau``
+    and the external loads ``f_ext``, as :func:`flexible_cfa` takes them).
 
     Returns
     -------
@@ -217,9 +231,42 @@ def flexible_hybrid_forces(model, q, qd, tau, qdd, active):
         the full joint forces, the active joints' included); method ``'flexible-hybrid'``.
     """
     _check(model)
-    qdd_full, tau_full = flexible_hybrid_dynamics(model, q, qd, tau, qdd, active)
-    F, _ = flexible_joint_wrenches(model, q, qd, qdd_full)
+    loads = None if f_ext is None else flexible_loads(model, f_ext)
+    qdd_full, tau_full = flexible_hybrid_dynamics(model, q, qd, tau, qdd, active, loads)
+    F, _ = flexible_joint_wrenches(model, q, qd, qdd_full, loads)
     return qdd_full, tau_full, _result(model, np.asarray(q, dtype=float), qdd_full, tau_full, F, "flexible-hybrid")
+
+
+def _rigid_only(model, entry, what):
+    return PartreeInputError(f"model {model.name!r} has flexible bodies: {entry} gives its reaction forces by "
+                             f"flexible_cfa, which takes no {what} (that is for rigid trees)")
+
+
+def cfa_entry(model, q, qd, tau, f_ext, method, data, out, default_method):
+    """:func:`partree.cfa` on a model with flexible bodies: :func:`flexible_cfa` with the same
+    q_full, qd_full, tau_full and f_ext.  The rigid solvers' options that have no meaning here (a
+    method other than the default, a workspace ``data``, ``out``, a batch) are refused."""
+    if method != default_method:
+        raise _rigid_only(model, "partree.cfa", f"method={method!r}")
+    if data is not None:
+        raise _rigid_only(model, "partree.cfa", "data (a rigid workspace)")
+    if out is not None:
+        raise _rigid_only(model, "partree.cfa", "out")
+    if any(np.ndim(x) == 2 for x in (q, qd, tau)):
+        raise _rigid_only(model, "partree.cfa", "batch of states")
+    return flexible_cfa(model, q, qd, tau, f_ext)
+
+
+def hybrid_entry(model, q, qd, tau, qdd, active, f_ext, data, return_wrenches):
+    """``partree.hybrid_dynamics(..., return_forces=True)`` on a model with flexible bodies:
+    :func:`flexible_hybrid_forces` with the same full-length vectors and f_ext; returns
+    (qdd_full, tau_full[, joint wrenches], CFAResult) as the rigid call does."""
+    if data is not None:
+        raise _rigid_only(model, "partree.hybrid_dynamics", "data (a rigid workspace)")
+    qdd_full, tau_full, res = flexible_hybrid_forces(model, q, qd, tau, qdd, active, f_ext)
+    if return_wrenches:
+        return qdd_full, tau_full, res.joint_wrench.copy(), res
+    return qdd_full, tau_full, res
 
 
 __all__ = ["flexible_cfa", "flexible_hybrid_forces", "flexible_joint_wrenches"]

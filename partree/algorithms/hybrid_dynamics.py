@@ -169,7 +169,12 @@ def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, retur
         Also return the joint reaction forces as :func:`partree.cfa` gives them: a
         :class:`~partree.CFAResult` of the motion (its qdd the full accelerations, every joint's
         wrench split into its constraint force F_S = W^T F and its drive force F_T from the full
-        joint forces, active joints' included).  O(N), no second dynamics pass.
+        joint forces, active joints' included).  O(N), no second dynamics pass.  On a model with
+        flexible bodies this is
+        :func:`partree.algorithms.flexible_cfa.flexible_hybrid_forces`: q, qd, tau, qdd full
+        vectors (the joints' entries, then the modes'), f_ext may hold loads at nodes, the
+        results are full vectors; without ``return_forces`` such a model is refused (the
+        flexible functions compute its dynamics).
 
     Returns
     -------
@@ -186,6 +191,9 @@ def hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None, data=None, retur
         a passive joint whose subtree has no inertia along its motion (its acceleration is then
         undefined; making that joint active is one way out).
     """
+    if return_forces and getattr(model, "flexible", None) is not None:
+        from .flexible_cfa import hybrid_entry
+        return hybrid_entry(model, q, qd, tau, qdd, active, f_ext, data, return_wrenches)
     mask = active_mask(model, active)
     q, qd = checks.state(model, q, qd)
     dof_active = np.repeat(mask, model.nv_j)

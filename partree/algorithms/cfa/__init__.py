@@ -132,6 +132,12 @@ def cfa(model, q, qd, tau, f_ext=None, method=DEFAULT_METHOD, data=None, one_bod
     over the cores, and the result's arrays have one row per state: qdd (B, nv),
     constraint_force (B, ns), drive_force (B, nv), joint_wrench (B, n, 6).
 
+    A model with flexible bodies (``model.flexible``) goes to
+    :func:`partree.algorithms.flexible_cfa.flexible_cfa`: q, qd, tau are then the full vectors
+    (the joints' entries, then the modes'), f_ext may also hold loads at nodes, and the result's
+    qdd has the modes' accelerations after the joints'; ``method`` must be the default, and
+    ``data``, ``out`` and batches are refused.
+
     Returns
     -------
     CFAResult
@@ -159,6 +165,10 @@ def cfa(model, q, qd, tau, f_ext=None, method=DEFAULT_METHOD, data=None, one_bod
                 return out
         except (TypeError, AttributeError, PartreeInputError):
             pass        # not the compiled call's types: checked and converted below
+    if getattr(model, "flexible", None) is not None:
+        # a model with flexible bodies (never a compiled buffer): its reaction forces, full vectors
+        from ..flexible_cfa import cfa_entry
+        return cfa_entry(model, q, qd, tau, f_ext, method, data, out, DEFAULT_METHOD)
     if method not in METHODS:
         raise PartreeInputError(f"unknown CFA method {method!r}; choose one of {', '.join(METHODS)}")
     if one_body_chains not in ("inertia", "constraint"):
