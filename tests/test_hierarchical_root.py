@@ -196,3 +196,22 @@ def test_momentum_rounds_equal_flat_root(name, make, parts, fanin):
     got, ref = HR.subtree_totals(eng.tree, vel, up, plan=plan), R.subtree_totals(eng.tree, vel, up)
     assert [g.shape for g in got] == [r.shape for r in ref]
     assert _rel(got, ref) < 1e-12
+
+
+def test_one_rank_engine_momentum_form_with_the_tree_root():
+    """The momentum form's right-hand side through MPIEngine(root='tree') on a one-rank
+    communicator equals the flat root's and partree.momentum_rhs, with external wrenches."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    from partree.parallel.mpi import MPIEngine
+
+    m = random_tree(120, seed=8, floating_base=True, joint_types=MIXED)
+    rng = np.random.default_rng(2)
+    q, p, F = m.random_configuration(rng), rng.normal(size=m.nv), rng.normal(size=(m.n, 6))
+    tree = MPIEngine(m, comm=MPI.COMM_SELF, parts=9, root="tree", fanin=3, poses=True)
+    assert tree.root_mode == "tree"
+    got = tree.momentum_rhs(q, p, f_ext=F)
+    flat = MPIEngine(m, comm=MPI.COMM_SELF, parts=9, root="flat", poses=True).momentum_rhs(q, p, f_ext=F)
+    ref = partree.momentum_rhs(m, 0.0, q, p, np.zeros(m.nv), f_ext=F)
+    for k in range(2):
+        assert _rel(got[k], flat[k]) < 1e-10
+        assert _rel(got[k], ref[k]) < 1e-10

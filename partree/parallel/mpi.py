@@ -124,9 +124,9 @@ class MPIEngine:
     merge on the rank that holds the group's first member, point-to-point messages, then split
     back down the same tree: ceil(log_f P) levels, no O(P) buffer on any rank.  ``'auto'`` (the
     default): the tree from ``TREE_ROOT_MIN_PARTS`` parts on, the flat root below.  Loops left to
-    the root (their two ends in different parts) always take the flat root, and so does the
-    momentum form (:meth:`momentum_local`) whatever ``root``.  ``root_mode`` says which one
-    forward dynamics, constraint forces, hybrid dynamics and the loops' corrections use;
+    the root (their two ends in different parts) always take the flat root.  ``root_mode`` says
+    which one forward dynamics, constraint forces, hybrid dynamics, the loops' corrections and
+    the momentum form use;
     ``root_stats`` (every rank) the plan's depth and, after an evaluation, this rank's largest
     relation (doubles) and port count.
     """
@@ -591,6 +591,8 @@ class MPIEngine:
             check_finite(qs[j], "q", pk)
             check_finite(ps[j], "p", pk)
             bufs.append(msg.pack_velocity(*pk.velocity(qs[j], np.zeros(pk.nv))))
+        if self.root_mode == "tree":
+            return self._momentum_tree(bufs, ps, fs)
         allv = self._gather("vel", np.concatenate(bufs) if bufs else np.zeros(0))
         gin_full = vel = None
         if self.rank == 0:
@@ -624,6 +626,32 @@ class MPIEngine:
             o += msg.momentum_solution_len(pk.H)
             pk.solve(a_in, g)
             out.append(pk.momentum_rate(Fh))
+        self.last_boundary_bytes = self._bytes
+        return out
+
+    def _momentum_tree(self, bufs, ps, fs):
+        """:meth:`momentum_local`'s rounds through the hierarchical root, from the parts'
+        velocity messages ``bufs``: the gravity field down the reduction tree, the reduction at
+        rest solved up and down it, and the sums of the parts' totals (a third round of the
+        same tree, ``hierarchical_root.part_totals_relation``)."""
+        ids = self.local_ids.tolist()
+        leaves = self._piece.leaves
+        vel = {k: msg.unpack_velocity(b, pk.H) for k, b, pk in zip(ids, bufs, self.parts)}
+        x = self._tree_round({k: HR.part_field_relation(leaves[k], vel[k]) for k in ids}, -self.a0)
+        zero = np.zeros(6)
+        rels, tots = {}, {}
+        for j, (k, pk) in enumerate(zip(ids, self.parts)):
+            fl = None if fs is None else fs[j]
+            if fl is not None:
+                check_finite(fl, "f_ext", pk)
+            rels[k] = HR.part_relation(leaves[k], pk.reduce(zero, ps[j], None, rows="position"))
+            tots[k] = HR.part_totals_relation(leaves[k], vel[k], pk.momentum_forces(x[k][3:], fl))
+        sol = self._tree_round(rels, zero)
+        tot = self._tree_round(tots, zero)
+        out = []
+        for k, pk in zip(ids, self.parts):
+            pk.solve(sol[k][:6], sol[k][6:].reshape(pk.H, 6))
+            out.append(pk.momentum_rate(tot[k][6:].reshape(pk.H, 6)))
         self.last_boundary_bytes = self._bytes
         return out
 

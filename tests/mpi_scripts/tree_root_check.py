@@ -3,10 +3,11 @@ the serial backend.
 
 Forward dynamics on a chain, a binary tree and a random tree of mixed joints (a few hundred bodies
 at most), the default partition and 2 R + 1 parts, fan-in 2 and 3; external wrenches, hybrid
-dynamics and the constraint forces through the tree; an engine reused for two states; ``auto``
+dynamics, the constraint forces and the momentum form's right-hand side through the tree; an
+engine reused for two states; ``auto``
 picks the tree from ``TREE_ROOT_MIN_PARTS`` parts on.  With the argument ``light`` (for many
-oversubscribed ranks): the chain and the binary tree at 2 R + 1 parts, fan-in 2, tree against
-flat and serial only.  Prints 'OK <max rel err> <largest
+oversubscribed ranks): the chain and the binary tree at 2 R + 1 parts, fan-in 2, forward
+dynamics and the momentum form, tree against flat and serial only.  Prints 'OK <max rel err> <largest
 relation in doubles> <plan depth> <tree bytes> <flat bytes>' on rank 0 and exits 0; aborts with a
 non-zero code on a mismatch."""
 import sys
@@ -79,6 +80,23 @@ for li, (name, loader) in enumerate(models[:2] if light else models):
             if auto.root_mode != want:
                 print(f"auto chose {auto.root_mode} at {auto.nparts} parts", flush=True)
                 comm.Abort(6)
+# the momentum form through the tree (field, solve at rest, totals) against the flat root and serial
+for li, (name, loader) in enumerate(models[:2] if light else models):
+    m = loader()
+    rng = np.random.default_rng(50 + li)
+    q, p = m.random_configuration(rng), rng.normal(size=m.nv)
+    F = rng.normal(size=(m.n, 6))
+    P = 2 * size + 1
+    tree = MPIEngine(m, comm=comm, parts=P, root="tree", poses=True)
+    flat = MPIEngine(m, comm=comm, parts=P, root="flat", poses=True)
+    b = tree.momentum_rhs(q, p, f_ext=F)
+    a = flat.momentum_rhs(q, p, f_ext=F)
+    note(tree)
+    if comm.rank == 0:
+        ref = partree.momentum_rhs(m, 0.0, q, p, np.zeros(m.nv), f_ext=F)
+        for x, y, z, what in ((b[0], a[0], ref[0], "qdot"), (b[1], a[1], ref[1], "pdot")):
+            check(x, y, f"momentum {name} {what} tree vs flat")
+            check(x, z, f"momentum {name} {what} tree vs serial")
 # the random tree: reused engine, external wrenches, hybrid dynamics, constraint forces
 if light:
     if comm.rank == 0:
