@@ -7,13 +7,19 @@ prescribed motion of whole joints :func:`~partree.algorithms.flexible_dynamics.f
 (O(N) both).  The joint inputs are those of :class:`~partree.simulation.dynamics.Dynamics`, on
 the joints' coordinates: torque callables and springs see ``(t, q, qd)`` of the joints
 (``q_full[:nq]``, ``v_full[:nv]``), so a model's inputs run on it rigid or flexible alike.  The
-modes move under their elastic, damping and geometric-stiffening forces (part of the dynamics);
-no input acts on them.  The recorded energy is kinetic + gravity + elastic
-(:func:`~partree.algorithms.flexible_dynamics.flexible_energy`), the wrenches those of
+modes move under their elastic, damping and geometric-stiffening forces (part of the dynamics)
+and the external loads; no joint input acts on them.  The recorded energy is kinetic + gravity +
+elastic (:func:`~partree.algorithms.flexible_dynamics.flexible_energy`), the wrenches those of
 :func:`~partree.algorithms.flexible_cfa.flexible_joint_wrenches`.
 
-Not taken: external wrenches (the flexible functions take none), closed loops, the momentum
-form, and the distributed backends (their parts compute rigid bodies only).
+External loads (``f_ext``): what the flexible functions take
+(:func:`~partree.algorithms.flexible_dynamics.flexible_loads`): an (n, 6) array of wrenches at the
+body origins, or a dict of those and of loads at nodes ``{(body, node name): wrench}``, checked
+once at the start; or a callable ``f_ext(t, q_full, v_full)`` returning either, which sees the
+full state (a load on a deformed body may depend on its deformation).
+
+Not taken: closed loops, the momentum form, and the distributed backends (their parts compute
+rigid bodies only).
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ import numpy as np
 
 from ..algorithms.flexible_cfa import flexible_joint_wrenches
 from ..algorithms.flexible_dynamics import (flexible_aba, flexible_bias, flexible_crba, flexible_energy,
-                                            flexible_hybrid_dynamics)
+                                            flexible_hybrid_dynamics, flexible_loads)
 from ..configuration import integrate
 from ..errors import PartreeInputError
 from ..flexible import refuse
@@ -114,17 +120,17 @@ class FlexibleStateSpace(StateSpace):
 class FlexibleDynamics(Dynamics):
     """The dynamics function of a run of a model with flexible bodies: ``dyn(t, q_full, v_full)
     -> qdd_full`` (see the module docstring).  The parameters are :class:`Dynamics`' (``f_ext``
-    must be None; ``backend`` 'serial')."""
+    as the module docstring says; ``backend`` 'serial')."""
 
     def __init__(self, model, torques=None, damping=None, stiffness=None, q_ref=None, f_ext=None, prescribed=None,
                  backend="serial", parts=None, data=None):
-        if f_ext is not None:
-            raise PartreeInputError(f"model {model.name!r} has flexible bodies: external forces (f_ext) are not "
-                                    f"taken by the flexible dynamics")
         if str(backend).lower() != "serial":
             refuse(model, f"an evaluation on backend {backend!r}")
-        super().__init__(model, torques, damping, stiffness, q_ref, None, prescribed, "serial", None,
+        # constant loads are checked and packed once; a callable's answer at each evaluation
+        loads = f_ext if (f_ext is None or callable(f_ext)) else flexible_loads(model, f_ext)
+        super().__init__(model, torques, damping, stiffness, q_ref, loads, prescribed, "serial", None,
                          data=_NO_WORKSPACE)
+        self.f_ext_spec = f_ext
         self.data = None
         self.n_modal = model.flexible.n_modal
         fl = model.flexible
@@ -147,33 +153,35 @@ class FlexibleDynamics(Dynamics):
 
     def __call__(self, t, q, v):
         tau = self.tau_full(t, q, v)
+        fe = self.f_ext(t, q, v)
         if self.prescribed is not None:
-            qdd, tau = self.hybrid(t, q, v, tau)
+            qdd, tau = self.hybrid(t, q, v, tau, fe)
             self.last_tau = tau
             return qdd
         self.last_tau = tau
-        return flexible_aba(self.model, q, v, tau)
+        return flexible_aba(self.model, q, v, tau, fe)
 
     def hybrid(self, t, q, v, tau, fe=None):
         """(qdd_full, tau_full): prescribed qdd on the active joints, given tau on the rest and on
-        every mode (whole joints: :func:`flexible_hybrid_dynamics`; some dofs of a joint: the
-        dense split with the mass matrix of :func:`flexible_crba`)."""
+        every mode, under the external loads ``fe`` (whole joints: :func:`flexible_hybrid_dynamics`;
+        some dofs of a joint: the dense split with the mass matrix of :func:`flexible_crba`)."""
         dofs, _, _, qdd_a = self.prescribed(t)
         qdd = np.zeros(self.model.nv + self.n_modal)
         qdd[dofs] = qdd_a
         if self._active_joints is not None:
-            return flexible_hybrid_dynamics(self.model, q, v, tau, qdd, self._active_joints)
+            return flexible_hybrid_dynamics(self.model, q, v, tau, qdd, self._active_joints, fe)
         a, p = self.active_dofs, self.passive_dofs
         M = flexible_crba(self.model, q)
-        C = flexible_bias(self.model, q, v)
+        C = flexible_bias(self.model, q, v, fe)
         qdd[p] = np.linalg.solve(M[np.ix_(p, p)], tau[p] - C[p] - M[np.ix_(p, a)] @ qdd[a])
         tau = tau.copy()
         tau[a] = M[a] @ qdd + C[a]
         return qdd, tau
 
     def joint_wrenches(self, t, q, v, qdd):
-        """(n, 6) joint wrenches [n; f] (child frame) of the motion (q_full, v_full, qdd_full)."""
-        return flexible_joint_wrenches(self.model, q, v, qdd)[0]
+        """(n, 6) joint wrenches [n; f] (child frame) of the motion (q_full, v_full, qdd_full)
+        under the external loads at (t, q_full, v_full)."""
+        return flexible_joint_wrenches(self.model, q, v, qdd, self.f_ext(t, q, v))[0]
 
     def energy(self, q, v):
         """(kinetic, gravity potential, elastic) energy of the state."""
