@@ -352,6 +352,34 @@ def test_simulate_with_loads_is_the_rk4_loop_and_balances_energy():
     assert abs((E1 - E0) - x[-1]) < 1e-7 * max(abs(x[-1]), abs(E1 - E0))      # measured 8e-9
 
 
+def test_stiff_limit_with_loads_follows_the_rigid_trajectory():
+    """Stiffness x 10 and x 1000, a load at the last link's tip node and a wrench at the first
+    link's origin: the joints follow the rigid run under the same wrenches (the tip load moved to
+    the origin of the undeformed link), the gap falling as the compliance."""
+    L = 0.8
+    body, mass, com, I_com = euler_bernoulli_beam(L, 50.0, 2.0, 2, bending="y", polar=1e-3)
+    r = np.array([[0, 0, 0], [L, 0, 0.0]])
+    rigid = Model([-1, 0], "revolute", np.tile([0, 0, 1.0], (2, 1)), np.tile(np.eye(3), (2, 1, 1)), r, [mass] * 2,
+                  np.tile(com, (2, 1)), np.tile(I_com, (2, 1, 1)), gravity=(0.0, -9.81, 0.0))
+    w_tip = np.array([0.0, 0.0, 0.1, 0.2, 0.5, 0.0])
+    w0 = np.array([0.0, 0.0, -0.2, 0.0, 0.3, 0.0])
+    F = np.zeros((2, 6))
+    F[0] = w0
+    F[1, :3] = w_tip[:3] + np.cross([L, 0, 0], w_tip[3:])
+    F[1, 3:] = w_tip[3:]
+    kw = dict(t_end=0.05, dt=5e-5, integrator="rk4", save_every=20, q0=np.array([0.5, -0.3]), progress=False,
+              verbose=False)
+    ref = simulate(rigid, f_ext=F, **kw)
+    free = simulate(rigid, **kw)
+    gaps = []
+    for scale in (10.0, 1000.0):
+        flex = rigid.with_flexible({i: body.with_stiffness(scale * body.stiffness) for i in range(2)})
+        res = simulate(flex, f_ext={0: w0, (1, "tip"): w_tip}, **kw)
+        gaps.append(np.abs(res.q[:, :2] - ref.q).max())
+    assert np.abs(free.q - ref.q).max() > 100 * gaps[1]        # the loads move the joints (4.5e-3)
+    assert gaps[1] < 3e-5 and gaps[0] / gaps[1] > 30            # measured 1.0e-3, 1.0e-5
+
+
 # ----------------------------------------------------------------------------- bad input
 def test_bad_loads_are_refused():
     rng = np.random.default_rng(7)
