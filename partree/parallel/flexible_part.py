@@ -35,9 +35,10 @@ passes) on an *augmented* copy of its bodies:
 The sensitivities are propagated along the root-first paths R -> ... -> h_k -> F_k only: a unit
 wrench at F_k is carried inward through each path body's elimination of its (nv_joint + m_modes)
 passive coordinates (6 columns, ``sensitivity_kernel``), giving Kt_k at R and, per path body, the
-change of its bias and of its u = tau - S_hat^T pA; the handle relations (Lam, beta) are then
-walks outward along the paths.  ``solve`` adds the known g's changes to u and pA along the paths
-and runs the serial pass 3 over the part.
+change of its bias and of its u = tau - S_hat^T pA.  Lam_jk is the sum over the bodies paths j
+and k share of -du_j^T D^-1 du_k (the unit wrenches' generalized forces through the elimination:
+-J_j M^-1 J_k^T), beta_j a walk outward along path j.  ``solve`` adds the known g's changes to u
+and pA along the paths and runs the serial pass 3 over the part.
 """
 from __future__ import annotations
 
@@ -100,12 +101,13 @@ def compose_transforms(parent, E, r, TE, Tr):
 
 @njit(cache=True)
 def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, path_ptr, path_idx,
-                       cp, dP, du, Kt, Lam, beta):
+                       cp, dP, du, dz, Kt, Lam, beta):
     """After ``flexible_backward_pass`` on the augmented part (body 0 the carrier R): per handle k
     the inward walk of a unit wrench at F_k (the last body of path k) along its path, each path
-    body's bias change dP (d x 6) and u change du (npas x 6) by path position, and Kt_k at R; then
-    the handle relations: Lam_jk (the acceleration of F_j per unit wrench at F_k, a_in = 0) and
-    beta_j (the acceleration of F_j at a_in = 0, g = 0), walking path j outward."""
+    body's bias change dP (d x 6), u change du (npas x 6) and D^-1 du (dz) by path position, and
+    Kt_k at R; then the handle relations: Lam_jk (the acceleration of F_j per unit wrench at F_k,
+    a_in = 0) from the shared bodies' du and dz, and beta_j (the acceleration of F_j at a_in = 0,
+    g = 0), walking path j outward."""
     n = parent.shape[0]
     H = path_ptr.shape[0] - 1
     nz = dP.shape[1]
@@ -139,6 +141,8 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                 for b in range(npas):
                     z[b] = du[t, b, cc]
                 _ldl_solve(L, ol, npas, z)
+                for b in range(npas):
+                    dz[t, b, cc] = z[b]
                 for q in range(6):
                     s = dP[t, q, cc]
                     for b in range(npas):
@@ -161,75 +165,67 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                         for q in range(6):
                             s += Y[oy + 6 * l + q] * f[q]
                         dP[t - 1, 6 + l, cc] += s
-    # the handle relations: walks outward along path j, 6 columns for Lam_jk, one for beta_j
-    ap = np.empty((6, 7))
-    ah = np.empty((6, 7))
-    ed = np.empty((nz, 7))
-    edn = np.empty((nz, 7))
+    # Lam_jk = -J_j M^-1 J_k^T through the elimination: the sum over the bodies the two paths
+    # share of -du_j^T D^-1 du_k (du = -S_hat^T dP, the unit wrenches' generalized forces)
+    for j in range(H):
+        for k in range(H):
+            pj = path_ptr[j]
+            pk = path_ptr[k]
+            for a in range(6):
+                for b in range(6):
+                    Lam[j, k, a, b] = 0.0
+            for t in range(cp[j, k]):
+                i = path_idx[pj + t]
+                m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
+                for b in range(npas):
+                    for a in range(6):
+                        w = du[pj + t, b, a]
+                        for cc in range(6):
+                            Lam[j, k, a, cc] -= w * dz[pk + t, b, cc]
+    # beta_j: the acceleration of F_j at a_in = 0, g = 0, walking path j outward (pass 3's step)
+    ah = np.empty(6)
+    ed = np.empty(nz)
     for j in range(H):
         q0 = path_ptr[j]
         q1 = path_ptr[j + 1]
-        for k in range(H + 1):          # k == H: beta
-            ncol = 1 if k == H else 6
-            ncom = 0 if k == H else cp[j, k]
-            pk0 = 0 if k == H else path_ptr[k]
-            mprev = 0
-            for t in range(q0, q1):
-                i = path_idx[t]
-                m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
-                ou = 6 * body[i, B_Z]
-                ol = body[i, B_L]
-                oz = body[i, B_Z]
-                # the attachment acceleration: the parent's plus its modes' through Y (R: zero)
-                for cc in range(ncol):
-                    for q in range(6):
-                        ap[q, cc] = ah[q, cc] if t > q0 else 0.0
-                    if t > q0 and body[i, B_NODE] >= 0:
-                        oy = body[i, B_Y]
-                        for l in range(mprev):
-                            w = ed[l, cc]
-                            for q in range(6):
-                                ap[q, cc] += Y[oy + 6 * l + q] * w
-                for cc in range(ncol):
-                    for q in range(6):
-                        col[q] = ap[q, cc]
-                    xform_motion(E[i], r[i], col, f)
-                    for q in range(6):
-                        ah[q, cc] = f[q]
-                    if k == H:
-                        for q in range(6):
-                            ah[q, cc] += c[i, q]
-                        if active[i]:
-                            for b in range(nvi):
-                                w = qdd_in[iv + b]
-                                for q in range(6):
-                                    ah[q, cc] += S[iv + b, q] * w
-                    for b in range(npas):
-                        if k == H:
-                            s = u[oz + b]
-                        elif t - q0 < ncom:
-                            s = du[pk0 + t - q0, b, cc]
-                        else:
-                            s = 0.0
-                        for q in range(6):
-                            s -= U[ou + b * 6 + q] * ah[q, cc]
-                        z[b] = s
-                    _ldl_solve(L, ol, npas, z)
-                    for b in range(nj):
-                        for q in range(6):
-                            ah[q, cc] += S[iv + b, q] * z[b]
-                    for l in range(m):
-                        edn[l, cc] = z[nj + l]
-                for cc in range(ncol):
-                    for l in range(m):
-                        ed[l, cc] = edn[l, cc]
-                mprev = m
+        mprev = 0
+        for t in range(q0, q1):
+            i = path_idx[t]
+            m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
+            ou = 6 * body[i, B_Z]
+            ol = body[i, B_L]
+            oz = body[i, B_Z]
+            # the attachment acceleration: the parent's plus its modes' through Y (R: zero)
             for q in range(6):
-                if k == H:
-                    beta[j, q] = ah[q, 0]
-                else:
-                    for cc in range(6):
-                        Lam[j, k, q, cc] = ah[q, cc]
+                col[q] = ah[q] if t > q0 else 0.0
+            if t > q0 and body[i, B_NODE] >= 0:
+                oy = body[i, B_Y]
+                for l in range(mprev):
+                    w = ed[l]
+                    for q in range(6):
+                        col[q] += Y[oy + 6 * l + q] * w
+            xform_motion(E[i], r[i], col, ah)
+            for q in range(6):
+                ah[q] += c[i, q]
+            if active[i]:
+                for b in range(nvi):
+                    w = qdd_in[iv + b]
+                    for q in range(6):
+                        ah[q] += S[iv + b, q] * w
+            for b in range(npas):
+                s = u[oz + b]
+                for q in range(6):
+                    s -= U[ou + b * 6 + q] * ah[q]
+                z[b] = s
+            _ldl_solve(L, ol, npas, z)
+            for b in range(nj):
+                for q in range(6):
+                    ah[q] += S[iv + b, q] * z[b]
+            for l in range(m):
+                ed[l] = z[nj + l]
+            mprev = m
+        for q in range(6):
+            beta[j, q] = ah[q]
 
 
 @njit(cache=True)
@@ -528,7 +524,7 @@ class FlexiblePartKernel:
         self.dmax = 6 + max(A.mmax, int(model.nv_j[b].max()) if m else 0)
         self._allocate()
 
-    _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "_tau", "tau_out", "_act",
+    _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "dz", "_tau", "tau_out", "_act",
                   "_g", "_reduced", "_kin", "_TEp", "_Trp")
 
     def _allocate(self):
@@ -545,6 +541,7 @@ class FlexiblePartKernel:
         P = self.path_idx.size
         self.dP = np.zeros((P, self.dmax, 6))
         self.du = np.zeros((P, self.dmax, 6))
+        self.dz = np.zeros((P, self.dmax, 6))
         self._tau = np.zeros(self.nv)
         self.tau_out = np.zeros(self.nv)
         self._act = np.zeros(0, dtype=np.int64)
@@ -639,7 +636,8 @@ class FlexiblePartKernel:
         self.m0[:] = A.pA[:6]
         if self.H:
             sensitivity_kernel(A.parent, A.idx_v, A.nv, A.body, A.act, A.qddin, A.E, A.r, A.c, A.S, A.IA, A.pA, A.Y,
-                               A.U, A.u, A.L, self.path_ptr, self.path_idx, self.cp, self.dP, self.du, self.Kt,
+                               A.U, A.u, A.L, self.path_ptr, self.path_idx, self.cp, self.dP, self.du, self.dz,
+                               self.Kt,
                                self.Lam, self.beta)
             self.Psi[:] = self.Kt.transpose(0, 2, 1)
         self._reduced = True
