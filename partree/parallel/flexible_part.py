@@ -446,7 +446,8 @@ def own_selections(model, bodies):
 TOP_PATH_FRACTION = 0.5
 
 NOT_BUILT = ("is not built for flexible bodies in the parallel engine (its parts compute forward and hybrid "
-             "dynamics only)")
+             "dynamics only; the serial functions of partree.algorithms.flexible_dynamics, flexible_aba and the "
+             "others, take flexible bodies)")
 
 
 class FlexiblePartKernel:
@@ -721,8 +722,9 @@ def flexible_state(model, q, qd, tau=None):
             continue
         x = np.ascontiguousarray(x, dtype=np.float64)
         if x.shape != (size,):
-            raise PartreeInputError(f"{nm} has shape {x.shape}; a model with {ne} modal coordinates takes ({size},): "
-                                    f"the joint coordinates then the modal ones")
+            raise PartreeInputError(f"{nm} has shape {x.shape}; a model with flexible bodies ({ne} modal coordinates) "
+                                    f"takes the full vector ({size},): the joint coordinates then the modal ones, as "
+                                    f"flexible_aba")
         if not np.all(np.isfinite(x)):
             raise PartreeInputError(f"{nm} has non-finite entries")
         out.append(x)
