@@ -149,3 +149,35 @@ def test_a_singular_handle_system_names_its_part():
            (M1, np.zeros(6), np.zeros((0, 6, 6)), np.zeros((0, 6, 6)), np.zeros((0, 0, 6, 6)), np.zeros((0, 6)))]
     with pytest.raises(PartreeInputError, match="part 0: singular handle system"):
         R.solve(tree, red, np.zeros(6))
+
+
+def _star(H):
+    """Part 0 with H handles, one leaf part on each."""
+    return R.PartsTree(part_parent=np.r_[-1, np.zeros(H, dtype=np.int64)], hidx=np.r_[-1, np.arange(H)],
+                       nh=np.r_[H, np.zeros(H, dtype=np.int64)])
+
+
+@pytest.mark.parametrize("H", [R.LAPACK_HANDLES - 1, R.LAPACK_HANDLES, 40])
+def test_parts_with_many_handles_equal_the_dense_coupled_system(H):
+    """Both ways of solving a part's handle system (written out below ``LAPACK_HANDLES``, LAPACK
+    from there on) against the dense solve, through the packed messages."""
+    rng = np.random.default_rng(H)
+    tree = _star(H)
+    red = _random_relations(rng, tree, scale=0.3 / np.sqrt(H))
+    a0 = rng.standard_normal(6)
+    a_in, g = R.solve(tree, red, a0)
+    a_ref, g_ref = _dense(tree, red, a0)
+    assert np.allclose(a_in, a_ref, rtol=1e-11, atol=1e-11)
+    assert np.allclose(np.concatenate(g), np.concatenate(g_ref), rtol=1e-10, atol=1e-10)
+
+
+def test_a_singular_large_handle_system_names_its_part():
+    H = R.LAPACK_HANDLES + 2
+    tree = _star(H)
+    Lam = np.zeros((H, H, 6, 6))
+    Lam[0, 0] = np.eye(6)                  # with the leaf's M = 1: the rows of handle 0 vanish
+    red = [(np.eye(6), np.zeros(6), np.zeros((H, 6, 6)), np.zeros((H, 6, 6)), Lam, np.zeros((H, 6)))]
+    red += [(np.eye(6), np.zeros(6), np.zeros((0, 6, 6)), np.zeros((0, 6, 6)), np.zeros((0, 0, 6, 6)),
+             np.zeros((0, 6)))] * H
+    with pytest.raises(PartreeInputError, match="part 0: singular handle system"):
+        R.solve(tree, red, np.zeros(6))

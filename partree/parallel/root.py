@@ -328,8 +328,14 @@ def _lu_solve(A, B):
     return True
 
 
+#: handles from which a part's 6H x 6H handle system goes to LAPACK (``np.linalg.solve``, blocked
+#: and cache-friendly) instead of the written-out elimination, which is quicker for small systems
+#: and cubic in a scalar loop for large ones (a part of 64 handles: a 384 x 384 system)
+LAPACK_HANDLES = 8
+
+
 @njit(cache=True)
-def _solve_kernel(pp, hidx, nh, hoff, roff, red, a0, Mh, mh, Pa, pa, ah, a_in, g):
+def _solve_kernel(pp, hidx, nh, hoff, roff, red, a0, Mh, mh, Pa, pa, ah, a_in, g, at):
     """The root solve over the tree of parts (compiled); see :func:`solve`.
 
     pp, hidx, nh, hoff  int64   the parts tree (``PartsTree.arrays``)
@@ -342,7 +348,9 @@ def _solve_kernel(pp, hidx, nh, hoff, roff, red, a0, Mh, mh, Pa, pa, ah, a_in, g
     Pa, pa, ah                  workspaces: a_h = Pa a_in + pa, and the handles' accelerations
     a_in      (P, 6)            written: every part's incoming acceleration
     g         (NH, 6)           written: every handle's wrench
-    Returns -1, or the part whose handle system is singular.
+    at        (1,) int64        written: the part being solved (which part a LAPACK error is for)
+    Returns -1, or the part whose handle system is singular.  A part of ``LAPACK_HANDLES`` or
+    more handles is solved by ``np.linalg.solve``, which raises on an exactly singular system.
     """
     P = pp.shape[0]
     for p in range(P - 1, -1, -1):
@@ -373,7 +381,13 @@ def _solve_kernel(pp, hidx, nh, hoff, roff, red, a0, Mh, mh, Pa, pa, ah, a_in, g
                     for c in range(6):
                         rhs[row, c] = red[oK + (j * 6 + c) * 6 + a]
                     rhs[row, 6] = s7
-            if not _lu_solve(Z, rhs):
+            at[0] = p
+            if H >= LAPACK_HANDLES:
+                X = np.linalg.solve(Z, rhs)
+                for i in range(n):
+                    for c in range(7):
+                        rhs[i, c] = X[i, c]
+            elif not _lu_solve(Z, rhs):
                 return p
             for k in range(H):
                 for a in range(6):
@@ -445,9 +459,13 @@ def solve_packed(tree: PartsTree, red, roff, a0):
     Mh, mh = np.zeros((NH, 6, 6)), np.zeros((NH, 6))
     Pa, pa, ah = np.empty((NH, 6, 6)), np.empty((NH, 6)), np.empty((NH, 6))
     a_in, g = np.empty((P, 6)), np.empty((NH, 6))
-    bad = _solve_kernel(pp, hidx, nh, hoff, np.ascontiguousarray(roff, dtype=np.int64),
-                        np.ascontiguousarray(red, dtype=np.float64), np.ascontiguousarray(a0, dtype=np.float64),
-                        Mh, mh, Pa, pa, ah, a_in, g)
+    at = np.full(1, -1, dtype=np.int64)
+    try:
+        bad = _solve_kernel(pp, hidx, nh, hoff, np.ascontiguousarray(roff, dtype=np.int64),
+                            np.ascontiguousarray(red, dtype=np.float64), np.ascontiguousarray(a0, dtype=np.float64),
+                            Mh, mh, Pa, pa, ah, a_in, g, at)
+    except np.linalg.LinAlgError:
+        bad = int(at[0])
     if bad >= 0:
         raise PartreeInputError(f"part {bad}: singular handle system in the root solve")
     return a_in, g
