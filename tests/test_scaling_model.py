@@ -72,6 +72,28 @@ def test_hierarchical_root_grows_logarithmically(sm, cal):
     assert sm.hier_levels(64, fanin=4) == 3
 
 
+def test_hierarchical_root_from_its_measured_node_cost(sm, cal):
+    """With a measured time per plan node, the tree root costs (parts per rank + levels) nodes on
+    the critical path, whatever c_root says."""
+    cal["root"]["tree_node"] = 500e-6
+    for R, rho in ((2, 1.0), (64, 2.5), (4096, 3.0)):
+        root, msgs = sm.hier_root_seconds(R, rho, cal["root"], cal["network"])
+        assert root == pytest.approx((rho + sm.hier_levels(R)) * 500e-6, rel=1e-12)
+        assert msgs > 0
+    assert sm.hier_root_seconds(1, 1.0, cal["root"], cal["network"]) == (0.0, 0.0)
+
+
+def test_tree_root_items_time_the_built_tree_root(sm):
+    """The hierarchical root's calibration items run the built tree root on synthetic chains and
+    count the plan's nodes (P leaves and P - 1 merges at fan-in 2)."""
+    rows, fns = sm.tree_root_items((4, 9))
+    for r, f in zip(rows, fns):
+        f()
+        assert r["nodes"] == 2 * r["P"] - 1
+    node = sm.fit_tree_root(rows, [1e-3 * r["nodes"] for r in rows])
+    assert node == pytest.approx(1e-3)
+
+
 def test_a_part_with_many_handles_costs_cubically(sm, cal):
     c = [sm.c_root(H, cal["root"]) for H in (100, 200, 400)]
     assert c[2] / c[1] > 7 and c[1] / c[0] > 6

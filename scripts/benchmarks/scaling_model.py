@@ -17,8 +17,8 @@ is predicted as
              bytes that cross (messages.py: 18 H, 6, 42 + 36 H + 36 H^2 + 6 H, 6 + 6 H doubles)
     T_root = flat root (as built), rank 0 through every part: O(P)
              z + sum_k c_root(H_k), c_root(H) = a + e [H > 0] + b H + c H^2 + d H^3;
-             hierarchical root (a design NOT built): rho c_root(1) + ceil(log_f R) (c_root(f)
-             + f c_root(1) + 4 alpha + B_level / beta), a reduction tree of fan-in f over the ranks
+             hierarchical root (MPIEngine(root='tree')): (rho + ceil(log_f R)) c_node
+             + ceil(log_f R) (4 alpha + B_level / beta), a reduction tree of fan-in f over the parts
     (+ T_gather = alpha + (R - 2) gap + 8 (N - N_0) / beta + N c_place when qdd is gathered on
     rank 0 every evaluation, as partree bench's seconds_per_eval_gathered)
 
@@ -33,9 +33,12 @@ Measured here (one process unless said), every figure the best of --rounds round
             bodies, handles, owners; for the curves the binary tree's parts per rank, top-part
             handles and path bodies per part fitted on R = 2..64 at N = 1e6 (the chain is exact:
             the partitioner's PATH_WEIGHT rule)
-  root      MPIEngine's rank-0 work (split, unpack, compose_velocities, root.solve, pack) on
-            synthetic parts trees of P = 10..1e4 parts (chain, binary tree, forest) and stars of
-            H = 2..512 handles; c_root's coefficients fitted to all of them
+  root      MPIEngine's rank-0 work with the flat root as built (the compiled compose_packed,
+            solve_packed, pack_solutions on the gathered buffers) on synthetic parts trees of
+            P = 10..1e4 parts (chain, binary tree, forest) and stars of H = 2..512 handles; c_root's
+            coefficients fitted to all of them; the hierarchical root (hierarchical_root's
+            compose_velocities and solve) on synthetic chains: c_node, its time per plan node
+            (--recalibrate-root with --from-json times the root alone again)
   network   mpiexec -n 2: ping-pong (alpha: half the best small round trip; beta: 2-16 MB
             messages), the gap per message in a stream into one receiver, Gatherv / Scatterv of the
             engine's sizes; mpiexec -n 4 (oversubscribed) Gatherv / Scatterv kept for reference
@@ -143,20 +146,25 @@ def hier_levels(R, fanin=2):
 
 
 def hier_root_seconds(R, parts_per_rank, root, net, fanin=2):
-    """The hierarchical root (a MODEL of a design not built): every rank first eliminates its own
-    parts (parts_per_rank c_root(1)), then ceil(log_fanin R) levels, each one combine of ``fanin``
-    boundary relations (c_root(fanin) + fanin c_root(1): a part of fanin handles and its fanin
-    children of one handle each) and, per level,
-    four messages on the critical path (velocity maps up, v_in down, relation up, solution down;
-    groups assumed to keep one handle towards their parent: 18 + 6 + 120 + 12 doubles).
+    """The hierarchical root (``MPIEngine(root='tree')``): every rank first closes its own parts'
+    relations, then ceil(log_fanin R) levels, each one merge of ``fanin`` relations, and the
+    splits back down; per level four messages on the critical path (velocity maps up, v_in down,
+    relation up, solution down; groups assumed to keep one entry and one handle: 18 + 6 + 120 +
+    12 doubles).  The time per node of the plan (its merge and its split, velocity and dynamics
+    rounds) is ``root['tree_node']``, measured on the built tree root (:func:`fit_tree_root`);
+    a calibration without it takes c_root(fanin) + fanin c_root(1) per level.
     Returns (root seconds, message seconds)."""
     if R <= 1:
         return 0.0, 0.0
     L = hier_levels(R, fanin)
-    comb = c_root(fanin, root) + fanin * c_root(1, root)
     d = message_doubles(1)
     level_bytes = 8 * sum(float(d[x]) for x in KINDS)
-    return parts_per_rank * c_root(1, root) + L * comb, L * (4 * net["alpha"] + level_bytes / net["beta"])
+    msgs = L * (4 * net["alpha"] + level_bytes / net["beta"])
+    node = root.get("tree_node")
+    if node is not None:
+        return (parts_per_rank + L) * node, msgs
+    comb = c_root(fanin, root) + fanin * c_root(1, root)
+    return parts_per_rank * c_root(1, root) + L * comb, msgs
 
 
 def gather_seconds(R, nv, nv_root, net, c_place):
@@ -573,43 +581,98 @@ def _synthetic_messages(nh, rng):
     return vel, red
 
 
-def root_round(tree, nh, perm, allv, allr, a0):
-    """Rank 0's work in one MPIEngine evaluation (evaluate_local, its root branches): split the
-    gathered buffers, unpack, compose the incoming velocities, pack them; split, unpack, solve,
-    pack the solutions."""
-    from partree.parallel import messages as msg
+def root_round(tree, offsets, total, allv, allr, a0):
+    """Rank 0's work in one MPIEngine evaluation with the flat root (evaluate_local, its root
+    branches as built): the compiled composition of the incoming velocities on the gathered
+    velocity buffer as it arrives (``root.compose_packed``) and their rank-major copy, the
+    compiled solve on the gathered reduction buffer (``root.solve_packed``) and the packed
+    solutions (``root.pack_solutions``)."""
     from partree.parallel import root as R
 
-    P = len(nh)
-
-    def split(buf, lens):
-        out, o = {}, 0
-        for k in perm:
-            L = int(lens[k])
-            out[int(k)] = buf[o:o + L]
-            o += L
-        return out
-    pieces = split(allv, msg.velocity_len(nh))
-    vel = [msg.unpack_velocity(pieces[k], int(nh[k])) for k in range(P)]
-    v_in = R.compose_velocities(tree, vel)
-    np.ascontiguousarray(v_in[perm]).ravel()
-    pieces = split(allr, msg.reduction_len(nh))
-    red = [msg.unpack_reduction(pieces[k], int(nh[k])) for k in range(P)]
-    a_in, g = R.solve(tree, red, a0)
-    return np.concatenate([msg.pack_solution(a_in[k], g[k]) for k in perm])
+    v_in = R.compose_packed(tree, allv, offsets["vel"])
+    np.ascontiguousarray(v_in).ravel()
+    a_in, g = R.solve_packed(tree, allr, offsets["red"], a0)
+    return R.pack_solutions(tree, a_in, g, offsets["sol"], total)
 
 
 def root_item(shape, P, rng):
     """A callable doing rank 0's root work for a synthetic parts tree of P parts."""
+    from partree.parallel import messages as msg
     from partree.parallel import root as R
 
     pp, hidx, nh = _synthetic_tree(shape, P)
     tree = R.PartsTree(part_parent=pp, hidx=hidx, nh=nh)
     vel, red = _synthetic_messages(nh, rng)
-    perm = np.arange(P)
+    offsets = {key: np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+               for key, lens in (("vel", msg.velocity_len(nh)), ("red", msg.reduction_len(nh)),
+                                 ("sol", msg.solution_len(nh)))}
+    total = int(np.sum(msg.solution_len(nh)))
     allv, allr = np.concatenate(vel), np.concatenate(red)
     a0 = np.array([0, 0, 0, 0, 0, 9.81])
-    return lambda: root_round(tree, nh, perm, allv, allr, a0)
+    return lambda: root_round(tree, offsets, total, allv, allr, a0)
+
+
+def tree_root_item(shape, P, rng, fanin=2):
+    """A callable doing the hierarchical root's work in one process for a synthetic parts tree of
+    P parts (``hierarchical_root.compose_velocities`` and ``solve``: every node's merge and
+    split), and the plan's number of nodes."""
+    from partree.parallel import hierarchical_root as HR
+    from partree.parallel import messages as msg
+    from partree.parallel import root as R
+
+    pp, hidx, nh = _synthetic_tree(shape, P)
+    tree = R.PartsTree(part_parent=pp, hidx=hidx, nh=nh)
+    vel, red = _synthetic_messages(nh, rng)
+    vel = [msg.unpack_velocity(b, int(h)) for b, h in zip(vel, nh)]
+    red = [msg.unpack_reduction(b, int(h)) for b, h in zip(red, nh)]
+    plan = HR.make_plan(tree, fanin=fanin)
+    a0 = np.array([0, 0, 0, 0, 0, 9.81])
+
+    def run():
+        HR.compose_velocities(tree, vel, plan=plan)
+        HR.solve(tree, red, a0, plan=plan)
+    return run, len(plan.nodes)
+
+
+def tree_root_items(Ps, fanin=2):
+    """Items: the hierarchical root on synthetic chains of P parts (groups of one entry and one
+    handle, as the model assumes)."""
+    rng = np.random.default_rng(2)
+    rows, fns = [], []
+    for P in Ps:
+        fn, nodes = tree_root_item("chain", P, rng, fanin)
+        rows.append({"shape": "chain", "P": P, "nodes": nodes, "fanin": fanin})
+        fns.append(fn)
+    return rows, fns
+
+
+def fit_tree_root(rows, best):
+    """The time per node of the hierarchical root's plan (merge and split, both rounds): the
+    median over the chains of their time over their nodes."""
+    for r, t in zip(rows, best):
+        r["seconds"] = float(t)
+        r["per_node"] = float(t) / r["nodes"]
+    return float(np.median([r["per_node"] for r in rows]))
+
+
+def recalibrate_root(cal, quick, log, rounds=None, fanin=2):
+    """Time the root alone again (the compiled flat root's synthetic trees and stars, and the
+    hierarchical root's chains), side by side, and put the fits into ``cal['root']``."""
+    rounds = rounds or (3 if quick else 9)
+    Ps = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
+    stars = (2, 4, 16, 64) if quick else (2, 4, 8, 16, 32, 64, 128, 256, 512)
+    flat_rows, flat_fns = root_items(Ps, stars)
+    tree_rows, tree_fns = tree_root_items(Ps, fanin)
+    for f in flat_fns + tree_fns:          # compile and warm
+        f()
+    t1 = time.perf_counter()
+    best = _times_interleaved(flat_fns + tree_fns, rounds).min(axis=0)
+    cal["root"] = fit_root(flat_rows, best[:len(flat_fns)])
+    cal["root"]["tree_node"] = fit_tree_root(tree_rows, best[len(flat_fns):])
+    cal["root"]["tree_rows"] = tree_rows
+    cal["root"]["recalibrated"] = {"machine": _machine(), "rounds": rounds, "load_average": _load()}
+    log(f"root timed again in {time.perf_counter() - t1:.0f} s (best of {rounds} rounds): hierarchical root "
+        f"{cal['root']['tree_node'] * 1e6:.1f} us per plan node")
 
 
 def root_items(Ps, stars):
@@ -1008,7 +1071,7 @@ def plot(cv, path):
         for i, N in enumerate(cv["N"]):
             for kind, ls in (("flat", "-"), ("hierarchical", "--")):
                 row = cv["families"][fam][kind][str(N)]
-                lab = f"N = 1e{int(round(math.log10(N)))}, {'flat root (built)' if kind == 'flat' else 'hierarchical (model only)'}"
+                lab = f"N = 1e{int(round(math.log10(N)))}, {'flat root' if kind == 'flat' else 'hierarchical root'}"
                 axes[0, j].loglog(Rs, row["seconds"], ls, color=colors[i], label=lab if j == 0 else None)
                 axes[1, j].semilogx(Rs, row["efficiency"], ls, color=colors[i])
                 if kind == "flat" and row["stops_at"]:
@@ -1086,6 +1149,7 @@ def calibrate(quick, log, rounds=None):
     Ps = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
     stars = (2, 4, 16, 64) if quick else (2, 4, 8, 16, 32, 64, 128, 256, 512)
     groups["root"] = root_items(Ps, stars)
+    groups["tree_root"] = tree_root_items(Ps)
     fns, where = [], {}
     for key, (_, fs) in groups.items():
         where[key] = slice(len(fns), len(fns) + len(fs))
@@ -1104,6 +1168,8 @@ def calibrate(quick, log, rounds=None):
     cal["kernels"] = kern
     cal["caps"] = caps[0]
     cal["root"] = fit_root(groups["root"][0], best[where["root"]])
+    cal["root"]["tree_node"] = fit_tree_root(groups["tree_root"][0], best[where["tree_root"]])
+    cal["root"]["tree_rows"] = groups["tree_root"][0]
     log(f"timed in {cal['timing_seconds']:.0f} s")
     del groups, fns
     t1 = time.perf_counter()
@@ -1147,6 +1213,9 @@ def summarize_calibration(cal, log):
     log(f"  T_root = {z_ * 1e6:.1f} us + sum_k c_root(H_k), c_root(H) = {a_ * 1e6:.1f} us + {e_ * 1e6:.1f} us [H > 0] "
         f"+ {b_ * 1e6:.1f} us H + {c_ * 1e9:.1f} ns H^2 + {d_ * 1e9:.2f} ns H^3; largest misfit "
         f"{100 * r['max_fit_error']:.0f}%")
+    if r.get("tree_node") is not None:
+        log(f"  hierarchical root: {r['tree_node'] * 1e6:.1f} us per plan node (merge and split, both rounds; chains of "
+            + ", ".join(f"P={x['P']}: {x['per_node'] * 1e6:.1f} us" for x in r.get("tree_rows", [])) + ")")
     b = cal["shape"]["binary"]
     log(f"  binary tree's partitions at n={cal['shape']['n']}: {b['rho']:.2f} parts per rank, top part "
         f"{b['h_top']:.3f} R handles, {b['path_per_part']:.1f} path bodies per part, rank imbalance {b['imbalance']:.4f}")
@@ -1221,6 +1290,9 @@ def main(argv=None):
                     help=f"output folder (default {DEFAULT_OUT.relative_to(ROOT)}; --quick writes nothing without it)")
     ap.add_argument("--from-json", type=Path, default=None,
                     help="take the calibration from a previous run's scaling_model.json instead of measuring")
+    ap.add_argument("--recalibrate-root", action="store_true",
+                    help="with --from-json: time the root alone again (the compiled flat root and the "
+                         "hierarchical root) and keep the rest of the saved calibration")
     ap.add_argument("--no-validate", action="store_true", help="skip the mpiexec partree bench jobs")
     ap.add_argument("--validate", action="store_true",
                     help="run the validation jobs even with --from-json (checks a saved calibration now)")
@@ -1263,6 +1335,12 @@ def main(argv=None):
         cal = calibrate(a.quick, log, a.rounds)
         validation = []
         measured = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(["scaling_model.py"] + (argv or sys.argv[1:]))}
+    if a.recalibrate_root:
+        if not a.from_json:
+            ap.error("--recalibrate-root takes the rest of the calibration from --from-json")
+        recalibrate_root(cal, a.quick, log, a.rounds, a.fanin)
+        measured["root"] = {"date": time.strftime("%Y-%m-%d"),
+                            "command": " ".join(["scaling_model.py"] + (argv or sys.argv[1:]))}
     apply_overrides(cal, a)
     summarize_calibration(cal, log)
     if (a.validate or (not a.from_json and not a.quick)) and not a.no_validate:
@@ -1294,13 +1372,14 @@ def main(argv=None):
         log(f"  2-core, N=1e7, {r['family']:6s} R=2: measured {r['measured'] * 1e3:.0f} ms, predicted "
             f"{r['predicted'] * 1e3:.0f} ms ({100 * r['error']:+.1f}%)")
     cv = curves(cal, fanin=a.fanin)
-    log(f"curves (R = 1..{CURVE_R[-1]}; flat root as built, hierarchical root a model of a design not built):")
+    log(f"curves (R = 1..{CURVE_R[-1]}; flat root and hierarchical root as built):")
     report_curves(cv, log)
     log(f"total {time.perf_counter() - t0:.0f} s")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         doc = {"date": measured["date"], "measured_by": measured["command"],
                "command": " ".join(["scaling_model.py"] + (argv or sys.argv[1:])),
+               **({"root_measured": measured["root"]} if "root" in measured else {}),
                "calibration": cal, "validation": validation, "earlier": earlier, "curves": cv}
         (out / "scaling_model.json").write_text(json.dumps(_jsonable(doc), indent=1) + "\n")
         (out / "report.txt").write_text("\n".join(lines) + "\n")
