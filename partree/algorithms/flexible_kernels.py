@@ -86,7 +86,6 @@ import numpy as np
 from numba import njit
 
 from ..joints import joint_kinematics
-from .linalg import cholesky
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
 
@@ -189,8 +188,6 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     N = np.empty((max(mmax, 1), 9))
     Gc = np.empty((max(mmax, 1), 3))
     Gd = np.empty((max(mmax, 1), 3))
-    Yb = np.empty((3, 3))
-    Ydb = np.empty((3, 3))
     for i in range(n):
         p = parent[i]
         iv = idx_v[i]
@@ -289,7 +286,8 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             for k in range(6):
                 pA[op + k] = f[k]
             continue
-        # ---- a flexible body: M(eta) and b (partree.flexible.body_mass_matrix, _flexible_bias)
+        # ---- a flexible body: M(eta) and b (partree.flexible.body_mass_matrix, _flexible_bias), in
+        # scalars: the second moment Y and its rate Yd are symmetric (their upper triangles)
         d = 6 + m
         kd = body[i, B_KIND]
         ke = kinfo[kd, K_E]
@@ -306,113 +304,174 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
         c0 = kinfo[kd, K_C]
         for t in range(c0, c0 + kinfo[kd, K_CN]):
             N[sparse_i[t, 1], sparse_i[t, 2]] += q[e0 + sparse_i[t, 0]] * sparse_v[t]
-        # Y = A + B_eta^T + sum_k eta_k N_k, Yd = sum_k eta_dot_k (N_k + N_k^T); s, sd
-        sv0 = mass[i] * com[i, 0]
-        sv1 = mass[i] * com[i, 1]
-        sv2 = mass[i] * com[i, 2]
+        mi = mass[i]
+        cx, cy, cz = com[i, 0], com[i, 1], com[i, 2]
+        sv0 = mi * cx
+        sv1 = mi * cy
+        sv2 = mi * cz
         sd0 = 0.0
         sd1 = 0.0
         sd2 = 0.0
-        # A = integral rho x x^T = tr(Io)/2 1 - Io, Io the undeformed inertia about the origin
-        cc = com[i, 0] * com[i, 0] + com[i, 1] * com[i, 1] + com[i, 2] * com[i, 2]
-        for a in range(3):
-            for b in range(3):
-                Yb[a, b] = I_com[i, a, b] - mass[i] * com[i, a] * com[i, b]
-            Yb[a, a] += mass[i] * cc
-        hA = 0.5 * (Yb[0, 0] + Yb[1, 1] + Yb[2, 2])
-        for a in range(3):
-            for b in range(3):
-                Yb[a, b] = -Yb[a, b]
-                Ydb[a, b] = 0.0
-            Yb[a, a] += hA
+        # Y = A + B_eta^T + sum_k eta_k N_k, A = integral rho x x^T = tr(Io)/2 1 - Io (Io the
+        # undeformed inertia about the origin); Yd = sum_k eta_dot_k (N_k + N_k^T)
+        cc = mi * (cx * cx + cy * cy + cz * cz)
+        io00 = I_com[i, 0, 0] - mi * cx * cx + cc
+        io11 = I_com[i, 1, 1] - mi * cy * cy + cc
+        io22 = I_com[i, 2, 2] - mi * cz * cz + cc
+        hA = 0.5 * (io00 + io11 + io22)
+        Y00 = hA - io00
+        Y11 = hA - io11
+        Y22 = hA - io22
+        Y01 = mi * cx * cy - I_com[i, 0, 1]
+        Y02 = mi * cx * cz - I_com[i, 0, 2]
+        Y12 = mi * cy * cz - I_com[i, 1, 2]
+        D00 = 0.0
+        D11 = 0.0
+        D22 = 0.0
+        D01 = 0.0
+        D02 = 0.0
+        D12 = 0.0
         for k in range(m):
             ek = q[e0 + k]
             edk = qd[d0 + k]
-            sv0 += first[ke + k, 0] * ek
-            sv1 += first[ke + k, 1] * ek
-            sv2 += first[ke + k, 2] * ek
-            sd0 += first[ke + k, 0] * edk
-            sd1 += first[ke + k, 1] * edk
-            sd2 += first[ke + k, 2] * edk
-            for a in range(3):
-                for b in range(3):
-                    Yb[a, b] += ek * (xphi[ke + k, b, a] + N[k, 3 * a + b])
-                    Ydb[a, b] += edk * (N[k, 3 * a + b] + N[k, 3 * b + a])
-            Gc[k, 0] = N[k, 5] - N[k, 7]
-            Gc[k, 1] = N[k, 6] - N[k, 2]
-            Gc[k, 2] = N[k, 1] - N[k, 3]
+            f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
+            sv0 += f0 * ek
+            sv1 += f1 * ek
+            sv2 += f2 * ek
+            sd0 += f0 * edk
+            sd1 += f1 * edk
+            sd2 += f2 * edk
+            n00, n01, n02 = N[k, 0], N[k, 1], N[k, 2]
+            n10, n11, n12 = N[k, 3], N[k, 4], N[k, 5]
+            n20, n21, n22 = N[k, 6], N[k, 7], N[k, 8]
+            Y00 += ek * (xphi[ke + k, 0, 0] + n00)
+            Y11 += ek * (xphi[ke + k, 1, 1] + n11)
+            Y22 += ek * (xphi[ke + k, 2, 2] + n22)
+            Y01 += ek * (xphi[ke + k, 1, 0] + n01)
+            Y02 += ek * (xphi[ke + k, 2, 0] + n02)
+            Y12 += ek * (xphi[ke + k, 2, 1] + n12)
+            D00 += edk * (n00 + n00)
+            D11 += edk * (n11 + n11)
+            D22 += edk * (n22 + n22)
+            D01 += edk * (n01 + n10)
+            D02 += edk * (n02 + n20)
+            D12 += edk * (n12 + n21)
+            Gc[k, 0] = n12 - n21
+            Gc[k, 1] = n20 - n02
+            Gc[k, 2] = n01 - n10
         # Gd[:, k] = axial(sum_l eta_dot_l C_lk)
         for k in range(m):
             Gd[k, 0] = 0.0
             Gd[k, 1] = 0.0
             Gd[k, 2] = 0.0
-        x0 = kinfo[kd, K_X]
-        for t in range(x0, x0 + kinfo[kd, K_XN]):
+        xo = kinfo[kd, K_X]
+        for t in range(xo, xo + kinfo[kd, K_XN]):
             Gd[sparse_i[t, 1], sparse_i[t, 2]] += qd[d0 + sparse_i[t, 0]] * sparse_v[t]
-        trY = Yb[0, 0] + Yb[1, 1] + Yb[2, 2]
-        trYd = Ydb[0, 0] + Ydb[1, 1] + Ydb[2, 2]
-        mi = mass[i]
-        # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]]
-        for a in range(3):
-            for b in range(3):
-                IA[oi + a * d + b] = (trY if a == b else 0.0) - Yb[a, b]
-                IA[oi + (3 + a) * d + 3 + b] = mi if a == b else 0.0
-        IA[oi + 3] = 0.0
-        IA[oi + 4] = -sv2
-        IA[oi + 5] = sv1
-        IA[oi + d + 3] = sv2
-        IA[oi + d + 4] = 0.0
-        IA[oi + d + 5] = -sv0
-        IA[oi + 2 * d + 3] = -sv1
-        IA[oi + 2 * d + 4] = sv0
-        IA[oi + 2 * d + 5] = 0.0
-        for a in range(3):
-            for b in range(3):
-                IA[oi + (3 + b) * d + a] = IA[oi + a * d + 3 + b]
+        # J = tr(Y) 1 - Y, Jd = tr(Yd) 1 - Yd
+        J00 = Y11 + Y22
+        J11 = Y00 + Y22
+        J22 = Y00 + Y11
+        Jd00 = D11 + D22
+        Jd11 = D00 + D22
+        Jd22 = D00 + D11
+        # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]], row by row
+        r0 = oi
+        r1 = oi + d
+        r2 = oi + 2 * d
+        r3 = oi + 3 * d
+        r4 = oi + 4 * d
+        r5 = oi + 5 * d
+        IA[r0] = J00
+        IA[r0 + 1] = -Y01
+        IA[r0 + 2] = -Y02
+        IA[r0 + 3] = 0.0
+        IA[r0 + 4] = -sv2
+        IA[r0 + 5] = sv1
+        IA[r1] = -Y01
+        IA[r1 + 1] = J11
+        IA[r1 + 2] = -Y12
+        IA[r1 + 3] = sv2
+        IA[r1 + 4] = 0.0
+        IA[r1 + 5] = -sv0
+        IA[r2] = -Y02
+        IA[r2 + 1] = -Y12
+        IA[r2 + 2] = J22
+        IA[r2 + 3] = -sv1
+        IA[r2 + 4] = sv0
+        IA[r2 + 5] = 0.0
+        IA[r3] = 0.0
+        IA[r3 + 1] = sv2
+        IA[r3 + 2] = -sv1
+        IA[r3 + 3] = mi
+        IA[r3 + 4] = 0.0
+        IA[r3 + 5] = 0.0
+        IA[r4] = -sv2
+        IA[r4 + 1] = 0.0
+        IA[r4 + 2] = sv0
+        IA[r4 + 3] = 0.0
+        IA[r4 + 4] = mi
+        IA[r4 + 5] = 0.0
+        IA[r5] = sv1
+        IA[r5 + 1] = -sv0
+        IA[r5 + 2] = 0.0
+        IA[r5 + 3] = 0.0
+        IA[r5 + 4] = 0.0
+        IA[r5 + 5] = mi
         for k in range(m):
-            for a in range(3):
-                IA[oi + a * d + 6 + k] = Gc[k, a]
-                IA[oi + (6 + k) * d + a] = Gc[k, a]
-                IA[oi + (3 + a) * d + 6 + k] = first[ke + k, a]
-                IA[oi + (6 + k) * d + 3 + a] = first[ke + k, a]
+            IA[r0 + 6 + k] = Gc[k, 0]
+            IA[r1 + 6 + k] = Gc[k, 1]
+            IA[r2 + 6 + k] = Gc[k, 2]
+            IA[r3 + 6 + k] = first[ke + k, 0]
+            IA[r4 + 6 + k] = first[ke + k, 1]
+            IA[r5 + 6 + k] = first[ke + k, 2]
+            rk = oi + (6 + k) * d
+            IA[rk] = Gc[k, 0]
+            IA[rk + 1] = Gc[k, 1]
+            IA[rk + 2] = Gc[k, 2]
+            IA[rk + 3] = first[ke + k, 0]
+            IA[rk + 4] = first[ke + k, 1]
+            IA[rk + 5] = first[ke + k, 2]
             for l in range(m):
-                IA[oi + (6 + k) * d + 6 + l] = Mee[k2 + k * m + l]
-        # h = M nu (its first six entries), b
+                IA[rk + 6 + l] = Mee[k2 + k * m + l]
+        # h = M nu (its first six entries), f = the rigid rows of b without the v x* h term
         w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2]
         V0, V1, V2 = v[i, 3], v[i, 4], v[i, 5]
-        for a in range(3):
-            h[a] = IA[oi + a * d] * w0 + IA[oi + a * d + 1] * w1 + IA[oi + a * d + 2] * w2
-            f[a] = (trYd - Ydb[a, a]) * v[i, a]
-            for b in range(3):
-                if b != a:
-                    f[a] -= Ydb[a, b] * v[i, b]
-        h[0] += sv1 * V2 - sv2 * V1
-        h[1] += sv2 * V0 - sv0 * V2
-        h[2] += sv0 * V1 - sv1 * V0
-        h[3] = w1 * sv2 - w2 * sv1 + mi * V0
-        h[4] = w2 * sv0 - w0 * sv2 + mi * V1
-        h[5] = w0 * sv1 - w1 * sv0 + mi * V2
-        f[0] += sd1 * V2 - sd2 * V1
-        f[1] += sd2 * V0 - sd0 * V2
-        f[2] += sd0 * V1 - sd1 * V0
-        f[3] = w1 * sd2 - w2 * sd1
-        f[4] = w2 * sd0 - w0 * sd2
-        f[5] = w0 * sd1 - w1 * sd0
+        h0 = J00 * w0 - Y01 * w1 - Y02 * w2 + sv1 * V2 - sv2 * V1
+        h1 = J11 * w1 - Y01 * w0 - Y12 * w2 + sv2 * V0 - sv0 * V2
+        h2 = J22 * w2 - Y02 * w0 - Y12 * w1 + sv0 * V1 - sv1 * V0
+        h3 = w1 * sv2 - w2 * sv1 + mi * V0
+        h4 = w2 * sv0 - w0 * sv2 + mi * V1
+        h5 = w0 * sv1 - w1 * sv0 + mi * V2
+        g0 = Jd00 * w0 - D01 * w1 - D02 * w2 + sd1 * V2 - sd2 * V1
+        g1 = Jd11 * w1 - D01 * w0 - D12 * w2 + sd2 * V0 - sd0 * V2
+        g2 = Jd22 * w2 - D02 * w0 - D12 * w1 + sd0 * V1 - sd1 * V0
+        # the modes' rows: 2 Gd_k.w - first_k.(V x w) + sum_ab N_k[a, b] (w_a w_b - |w|^2 1_ab)
         ww = w0 * w0 + w1 * w1 + w2 * w2
+        p00 = w0 * w0 - ww
+        p11 = w1 * w1 - ww
+        p22 = w2 * w2 - ww
+        p01 = w0 * w1
+        p02 = w0 * w2
+        p12 = w1 * w2
+        x0 = V1 * w2 - V2 * w1
+        x1 = V2 * w0 - V0 * w2
+        x2 = V0 * w1 - V1 * w0
         for k in range(m):
             edk = qd[d0 + k]
-            for a in range(3):
-                h[a] += Gc[k, a] * edk
-                h[3 + a] += first[ke + k, a] * edk
-                f[a] += Gd[k, a] * edk
-            gw = Gd[k, 0] * w0 + Gd[k, 1] * w1 + Gd[k, 2] * w2
             f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
-            vws = V0 * (w1 * f2 - w2 * f1) + V1 * (w2 * f0 - w0 * f2) + V2 * (w0 * f1 - w1 * f0)
-            trN = N[k, 0] + N[k, 4] + N[k, 8]
-            wNw = 0.0
-            for a in range(3):
-                wNw += v[i, a] * (N[k, 3 * a] * w0 + N[k, 3 * a + 1] * w1 + N[k, 3 * a + 2] * w2)
-            bk = 2.0 * gw - vws - ww * trN + wNw
+            a0, a1, a2 = Gd[k, 0], Gd[k, 1], Gd[k, 2]
+            h0 += Gc[k, 0] * edk
+            h1 += Gc[k, 1] * edk
+            h2 += Gc[k, 2] * edk
+            h3 += f0 * edk
+            h4 += f1 * edk
+            h5 += f2 * edk
+            g0 += a0 * edk
+            g1 += a1 * edk
+            g2 += a2 * edk
+            bk = (2.0 * (a0 * w0 + a1 * w1 + a2 * w2) - (f0 * x0 + f1 * x1 + f2 * x2)
+                  + N[k, 0] * p00 + N[k, 4] * p11 + N[k, 8] * p22 + (N[k, 1] + N[k, 3]) * p01
+                  + (N[k, 2] + N[k, 6]) * p02 + (N[k, 5] + N[k, 7]) * p12)
             for l in range(m):
                 bk += Kst[k2 + k * m + l] * q[e0 + l]
             if damp:
@@ -426,9 +485,13 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
                         g += v[i, a] * (Gs[o, a, 0] * w0 + Gs[o, a, 1] * w1 + Gs[o, a, 2] * w2)
                     bk += g * q[e0 + l]
             pA[op + 6 + k] = bk
-        cross_force(v[i], h, tmp)
-        for k in range(6):
-            pA[op + k] = f[k] + tmp[k]
+        # b's rigid rows: f + v x* h
+        pA[op] = g0 + w1 * h2 - w2 * h1 + V1 * h5 - V2 * h4
+        pA[op + 1] = g1 + w2 * h0 - w0 * h2 + V2 * h3 - V0 * h5
+        pA[op + 2] = g2 + w0 * h1 - w1 * h0 + V0 * h4 - V1 * h3
+        pA[op + 3] = w1 * sd2 - w2 * sd1 + w1 * h5 - w2 * h4
+        pA[op + 4] = w2 * sd0 - w0 * sd2 + w2 * h3 - w0 * h5
+        pA[op + 5] = w0 * sd1 - w1 * sd0 + w0 * h4 - w1 * h3
 
 
 # ----------------------------------------------------------------------------- external loads
@@ -498,10 +561,13 @@ def flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA)
 def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L):
     """Pass 2, inward: articulated inertias IA and biases pA (in place), U (first six rows), u
     and the Cholesky factor L of D over each body's passive coordinates.  Returns -1, or the body
-    whose D is not positive definite."""
+    whose D is not positive definite.
+
+    D's lower triangle is formed in L and factored there row by row; the modes' rows of U and D
+    are read along IA's rows (IA is kept symmetric, both triangles); Ia = IA6 - W^T W is formed
+    on its upper triangle and mirrored."""
     n = parent.shape[0]
     nz = 6 + max(mmax, 0)
-    D = np.empty((nz, nz))
     W = np.empty((nz, 6))
     y = np.empty(nz)
     Ia = np.empty((6, 6))
@@ -518,19 +584,22 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
         oi = body[i, B_I]
         op = body[i, B_P]
         oz = body[i, B_Z]
+        ol = body[i, B_L]
         iv = idx_v[i]
         nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
         act = hybrid and active[i]
         nj = 0 if act else nvi
         npas = nj + m
         ou = 6 * oz
-        # U = IA S_hat over the passive columns (first six rows kept), D = S_hat^T U, u
+        # U = IA S_hat over the passive columns (first six rows kept), u, and D = S_hat^T U's
+        # lower triangle (row major npas x npas at L[ol:])
         for a in range(nj):
+            ua = ou + a * 6
             for k in range(6):
                 s = 0.0
                 for l in range(6):
                     s += IA[oi + k * d + l] * S[iv + a, l]
-                U[ou + a * 6 + k] = s
+                U[ua + k] = s
             s = tau[iv + a]
             for k in range(6):
                 s -= S[iv + a, k] * pA[op + k]
@@ -538,26 +607,39 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
             for b in range(a + 1):
                 s = 0.0
                 for k in range(6):
-                    s += S[iv + b, k] * U[ou + a * 6 + k]
-                D[a, b] = s
+                    s += S[iv + b, k] * U[ua + k]
+                L[ol + a * npas + b] = s
             for k in range(m):
+                ro = oi + (6 + k) * d
                 s = 0.0
                 for l in range(6):
-                    s += IA[oi + (6 + k) * d + l] * S[iv + a, l]
-                D[nj + k, a] = s
+                    s += IA[ro + l] * S[iv + a, l]
+                L[ol + (nj + k) * npas + a] = s
         ie = body[i, B_IE]
         for k in range(m):
+            ro = oi + (6 + k) * d
+            uo = ou + (nj + k) * 6
             for l in range(6):
-                U[ou + (nj + k) * 6 + l] = IA[oi + l * d + 6 + k]
+                U[uo + l] = IA[ro + l]
             u[oz + nj + k] = tau[nv + ie + k] - pA[op + 6 + k]
+            lo = ol + (nj + k) * npas + nj
             for l in range(k + 1):
-                D[nj + k, nj + l] = IA[oi + (6 + k) * d + 6 + l]
-        if not cholesky(D, npas):
-            return i
-        ol = body[i, B_L]
+                L[lo + l] = IA[ro + 6 + l]
+        # the Cholesky factor, row by row (reciprocal diagonal, as linalg.cholesky)
         for a in range(npas):
-            for b in range(a + 1):
-                L[ol + a * npas + b] = D[a, b]
+            ra = ol + a * npas
+            for t in range(a):
+                rt = ol + t * npas
+                s = L[ra + t]
+                for j in range(t):
+                    s -= L[ra + j] * L[rt + j]
+                L[ra + t] = s * L[rt + t]
+            s = L[ra + a]
+            for j in range(a):
+                s -= L[ra + j] * L[ra + j]
+            if not s > 0.0:
+                return i
+            L[ra + a] = 1.0 / np.sqrt(s)
         p = parent[i]
         if p < 0:
             continue
@@ -570,30 +652,34 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
                 for k in range(6):
                     ch[k] += S[iv + a, k] * w
         # Ia = IA6 - U D^-1 U^T = IA6 - W^T W with W = L^-1 U^T; pa = pA6 + Ia ch + W^T L^-1 u
-        # (the loops over the six spatial rows innermost)
         for a in range(npas):
+            ra = ol + a * npas
             for k in range(6):
                 W[a, k] = U[ou + a * 6 + k]
             s = u[oz + a]
             for t in range(a):
-                f = D[a, t]
+                f = L[ra + t]
                 s -= f * y[t]
                 for k in range(6):
                     W[a, k] -= f * W[t, k]
-            f = D[a, a]
+            f = L[ra + a]
             y[a] = s * f
             for k in range(6):
                 W[a, k] *= f
         for k in range(6):
-            for l in range(6):
-                Ia[k, l] = IA[oi + k * d + l]
             pa[k] = pA[op + k]
+            for l in range(k, 6):
+                Ia[k, l] = IA[oi + k * d + l]
         for a in range(npas):
+            ya = y[a]
             for k in range(6):
                 wk = W[a, k]
-                pa[k] += wk * y[a]
-                for l in range(6):
+                pa[k] += wk * ya
+                for l in range(k, 6):
                     Ia[k, l] -= wk * W[a, l]
+        for k in range(6):
+            for l in range(k + 1, 6):
+                Ia[l, k] = Ia[k, l]
         for k in range(6):
             s = 0.0
             for l in range(6):
@@ -617,27 +703,37 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
         if mp == 0:
             continue
         oy = body[i, B_Y]
-        # Q = P Y, column l at Q[l]
+        # Q = P Y, column l at Q[l]; the parent's coupling block row by row
         for l in range(mp):
             o = oy + 6 * l
+            y0 = Y[o]
+            y1 = Y[o + 1]
+            y2 = Y[o + 2]
+            y3 = Y[o + 3]
+            y4 = Y[o + 4]
+            y5 = Y[o + 5]
+            rl = oip + (6 + l) * dp
             for k in range(6):
-                s = 0.0
-                for t in range(6):
-                    s += P[k, t] * Y[o + t]
+                s = P[k, 0] * y0 + P[k, 1] * y1 + P[k, 2] * y2 + P[k, 3] * y3 + P[k, 4] * y4 + P[k, 5] * y5
                 Q[l, k] = s
-                IA[oip + k * dp + 6 + l] += s
-                IA[oip + (6 + l) * dp + k] += s
+                IA[rl + k] += s
+            pA[opp + 6 + l] += y0 * pf[0] + y1 * pf[1] + y2 * pf[2] + y3 * pf[3] + y4 * pf[4] + y5 * pf[5]
+        for k in range(6):
+            rk = oip + k * dp + 6
+            for l in range(mp):
+                IA[rk + l] += Q[l, k]
         for k in range(mp):
             o = oy + 6 * k
-            s = 0.0
-            for t in range(6):
-                s += Y[o + t] * pf[t]
-            pA[opp + 6 + k] += s
+            y0 = Y[o]
+            y1 = Y[o + 1]
+            y2 = Y[o + 2]
+            y3 = Y[o + 3]
+            y4 = Y[o + 4]
+            y5 = Y[o + 5]
+            rk = oip + (6 + k) * dp + 6
             for l in range(k, mp):
-                s = 0.0
-                for t in range(6):
-                    s += Y[o + t] * Q[l, t]
-                IA[oip + (6 + k) * dp + 6 + l] += s
+                s = y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
+                IA[rk + l] += s
                 if l != k:
                     IA[oip + (6 + l) * dp + 6 + k] += s
     return -1
