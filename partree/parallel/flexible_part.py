@@ -118,13 +118,10 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
     for k in range(H):
         p0 = path_ptr[k]
         p1 = path_ptr[k + 1]
-        for t in range(p0, p1):
-            for a in range(nz):
-                for b in range(6):
-                    dP[t, a, b] = 0.0
-                    du[t, a, b] = 0.0
+        # (each path position's dP is written once, by the body after it on the path)
         for a in range(6):
-            dP[p1 - 1, a, a] = 1.0
+            for b in range(6):
+                dP[p1 - 1, a, b] = 1.0 if a == b else 0.0
         for t in range(p1 - 1, p0 - 1, -1):
             i = path_idx[t]
             m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
@@ -156,15 +153,16 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                         Kt[k, q, cc] = f[q]
                     continue
                 for q in range(6):
-                    dP[t - 1, q, cc] += f[q]
-                if body[i, B_NODE] >= 0:
-                    mp = body[parent[i], B_NM]
-                    oy = body[i, B_Y]
-                    for l in range(mp):
-                        s = 0.0
+                    dP[t - 1, q, cc] = f[q]
+                mp = body[parent[i], B_NM]
+                node = body[i, B_NODE] >= 0
+                oy = body[i, B_Y]
+                for l in range(mp):
+                    s = 0.0
+                    if node:
                         for q in range(6):
                             s += Y[oy + 6 * l + q] * f[q]
-                        dP[t - 1, 6 + l, cc] += s
+                    dP[t - 1, 6 + l, cc] = s
     # Lam_jk = -J_j M^-1 J_k^T through the elimination: the sum over the bodies the two paths
     # share of -du_j^T D^-1 du_k (du = -S_hat^T dP, the unit wrenches' generalized forces)
     for j in range(H):
