@@ -5,6 +5,12 @@ same tree with rigid links (``partree.aba``), side by side in one process: time 
     python scripts/benchmarks/bench_flexible.py                          # 1e5 links, 6 modes, chain and binary
     python scripts/benchmarks/bench_flexible.py --n 10000 --repeat 5     # smaller
     python scripts/benchmarks/bench_flexible.py --passes                 # also each pass of the kernel alone
+    python scripts/benchmarks/bench_flexible.py --passes --baseline /tmp/flexible_kernels.py   # against a copy
+
+``--baseline PATH`` times another copy of ``partree/algorithms/flexible_kernels.py`` (e.g. of an
+older commit: ``git show COMMIT:partree/algorithms/flexible_kernels.py > PATH``) in the same rounds:
+its ``flexible_articulated`` on the same pack and state, and its passes alternated with the current
+ones; the two results are compared.
 
 Every link is a uniform Euler-Bernoulli beam (``partree.models.beam``, clamped-free modes in both
 bending planes, ``--modes`` of them) on a revolute joint; a child attaches at its parent's tip,
@@ -22,9 +28,11 @@ workspace arrays, and the peak resident set size of the process.  The kernels ar
 core).
 """
 import argparse
+import importlib.util
 import json
 import os
 import resource
+import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -89,8 +97,20 @@ def check(shape, modes, nc, seed, n_numpy=8):
     return back, float(np.abs(flexible_aba(m, q, qd, tau) - ref).max() / np.abs(ref).max())
 
 
-def passes(m, q, qd, tau, repeat):
-    """Best time of each pass of the flexible kernel alone."""
+def load_kernels(path):
+    """The kernels module in the file ``path`` (a copy of ``flexible_kernels.py``), imported under
+    ``partree.algorithms`` so that its relative imports resolve."""
+    name = "partree.algorithms._flexible_kernels_baseline"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def passes(m, q, qd, tau, repeat, mods=(fk,)):
+    """Best time of each pass of the flexible kernel alone, per module of ``mods`` (their rounds
+    alternated)."""
     pk = fk.flexible_pack(m)
     active = np.zeros(m.n, dtype=np.bool_)
     zero = np.zeros_like(tau)
@@ -102,21 +122,24 @@ def passes(m, q, qd, tau, repeat):
     qdd, tau_out = zero.copy(), tau.copy()
     args3 = (m.parent, m.idx_v, m.nv, pk.body, pk.mmax, m.gravity, active, zero, pk.E, pk.r, pk.c, pk.S, pk.IA,
              pk.pA, pk.Y, pk.U, pk.u, pk.L, pk.a, qdd, tau_out)
-    best = {"pass 1 (kinematics, M, b)": np.inf, "pass 2 (inward)": np.inf, "pass 3 (outward)": np.inf}
-    for _ in range(repeat + 1):
-        t = time.perf_counter()
-        fk.flexible_forward_pass1(*args1)
-        t1 = time.perf_counter()
-        fk.flexible_backward_pass(*args2)
-        t2 = time.perf_counter()
-        fk.flexible_forward_pass2(*args3)
-        t3 = time.perf_counter()
-        for k, dt in zip(best, (t1 - t, t2 - t1, t3 - t2)):
-            best[k] = min(best[k], dt)
+    names = ("pass 1 (kinematics, M, b)", "pass 2 (inward)", "pass 3 (outward)")
+    best = [dict.fromkeys(names, np.inf) for _ in mods]
+    for rnd in range(repeat + 1):
+        for j in (range(len(mods)) if rnd % 2 == 0 else range(len(mods) - 1, -1, -1)):
+            mod = mods[j]
+            t = time.perf_counter()
+            mod.flexible_forward_pass1(*args1)
+            t1 = time.perf_counter()
+            mod.flexible_backward_pass(*args2)
+            t2 = time.perf_counter()
+            mod.flexible_forward_pass2(*args3)
+            t3 = time.perf_counter()
+            for k, dt in zip(names, (t1 - t, t2 - t1, t3 - t2)):
+                best[j][k] = min(best[j][k], dt)
     return best
 
 
-def bench(n, shape, modes, repeat, seed, want_passes):
+def bench(n, shape, modes, repeat, seed, want_passes, base=None):
     t0 = time.perf_counter()
     flex, rigid = beam_tree(n, shape, modes)
     t_build = time.perf_counter() - t0
@@ -126,6 +149,9 @@ def bench(n, shape, modes, repeat, seed, want_passes):
     data = rigid.create_data()
     calls = {"flexible": lambda: flexible_aba(flex, q, qd, tau),
              "rigid": lambda: partree.aba(rigid, qr, qdr, taur, data=data)}
+    if base is not None:
+        no_active, zero = np.zeros(0, dtype=np.bool_), np.zeros_like(tau)
+        calls["baseline"] = lambda: base.flexible_articulated(flex, q, qd, tau, no_active, zero)[1]
     t0 = time.perf_counter()
     for f in calls.values():
         f()
@@ -143,8 +169,17 @@ def bench(n, shape, modes, repeat, seed, want_passes):
            "ratio": best["flexible"] / best["rigid"],
            "flexible_bytes_per_body": fk.flexible_pack(flex).nbytes() / n,
            "rigid_bytes_per_body": rigid_bytes(rigid) / n}
+    if base is not None:
+        qb, qf = calls["baseline"](), calls["flexible"]()
+        out.update(baseline_s=best["baseline"], baseline_ns_per_body=1e9 * best["baseline"] / n,
+                   baseline_ratio=best["baseline"] / best["rigid"], speedup=best["baseline"] / best["flexible"],
+                   baseline_difference=float(np.abs(qb - qf).max() / np.abs(qb).max()))
     if want_passes:
-        out["passes_ns_per_body"] = {k: 1e9 * v / n for k, v in passes(flex, q, qd, tau, repeat).items()}
+        mods = (fk,) if base is None else (fk, base)
+        res = passes(flex, q, qd, tau, repeat, mods)
+        out["passes_ns_per_body"] = {k: 1e9 * v / n for k, v in res[0].items()}
+        if base is not None:
+            out["baseline_passes_ns_per_body"] = {k: 1e9 * v / n for k, v in res[1].items()}
     return out
 
 
@@ -158,23 +193,30 @@ def main(argv=None):
     ap.add_argument("--check", type=int, default=40, help="bodies of the tree whose accuracy is checked (0: none)")
     ap.add_argument("--passes", action="store_true", help="also time each pass of the flexible kernel")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline", help="a copy of flexible_kernels.py to time in the same rounds")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args(argv)
+    base = load_kernels(args.baseline) if args.baseline else None
     rows = []
     print(f"{'shape':>7} {'n':>8} {'flexible/body':>14} {'rigid/body':>11} {'ratio':>6} {'flex B/body':>11} "
           f"{'rigid B/body':>12} {'build':>7}")
     for shape in args.shapes:
         for n in args.n:
-            row = bench(n, shape, args.modes, args.repeat, args.seed, args.passes)
+            row = bench(n, shape, args.modes, args.repeat, args.seed, args.passes, base)
             if args.check:
                 row["backward_error"], row["vs_numpy"] = check(shape, args.modes, args.check, args.seed)
             rows.append(row)
             print(f"{shape:>7} {n:>8} {row['flexible_ns_per_body']:>11.0f} ns {row['rigid_ns_per_body']:>8.0f} ns "
                   f"{row['ratio']:>5.1f}x {row['flexible_bytes_per_body']:>11.0f} {row['rigid_bytes_per_body']:>12.0f} "
                   f"{row['build_s']:>6.1f}s")
+            if base is not None:
+                print(f"{'':>17} baseline: {row['baseline_ns_per_body']:.0f} ns per body, "
+                      f"{row['baseline_ratio']:.1f}x rigid; speed-up {row['speedup']:.2f}; "
+                      f"relative difference of the results {row['baseline_difference']:.1e}")
             if "passes_ns_per_body" in row:
                 for k, v in row["passes_ns_per_body"].items():
-                    print(f"{'':>17} {k}: {v:.0f} ns per body")
+                    extra = (f" (baseline {row['baseline_passes_ns_per_body'][k]:.0f})" if base is not None else "")
+                    print(f"{'':>17} {k}: {v:.0f} ns per body{extra}")
             if args.check:
                 print(f"{'':>17} accuracy: backward error {row['backward_error']:.1e} ({args.check} bodies), "
                       f"against the NumPy recursion {row['vs_numpy']:.1e} ({min(args.check, 8)} bodies)")
