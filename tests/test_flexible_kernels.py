@@ -178,3 +178,40 @@ def test_singular_and_wrong_sizes_are_refused():
     q, qd = _state(bad, rng)
     with pytest.raises(PartreeInputError, match="singular"):
         flexible_aba(bad, q, qd, np.zeros(qd.size))
+
+
+def test_pass1_mass_matrices_and_symmetric_IA(model):
+    """Pass 1 writes every body's M(eta) into IA (against partree.flexible.body_mass_matrix), and
+    IA stays symmetric through pass 2, the coupling of its modes to its rigid motion held twice and
+    the same to the bit (pass 2 reads it along the modes' rows, pass 3 along the rigid rows)."""
+    from partree.algorithms import flexible_kernels as fk
+    from partree.flexible import body_mass_matrix
+    q, qd = _state(model, np.random.default_rng(5))
+    tau = np.random.default_rng(6).normal(size=qd.shape)
+    pk = flexible_pack(model)
+    m = model
+    fk.flexible_forward_pass1(m.parent, m.jtype, m.axis, m.axis2, m.E_tree, m.r_tree, m.mass, m.com, m.I_com,
+                              m.idx_q, m.idx_v, m.nq, m.nv, pk.body, pk.kinfo, pk.first, pk.xphi, pk.sparse_i,
+                              pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, q, qd, pk.E, pk.r, pk.v,
+                              pk.c, pk.S, pk.IA, pk.pA, pk.Y)
+
+    def blocks():
+        for i in range(m.n):
+            nm = int(pk.body[i, fk.B_NM])
+            d = 6 + nm
+            o = int(pk.body[i, fk.B_I])
+            yield i, nm, pk.IA[o:o + d * d].reshape(d, d)
+
+    for i, nm, M in blocks():
+        if nm:
+            e = q[m.nq + pk.body[i, fk.B_IE]:][:nm]
+            ref = body_mass_matrix(m.mass[i], m.com[i], m.I_com[i], m.flexible.bodies[i], e)
+            assert _rel(M, ref) < 1e-13
+            assert np.array_equal(M[:6, :6], M[:6, :6].T)
+            assert np.array_equal(M[6:, :6], M[:6, 6:].T)
+    active = np.zeros(m.n, dtype=np.bool_)
+    assert fk.flexible_backward_pass(m.parent, m.idx_v, m.nv, pk.body, pk.mmax, active, tau, np.zeros_like(tau), pk.E,
+                                     pk.r, pk.c, pk.S, pk.IA, pk.pA, pk.Y, pk.U, pk.u, pk.L) == -1
+    for i, nm, M in blocks():
+        assert np.array_equal(M[6:, :6], M[:6, 6:].T)
+        assert _rel(M, M.T) < 1e-13
