@@ -64,7 +64,6 @@ def _entry_points(m):
         "parallel.constraint_forces": lambda: partree.constraint_forces(m, q, qd, tau, parts=2),
         "parallel.momentum_rhs": lambda: partree.parallel.momentum_rhs(m, q, qd, tau, parts=2),
         "parallel.velocity_from_momentum": lambda: partree.parallel.velocity_from_momentum(m, q, qd, parts=2),
-        "SerialEngine": lambda: partree.parallel.SerialEngine(m, parts=2),
         "subsystem_equivalent": lambda: partree.subsystem_equivalent(m, q, qd, tau, [1, 2]),
     }
 
