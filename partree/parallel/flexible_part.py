@@ -51,7 +51,7 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
 from ..algorithms.primitives import xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
-from .part import _paths, fast_index, index_ranges
+from .part import _paths, fast_index, index_ranges, local_parents
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -463,14 +463,7 @@ class FlexiblePartKernel:
         self.bodies = b
         m = b.size
         self.m = m
-        par = model.parent[b]
-        loc = np.searchsorted(b, par)
-        inside = (par >= 0) & (loc < m)
-        inside[inside] = b[np.minimum(loc[inside], m - 1)] == par[inside]
-        self.parent = np.where(inside, loc, -1).astype(np.int64)
-        if m == 0 or self.parent[0] != -1 or np.any(((self.parent < 0) & (par >= 0))[1:]) or \
-                np.any(self.parent[1:] < 0):
-            raise PartreeInputError(f"part {part_id}: bodies are not one connected piece with its root first")
+        self.parent = local_parents(model, b, part_id, one_tree=True)
         self.top = bool(model.parent[b[0]] < 0)
         gp = flexible_pack(model)
         self.shared = _Shared(gp)

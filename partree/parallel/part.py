@@ -59,6 +59,23 @@ def _paths(parent_l, handles):
     return ptr, idx, slot, ns, cp
 
 
+def local_parents(model, b, part_id, one_tree=False):
+    """The local parent of each of a part's bodies ``b`` (increasing global ids, its root first),
+    -1 for a body whose parent is outside the part.  Checks that the part is one connected piece
+    with its root first; a part hanging from the base may hold several trees of the model (joined
+    by closed loops: ``partree.parallel.partition.join_looped_trees``) unless ``one_tree``."""
+    m = b.size
+    par = model.parent[b]
+    loc = np.searchsorted(b, par)
+    inside = (par >= 0) & (loc < m)
+    inside[inside] = b[np.minimum(loc[inside], m - 1)] == par[inside]
+    parent = np.where(inside, loc, -1).astype(np.int64)
+    if m == 0 or parent[0] != -1 or np.any(((parent < 0) & (par >= 0))[1:]) or \
+            (one_tree and np.any(parent[1:] < 0)):
+        raise PartreeInputError(f"part {part_id}: bodies are not one connected piece with its root first")
+    return parent
+
+
 def fast_index(sel):
     """A slice when the index array is one contiguous run (views instead of gathers), else sel."""
     sel = np.asarray(sel, dtype=np.int64)
@@ -105,15 +122,7 @@ class PartKernel:
         self.bodies = b
         m = b.size
         self.m = m
-        par = model.parent[b]
-        loc = np.searchsorted(b, par)
-        inside = (par >= 0) & (loc < m)
-        inside[inside] = b[np.minimum(loc[inside], m - 1)] == par[inside]
-        self.parent = np.where(inside, loc, -1).astype(np.int64)
-        # one connected piece, its root first; a part hanging from the base may hold several trees
-        # of the model (joined by closed loops: partree.parallel.partition.join_looped_trees)
-        if m == 0 or self.parent[0] != -1 or np.any(((self.parent < 0) & (par >= 0))[1:]):
-            raise PartreeInputError(f"part {part_id}: bodies are not one connected piece with its root first")
+        self.parent = local_parents(model, b, part_id)
         self.top = bool(model.parent[b[0]] < 0)
         for name in ("jtype", "axis", "axis2", "E_tree", "r_tree", "mass", "com", "I_com"):
             setattr(self, name, np.ascontiguousarray(getattr(model, name)[b]))
