@@ -80,8 +80,9 @@ for li, (name, loader) in enumerate(models[:2] if light else models):
             if auto.root_mode != want:
                 print(f"auto chose {auto.root_mode} at {auto.nparts} parts", flush=True)
                 comm.Abort(6)
-# the momentum form through the tree (field, solve at rest, totals) against the flat root and serial
-for li, (name, loader) in enumerate(models[:2] if light else models):
+# the momentum form through the tree (field, solve at rest, totals) against the flat root and serial:
+# the binary tree (light) or the floating random tree of mixed joints
+for li, (name, loader) in enumerate(models[1:2] if light else models[2:]):
     m = loader()
     rng = np.random.default_rng(50 + li)
     q, p = m.random_configuration(rng), rng.normal(size=m.nv)
