@@ -51,7 +51,7 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
 from ..algorithms.primitives import xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
-from .part import _paths, fast_index, index_ranges, local_parents
+from .part import Workspace, _paths, fast_index, index_ranges, local_parents
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -251,7 +251,7 @@ def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g
 
 
 # ----------------------------------------------------------------------------- the augmented part
-class _Augmented:
+class _Augmented(Workspace):
     """The augmented copy of (some of) a part's bodies (see the module's docstring) as the serial
     kernels' arrays, with its workspace.  ``keep``: the part's local bodies it holds (increasing,
     closed under the parent); ``frames``: per handle (local body, node offset or -1, r_c)."""
@@ -341,12 +341,12 @@ class _Augmented:
         self.qmap = np.concatenate((index_ranges(pq[keep], model.nq_j[gb]), nq_p + index_ranges(pe[keep], pnm[keep])))
         self.vmap = np.concatenate((index_ranges(pv[keep], model.nv_j[gb]), nv_p + index_ranges(pe[keep], pnm[keep])))
         self.full = nk == bodies.size
-        self.allocate()
+        self._allocate()
 
     _WORKSPACE = ("E", "r", "v", "c", "a", "S", "IA", "pA", "Y", "U", "u", "L", "qa", "qda", "taua", "qdda",
                   "qddin", "tauo", "act")
 
-    def allocate(self):
+    def _allocate(self):
         n = self.n
         nz, nm, mpar = self.sizes
         self.E = np.zeros((n, 3, 3))
@@ -370,13 +370,6 @@ class _Augmented:
         self.tauo = np.zeros(self.nv + self.ne)
         self.act = np.zeros(n, dtype=np.bool_)
         self.act[0] = True
-
-    def __getstate__(self):
-        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self.allocate()
 
     def set_state(self, q, qd, v_in):
         """The part's own q, qd (and the carrier's rates: v_in = [omega; v] as the free joint's
@@ -448,7 +441,7 @@ NOT_BUILT = ("is not built for flexible bodies in the parallel engine (its parts
              "others, take flexible bodies)")
 
 
-class FlexiblePartKernel:
+class FlexiblePartKernel(Workspace):
     """One part of a model with flexible bodies (see the module's docstring): the steps of
     :class:`partree.parallel.part.PartKernel` for forward and hybrid dynamics.  ``frames``: per
     handle (node offset or -1, r_c) from :func:`handle_frames`."""
@@ -543,17 +536,6 @@ class FlexiblePartKernel:
         c = self.pathcopy if self.pathcopy is not None else self.full
         self._TEp = np.zeros((c.n, 3, 3))
         self._Trp = np.zeros((c.n, 3))
-
-    def __getstate__(self):
-        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._allocate()
-
-    @property
-    def nbytes(self):
-        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
 
     @property
     def early_kinematics(self):

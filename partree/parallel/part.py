@@ -104,7 +104,30 @@ NO_BODIES = np.zeros(0, dtype=np.int64)
 NO_LOOPS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 6)))
 
 
-class PartKernel:
+class Workspace:
+    """The pickling of a part: the attributes named in ``_WORKSPACE`` are its workspace, allocated
+    by ``_allocate`` where the part runs and never pickled, so that a part sent to an MPI rank or
+    a Dask worker carries its slice of the model only (a fraction of its workspace's size)."""
+
+    _WORKSPACE = ()
+
+    def _allocate(self):
+        raise NotImplementedError
+
+    def __getstate__(self):
+        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._allocate()
+
+    @property
+    def nbytes(self):
+        """Bytes of the part's arrays, its workspace included."""
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
+
+class PartKernel(Workspace):
     """One part: its slice of the model, its boundary layout, and its workspace.
 
     Built from a model and the part's bodies (increasing global ids, its root first) and handle
@@ -219,17 +242,6 @@ class PartKernel:
         """A part hanging from the base without ``poses``: its velocity step writes the path
         bodies' velocities into v and leaves the path transforms to pass 1."""
         return self.top and not getattr(self, "poses", False)
-
-    def __getstate__(self):
-        return {k: v for k, v in vars(self).items() if k not in self._WORKSPACE}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._allocate()
-
-    @property
-    def nbytes(self):
-        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
 
     # ---------------------------------------------------------------- the three steps
     def velocity(self, q, qd):
