@@ -514,15 +514,7 @@ class FlexiblePartKernel(Workspace):
 
     def _allocate(self):
         H = self.H
-        self.TE = np.zeros((H, 3, 3))
-        self.Tr = np.zeros((H, 3))
-        self.vrel = np.zeros((H, 6))
-        self.M = np.zeros((6, 6))
-        self.m0 = np.zeros(6)
-        self.Kt = np.zeros((H, 6, 6))
-        self.Psi = np.zeros((H, 6, 6))
-        self.Lam = np.zeros((H, H, 6, 6))
-        self.beta = np.zeros((H, 6))
+        self._allocate_boundary(H)
         P = self.path_idx.size
         self.dP = np.zeros((P, self.dmax, 6))
         self.du = np.zeros((P, self.dmax, 6))

@@ -121,6 +121,19 @@ class Workspace:
         self.__dict__.update(state)
         self._allocate()
 
+    def _allocate_boundary(self, H):
+        """The boundary outputs of a part with H handles: the handle maps (TE, Tr, vrel) and the
+        relation (M, m0, Kt, Psi, Lam, beta) the root takes."""
+        self.TE = np.zeros((H, 3, 3))
+        self.Tr = np.zeros((H, 3))
+        self.vrel = np.zeros((H, 6))
+        self.M = np.zeros((6, 6))
+        self.m0 = np.zeros(6)
+        self.Kt = np.zeros((H, 6, 6))
+        self.Psi = np.zeros((H, 6, 6))
+        self.Lam = np.zeros((H, H, 6, 6))
+        self.beta = np.zeros((H, 6))
+
     @property
     def nbytes(self):
         """Bytes of the part's arrays, its workspace included."""
@@ -218,16 +231,7 @@ class PartKernel(Workspace):
         self._q = np.zeros(self.nq)
         self._qd = np.zeros(nv)
         self._fext = np.zeros((1, 6))
-        # boundary outputs
-        self.TE = np.zeros((H, 3, 3))
-        self.Tr = np.zeros((H, 3))
-        self.vrel = np.zeros((H, 6))
-        self.M = np.zeros((6, 6))
-        self.m0 = np.zeros(6)
-        self.Kt = np.zeros((H, 6, 6))
-        self.Psi = np.zeros((H, 6, 6))
-        self.Lam = np.zeros((H, H, 6, 6))
-        self.beta = np.zeros((H, 6))
+        self._allocate_boundary(H)
         self._tau = np.zeros(nv)
         self._act = NO_BODIES           # the active joints of the last reduction (hybrid dynamics)
         self._qdd_in = NO_QDD
