@@ -16,8 +16,15 @@ loop's two paths meet (the lowest common ancestor, or the world for loops to the
 roots) the loop's rows y_Z = gamma_Z are solved for lambda_Z and eliminated: its K_ZZ block is
 factored by a Cholesky with diagonal pivoting, whose pivots pick the independent rows (the
 rank-revealing factorisation of J M^-1 J^T restricted to the loop's rows: seed 003's
-column-pivoted QR of Phi_q^T in the mass metric).  Rows found dependent carry no force.  The
-Schur complement updates IA, pA and the still-pending rows (seed 004's equivalent subsystem).
+column-pivoted QR of Phi_q^T in the mass metric).  Rows found dependent carry no force, unless
+they are not negligible themselves: then the group repeats constraints (a spatial scissor mast's
+faces and hubs: 30 rows a unit of rank 9), and forces carried by the kept rows alone would grow
+from group to group along a chain of such groups, and the rounding with them (threefold a
+unit).  Such a group is factored with eps = 1e-12 of its largest K_jj added on its rows'
+diagonal, which shares the force among them, and the call repeats its passes with gamma shifted
+by eps lambda of the pass before until the shift settles (a proximal-point iteration whose fixed
+point satisfies J qdd = gamma; a few passes).  The Schur complement updates IA, pA and the
+still-pending rows (seed 004's equivalent subsystem).
 The outward pass gives a_x and qdd as in ABA, then lambda of the loops eliminated at x.
 
 Cost: ABA's, plus per body the square of the rows pending there, plus the factorisations: O(N)
@@ -322,8 +329,9 @@ FORWARD_FIXED = 12
 
 @njit(cache=True)
 def elimination_work(z, p):
-    """Scratch values one elimination of z rows with p pending ones takes (:func:`eliminate`)."""
-    return z * (7 + p) + max(36, 6 * p, p * p) + 7 + p
+    """Scratch values one elimination of z rows with p pending ones takes (:func:`eliminate`):
+    the rows' factors, the sums, K_ZZ's diagonal and K_ZZ again for a redundant group."""
+    return z * (7 + p) + max(36, 6 * p, p * p) + 7 + p + z + z * z
 
 
 @njit(cache=True)
@@ -355,7 +363,8 @@ def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
     return loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl, prow,
                                  wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, nrows, G,
                                  gamma, tol, Cw, Kw, kw, SC, perm, rank,
-                                 np.empty(BACKWARD_FIXED + backward_work(wrows, prow)))
+                                 np.empty(BACKWARD_FIXED + backward_work(wrows, prow)), 0.0, np.zeros(1),
+                                 np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -400,15 +409,71 @@ def elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, inv):
 
 
 @njit(cache=True)
-def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, sc, dfloor=0.0):
+def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, sc, dfloor,
+              delta, reg, kept, rrank):
     """Eliminate the loops whose paths meet at node x (its rows p .. w - 1): factor K_ZZ by
     :func:`pivoted_cholesky`, then with W = L^-1 [C_Z, K_ZP, gamma_Z - k_Z] (the kept rows)
     update IA += W1^T W1 and pA -= W1^T w3 (a body), and the pending rows: C_P -= W2^T W1,
     K_PP -= W2^T W2, k_P += W2^T w3.  ``sc`` holds :func:`elimination_work` values.  Every
     value is summed in the order of its formula; the loops run over independent values inside,
-    so that the sums overlap instead of waiting for each other."""
+    so that the sums overlap instead of waiting for each other.
+
+    With ``delta`` = 0 the rows the pivoting leaves out carry no force.  With ``delta`` > 0
+    (the serial call) the rank-revealing factorisation decides the rank (``rrank[x]``) and the
+    rows it keeps (``kept``, 1 or 0 per row of x, rows p .. w - 1).  A group is redundant where
+    a row it leaves out is not negligible itself (its own K_jj above the pivots' threshold): the
+    constraints repeat one another, and forces carried by the kept rows alone grow from loop to
+    loop along a chain of such groups (the multipliers of a spatial scissor mast grow threefold
+    a unit, and the rounding with them).  Such a group is factored again with every
+    non-negligible row and eps = delta max K_jj on their diagonal (``reg[x]`` = eps; the
+    negligible rows are left out and carry no force): the rows share the force as the
+    regularised (minimum-norm) multipliers do, and the caller removes the regularisation's shift
+    eps lambda by iterating on gamma (:func:`constrained_kernel_in`).  ``rank[x]`` and ``perm``
+    then describe the regularised factor; without a redundant row reg[x] = 0 and rank[x] =
+    rrank[x].  ``reg``, ``kept`` and ``rrank`` are only written where delta > 0."""
     z = w - p
+    oz = z * (7 + p) + max(36, 6 * p, p * p) + 7 + p        # K_ZZ again (elimination_work)
+    if delta > 0.0:         # its diagonal, before the factorisation overwrites it
+        for j in range(z):
+            sc[oz + j] = Kw[ok + (p + j) * w + p + j]
     rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol, dfloor)
+    if delta > 0.0:
+        rrank[x] = rk
+        reg[x] = 0.0
+        for j in range(z):
+            kept[orr + p + j] = 0
+        for j in range(rk):
+            kept[orr + p + perm[orr + p + j]] = 1
+        if rk < z:
+            dmax = 0.0
+            for j in range(z):
+                dmax = max(dmax, sc[oz + j])
+            thr = max(tol * dmax, NOISE * dfloor)
+            redundant = False
+            for j in range(z):
+                if kept[orr + p + j] == 0 and sc[oz + j] > thr:
+                    redundant = True
+            if redundant:
+                # K_ZZ back from the factor (pivot order: L L^T on the first rk columns, the Schur
+                # complement after), into the block's own order
+                Kz = raw_view(sc, oz + z, (z, z))
+                for i in range(z):
+                    for j in range(i + 1):
+                        v = Kw[ok + (p + i) * w + p + j] if i >= rk and j >= rk else 0.0
+                        for k in range(min(j + 1, rk)):
+                            v += Kw[ok + (p + i) * w + p + k] * Kw[ok + (p + j) * w + p + k]
+                        Kz[perm[orr + p + i], perm[orr + p + j]] = v
+                        Kz[perm[orr + p + j], perm[orr + p + i]] = v
+                # K_ZZ + eps I on the non-negligible rows, the others left out
+                eps = delta * dmax
+                for i in range(z):
+                    big = sc[oz + i] > thr
+                    for j in range(z):
+                        Kw[ok + (p + i) * w + p + j] = Kz[i, j] if big and sc[oz + j] > thr else 0.0
+                    if big:
+                        Kw[ok + (p + i) * w + p + i] += eps
+                rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], 0.5 * delta, 0.0)
+                reg[x] = eps
     rank[x] = rk
     if rk == 0:
         return
@@ -489,11 +554,13 @@ def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, pe
 @njit(cache=True)
 def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
                           wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                          eptr, eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, sc):
+                          eptr, eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, sc,
+                          delta, reg, kept, rrank):
     """:func:`loop_backward_pass` with its work arrays taken from ``sc`` (BACKWARD_FIXED values,
     then :func:`backward_work`: ``LoopTopology.zwork``), and the pending rows' parent rows
     ``prmap`` (``LoopTopology.prmap``) in place of ``pmap`` (wptr, wloop, wpos and npl are not
-    read).
+    read).  ``delta``, ``reg``, ``kept``, ``rrank``: the sharing of redundant groups'
+    forces (:func:`eliminate`; delta = 0: none, the three arrays are not read).
 
     1-DOF joints take ABA's step written out (``aba_backward_pass_in``), in the arithmetic of
     the general path (``articulated_project``); a body with no loop rows (none pending, none
@@ -569,7 +636,8 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
             # eliminate the loops whose paths meet at x
             if w > p:
                 dfloor = elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, Dn)
-                eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work, dfloor)
+                eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work, dfloor,
+                          delta, reg, kept, rrank)
         if x == n:
             continue
         # ABA's projection of joint x, with the pending rows
@@ -838,6 +906,14 @@ def loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, 
 # ---------------------------------------------------------------------------------- one call
 #: return code of a call whose distance loop l has coinciding points: ERR_DISTANCE_AT - l
 ERR_DISTANCE_AT = -16
+#: the regularisation of a redundant group, relative to its largest K_jj (:func:`eliminate`)
+SHARE_DELTA = 1e-12
+#: the most passes that remove the regularisation's shift (each an inward and outward pass)
+SHARE_PASSES = 8
+#: the pivots' relative threshold (of squares) in the passes after a redundant group was found:
+#: the regularised eliminations leave rounding-sized pivots of order SHARE_DELTA in the rows
+#: still pending, which are no rank
+SHARE_RANK_TOL = 1e-9
 
 
 @njit(cache=True)
@@ -845,14 +921,21 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                           q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                           kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                           wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                          eptr, eloop, eside, epos, enodes, perm, rank,
-                          Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol,
+                          eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
+                          Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol,
                           qdd, lam, phi, vel, indep, lforce, G, info):
     """One evaluation: ABA's pass 1, the bodies' world poses (Rw, pw), the loop terms
     (``loop_terms_at``: G, gamma, phi, vel, T), the inward and outward loop passes, then the rows
-    the pivoting kept (``indep``, 1.0 or 0.0), the loops' forces T lambda (``lforce``) and the
-    total rank (``info[0]``).  The loop passes' workspaces (Cw, Kw, kw) are zeroed here; the
-    scratch ``sc`` holds LoopTopology.scratch values.  Returns ``packed.OK``, the body whose
+    the pivoting kept (``indep``, 1.0 or 0.0, from ``kept``), the loops' forces T lambda
+    (``lforce``) and the total rank (``info[0]``, from ``rrank``).  The loop passes' workspaces
+    (Cw, Kw, kw) are zeroed here; the scratch ``sc`` holds LoopTopology.scratch values.
+
+    Redundant groups share their force (:func:`eliminate`, SHARE_DELTA): their rows then
+    solve J qdd + eps lambda = gsh, and the passes run again with gsh = gamma + eps lambda of the
+    pass before (``reg``: eps per node; ``gsh``: the rows' gamma so shifted), a proximal-point
+    iteration whose fixed point is J qdd = gamma, until the shift changes by less than 1e-15 /
+    delta of itself (the rows' residual below 1e-15 of K lambda), at most SHARE_PASSES times.
+    Models without redundant groups take one pass.  Returns ``packed.OK``, the body whose
     joint-space inertia is singular, or ERR_DISTANCE_AT - l for a distance loop l whose two
     points coincide."""
     work = raw_view(sc, 6, (sc.shape[0] - 6,))
@@ -870,37 +953,66 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                         G, gamma, phi, vel, T, work)
     if bad >= 0:
         return ERR_DISTANCE_AT - bad
-    for k in range(Cw.shape[0]):
-        Cw[k] = 0.0
-    for k in range(Kw.shape[0]):
-        Kw[k] = 0.0
-    for k in range(kw.shape[0]):
-        kw[k] = 0.0
-    bad = loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl, prow,
-                                wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, nrows, G,
-                                gamma, tol, Cw, Kw, kw, SC, perm, rank, work)
-    if bad >= 0:
-        return bad
+    for k in range(gsh.shape[0]):
+        gsh[k] = gamma[k]
+    stop = 1e-15 / SHARE_DELTA
     a0 = raw_view(sc, 0, (6,))
-    a0[0] = 0.0
-    a0[1] = 0.0
-    a0[2] = 0.0
-    a0[3] = -gravity[0]
-    a0[4] = -gravity[1]
-    a0[5] = -gravity[2]
-    for k in range(lam.shape[0]):
-        lam[k] = 0.0
-    loop_forward_pass_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, lam, prow, wrows, wglob, rptr, cptr,
-                         kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, work)
+    tol_it = tol
+    for it in range(SHARE_PASSES + 1):
+        if it > 0:      # IA and pA afresh: the inward pass changed them
+            aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
+                                 fext, has_fext, E, r, v, c, IA, pA, S, work)
+        for k in range(Cw.shape[0]):
+            Cw[k] = 0.0
+        for k in range(Kw.shape[0]):
+            Kw[k] = 0.0
+        for k in range(kw.shape[0]):
+            kw[k] = 0.0
+        bad = loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl,
+                                    prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos,
+                                    nrows, G, gsh, tol_it, Cw, Kw, kw, SC, perm, rank, work, SHARE_DELTA, reg,
+                                    kept, rrank)
+        if bad >= 0:
+            return bad
+        a0[0] = 0.0
+        a0[1] = 0.0
+        a0[2] = 0.0
+        a0[3] = -gravity[0]
+        a0[4] = -gravity[1]
+        a0[5] = -gravity[2]
+        for k in range(lam.shape[0]):
+            lam[k] = 0.0
+        loop_forward_pass_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, lam, prow, wrows, wglob, rptr, cptr,
+                             kptr, sptr, gsh, Cw, Kw, kw, SC, perm, rank, work)
+        # the shift of the regularised rows for the next pass
+        shared = False
+        change = 0.0
+        size = 0.0
+        for e in range(enodes.shape[0]):
+            x = enodes[e]
+            eps = reg[x]
+            if eps > 0.0:
+                shared = True
+                o = rptr[x] + prow[x]
+                for j in range(rank[x]):
+                    g = wglob[o + perm[o + j]]
+                    y = gamma[g] + eps * lam[g]
+                    change = max(change, abs(y - gsh[g]))
+                    size = max(size, abs(eps * lam[g]))
+                    gsh[g] = y
+        if not shared or (it > 0 and not change > stop * size):
+            break
+        tol_it = max(tol, SHARE_RANK_TOL)
     for k in range(indep.shape[0]):
         indep[k] = 0.0
     total = 0
     for e in range(enodes.shape[0]):
         x = enodes[e]
         o = rptr[x] + prow[x]
-        total += rank[x]
-        for j in range(rank[x]):
-            indep[wglob[o + perm[o + j]]] = 1.0
+        total += rrank[x]
+        for j in range(wrows[x] - prow[x]):
+            if kept[o + j] != 0:
+                indep[wglob[o + j]] = 1.0
     info[0] = total
     for l in range(nrows.shape[0]):
         m = nrows[l]
@@ -914,7 +1026,7 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
 
 
 #: first word of a loop buffer ('ptrloop' and the layout's version)
-LOOP_MAGIC = 0x7074726C6F6F7001
+LOOP_MAGIC = 0x7074726C6F6F7002
 LOOP_HEADER = 16
 
 
@@ -922,7 +1034,8 @@ LOOP_HEADER = 16
 def loop_views(ib):
     """The loops' and the topology's arrays as raw views of the loop buffer ``ib``
     (:class:`LoopBuffers`): kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow,
-    wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank."""
+    wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank
+    (the ranks the pivoting found) and kept (its kept rows)."""
     n = ib[1]
     L = ib[2]
     nw = ib[4]
@@ -947,26 +1060,29 @@ def loop_views(ib):
     prow = raw_view(ib, o + n + 1, (n + 1,))
     wrows = raw_view(ib, o + 2 * (n + 1), (n + 1,))
     rank = raw_view(ib, o + 3 * (n + 1), (n + 1,))
-    o += 4 * (n + 1)
+    rrank = raw_view(ib, o + 4 * (n + 1), (n + 1,))
+    o += 5 * (n + 1)
     wloop = raw_view(ib, o, (nwl,))
     wpos = raw_view(ib, o + nwl, (nwl,))
     o += 2 * nwl
     wglob = raw_view(ib, o, (nw,))
     prmap = raw_view(ib, o + nw, (nw,))
     perm = raw_view(ib, o + 2 * nw, (nw,))
-    o += 3 * nw
+    kept = raw_view(ib, o + 3 * nw, (nw,))
+    o += 4 * nw
     eloop = raw_view(ib, o, (ne,))
     eside = raw_view(ib, o + ne, (ne,))
     epos = raw_view(ib, o + 2 * ne, (ne,))
     enodes = raw_view(ib, o + 3 * ne, (nen,))
     return (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr,
-            kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank)
+            kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept)
 
 
 @njit(cache=True)
 def loop_work_views(ib, fb):
     """The loop passes' float workspaces as raw views of ``fb``: Rw, pw (the bodies' world
-    poses), Re, pe (the loop ends' poses), gamma, T, Cw, Kw, kw, SC and the scratch."""
+    poses), Re, pe (the loop ends' poses), gamma, T, Cw, Kw, kw, SC, reg (n + 1: the
+    regularisation per node), gsh (R: the shifted gamma) and the scratch."""
     n = ib[1]
     L = ib[2]
     R = ib[3]
@@ -992,8 +1108,12 @@ def loop_work_views(ib, fb):
     o += nw
     SC = raw_view(fb, o, (max(ns, 1),))
     o += max(ns, 1)
+    reg = raw_view(fb, o, (n + 1,))
+    o += n + 1
+    gsh = raw_view(fb, o, (R,))
+    o += R
     sc = raw_view(fb, o, (fb.shape[0] - o,))
-    return Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc
+    return Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc
 
 
 def result_size(nv, R, L):
@@ -1044,15 +1164,16 @@ def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, 
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
     E, r, v, c, IA, pA, a, S, U, Dinv, u, _, _, _ = workspace_views(wb, n, nv)
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
-     sptr, eptr, eloop, eside, epos, enodes, perm, rank) = loop_views(ib)
-    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc = loop_work_views(ib, fb)
+     sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept) = loop_views(ib)
+    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
     return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                                  q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                                 eptr, eloop, eside, epos, enodes, perm, rank,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce,
+                                 eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, qdd, lam, phi, vel, indep,
+                                 lforce,
                                  G, info)
 
 
@@ -1067,15 +1188,16 @@ def constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, 
     L = ib[2]
     R = ib[3]
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
-     sptr, eptr, eloop, eside, epos, enodes, perm, rank) = loop_views(ib)
-    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc = loop_work_views(ib, fb)
+     sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept) = loop_views(ib)
+    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
     return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                                  q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                                 eptr, eloop, eside, epos, enodes, perm, rank,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc, tol, qdd, lam, phi, vel, indep, lforce,
+                                 eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, qdd, lam, phi, vel, indep,
+                                 lforce,
                                  G, info)
 
 
@@ -1100,7 +1222,8 @@ class LoopBuffers:
     """A model's loops and :class:`LoopTopology` packed for the compiled call: ``ib``, one int64
     buffer (a header, the loops' kinds, bodies and rows, the topology's arrays
     and the factorisations' pivots and ranks, :func:`loop_views`), and ``fb``, the float
-    workspace (the world poses, the ends' poses, gamma, T, the loop passes' C, K, k, C S and the scratch,
+    workspace (the world poses, the ends' poses, gamma, T, the loop passes' C, K, k, C S, the
+    redundant groups' regularisation and shifted gamma, and the scratch,
     :func:`loop_work_views`).  Built once per model and set of loops (:func:`loop_buffers`); the
     topology's arrays become views of ``ib`` (one copy of them)."""
 
@@ -1112,8 +1235,8 @@ class LoopBuffers:
         t = topo
         nw, nk, ns = int(t.rptr[-1]), int(t.kptr[-1]), int(t.sptr[-1])
         nwl, ne, nen = t.wloop.size, t.eloop.size, t.enodes.size
-        fsize = 12 * n + 24 * L + R + 36 * L + 6 * nw + nk + nw + max(ns, 1) + t.scratch
-        ib = np.zeros(LOOP_HEADER + 5 * L + 6 * (n + 2) + 4 * (n + 1) + 2 * nwl + 3 * nw + 3 * ne + nen,
+        fsize = 12 * n + 24 * L + R + 36 * L + 6 * nw + nk + nw + max(ns, 1) + (n + 1) + R + t.scratch
+        ib = np.zeros(LOOP_HEADER + 5 * L + 6 * (n + 2) + 5 * (n + 1) + 2 * nwl + 4 * nw + 3 * ne + nen,
                       dtype=np.int64)
         ib[:11] = (LOOP_MAGIC, n, L, R, nw, nk, ns, nwl, ne, nen, fsize)
         o = LOOP_HEADER
@@ -1122,8 +1245,9 @@ class LoopBuffers:
                         ("nrows", loops.nrows), ("row0", loops.row0),
                         ("wptr", t.wptr), ("rptr", t.rptr), ("cptr", t.cptr), ("kptr", t.kptr), ("sptr", t.sptr),
                         ("eptr", t.eptr), ("npl", t.npl), ("prow", t.prow), ("wrows", t.wrows),
-                        ("rank", np.zeros(n + 1)), ("wloop", t.wloop), ("wpos", t.wpos),
-                        ("wglob", t.wglob), ("prmap", t.prmap), ("perm", np.zeros(nw)), ("eloop", t.eloop),
+                        ("rank", np.zeros(n + 1)), ("rrank", np.zeros(n + 1)), ("wloop", t.wloop),
+                        ("wpos", t.wpos), ("wglob", t.wglob), ("prmap", t.prmap), ("perm", np.zeros(nw)),
+                        ("kept", np.zeros(nw)), ("eloop", t.eloop),
                         ("eside", t.eside), ("epos", t.epos), ("enodes", t.enodes)):
             k = a.shape[0]
             ib[o:o + k] = a
@@ -1194,7 +1318,8 @@ class ConstrainedResult:
     qdd : ndarray (nv,)
         Joint accelerations.
     multipliers : ndarray (R,)
-        lambda, the constraint forces along the loops' rows (zero on rows found dependent).
+        lambda, the constraint forces along the loops' rows (zero on rows found dependent, except
+        in groups of rows that repeat one another, which share their force).
     loop_force : ndarray (L, 6)
         Each loop's cut-joint wrench [n; f] = T lambda: what body a exerts on body b through
         the cut joint, in frame A's axes at its origin.
@@ -1322,7 +1447,9 @@ def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
     rank_tol : float
         Relative size (of singular values) below which a constraint row counts as dependent on the
         others: its multiplier is set to zero and ``rank`` drops.  Near a singular configuration
-        the rank changes where the smallest singular value crosses this.
+        the rank changes where the smallest singular value crosses this.  Where loops repeat one
+        another's constraints (redundant groups, see the module docstring) the dependent rows
+        share the force, and the rank counts pivots above max(rank_tol, 3e-5).
 
     Returns
     -------
