@@ -922,7 +922,7 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                           kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                           wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                           eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
-                          Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol,
+                          Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta,
                           qdd, lam, phi, vel, indep, lforce, G, info):
     """One evaluation: ABA's pass 1, the bodies' world poses (Rw, pw), the loop terms
     (``loop_terms_at``: G, gamma, phi, vel, T), the inward and outward loop passes, then the rows
@@ -930,12 +930,13 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
     (``lforce``) and the total rank (``info[0]``, from ``rrank``).  The loop passes' workspaces
     (Cw, Kw, kw) are zeroed here; the scratch ``sc`` holds LoopTopology.scratch values.
 
-    Redundant groups share their force (:func:`eliminate`, SHARE_DELTA): their rows then
+    With ``delta`` > 0 (SHARE_DELTA) redundant groups share their force (:func:`eliminate`): their rows then
     solve J qdd + eps lambda = gsh, and the passes run again with gsh = gamma + eps lambda of the
     pass before (``reg``: eps per node; ``gsh``: the rows' gamma so shifted), a proximal-point
     iteration whose fixed point is J qdd = gamma, until the shift changes by less than 1e-15 /
     delta of itself (the rows' residual below 1e-15 of K lambda), at most SHARE_PASSES times.
-    Models without redundant groups take one pass.  Returns ``packed.OK``, the body whose
+    Models without redundant groups take one pass, and so does ``delta`` = 0, where the rows
+    the pivoting leaves out carry no force (the parallel engine's solution).  Returns ``packed.OK``, the body whose
     joint-space inertia is singular, or ERR_DISTANCE_AT - l for a distance loop l whose two
     points coincide."""
     work = raw_view(sc, 6, (sc.shape[0] - 6,))
@@ -955,7 +956,7 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
         return ERR_DISTANCE_AT - bad
     for k in range(gsh.shape[0]):
         gsh[k] = gamma[k]
-    stop = 1e-15 / SHARE_DELTA
+    stop = 1e-15 / delta if delta > 0.0 else 0.0
     a0 = raw_view(sc, 0, (6,))
     tol_it = tol
     for it in range(SHARE_PASSES + 1):
@@ -970,7 +971,7 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
             kw[k] = 0.0
         bad = loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl,
                                     prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos,
-                                    nrows, G, gsh, tol_it, Cw, Kw, kw, SC, perm, rank, work, SHARE_DELTA, reg,
+                                    nrows, G, gsh, tol_it, Cw, Kw, kw, SC, perm, rank, work, delta, reg,
                                     kept, rrank)
         if bad >= 0:
             return bad
@@ -1009,10 +1010,15 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
     for e in range(enodes.shape[0]):
         x = enodes[e]
         o = rptr[x] + prow[x]
-        total += rrank[x]
-        for j in range(wrows[x] - prow[x]):
-            if kept[o + j] != 0:
-                indep[wglob[o + j]] = 1.0
+        if delta > 0.0:
+            total += rrank[x]
+            for j in range(wrows[x] - prow[x]):
+                if kept[o + j] != 0:
+                    indep[wglob[o + j]] = 1.0
+        else:
+            total += rank[x]
+            for j in range(rank[x]):
+                indep[wglob[o + perm[o + j]]] = 1.0
     info[0] = total
     for l in range(nrows.shape[0]):
         m = nrows[l]
@@ -1141,7 +1147,8 @@ def result_views(ob, nv, R, L):
 
 
 @njit(cache=True)
-def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, q, qd, tau, fext, ob, tol, check):
+def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, q, qd, tau, fext, ob, tol, delta,
+                     check):
     """One constrained evaluation on a packed model and workspace (``partree.algorithms.packed``)
     and the loop buffers ``ib``, ``fb`` (:class:`LoopBuffers`), the loops' placements, axes and
     lengths as the model's LoopSet holds them: the compiled checks, then
@@ -1172,7 +1179,8 @@ def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, 
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                                  eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, qdd, lam, phi, vel, indep,
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
+                                 indep,
                                  lforce,
                                  G, info)
 
@@ -1180,7 +1188,7 @@ def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, 
 @njit(cache=True)
 def constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                          q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
-                         ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, ob, tol):
+                         ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, ob, tol, delta):
     """:func:`constrained_kernel_in` for a model that is not packed (more than
     ``packed.PACK_MAX_BODIES`` bodies): the model's and the workspace's arrays one by one,
     checked inputs."""
@@ -1196,7 +1204,8 @@ def constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, 
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                                  eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, qdd, lam, phi, vel, indep,
+                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
+                                 indep,
                                  lforce,
                                  G, info)
 
@@ -1419,7 +1428,7 @@ def loop_wrenches(model, G, lam):
 #: the one signature of :func:`constrained_call` (``packed.restrict``)
 CALL_SIGNATURE = ("int64(int64[::1], float64[::1], int64[::1], float64[::1], float64[:, :, ::1], float64[:, ::1], "
                   "float64[:, :, ::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], "
-                  "float64[::1], float64[::1], float64[:, ::1], float64[::1], float64, boolean)")
+                  "float64[::1], float64[::1], float64[:, ::1], float64[::1], float64, float64, boolean)")
 _CALL_READY = False
 
 
@@ -1430,7 +1439,11 @@ def _ready():
         _CALL_READY = True
 
 
-def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
+#: ``redundant`` of :func:`constrained_dynamics`: the regularisation each choice passes on
+REDUNDANT = {"share": SHARE_DELTA, "drop": 0.0}
+
+
+def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7, redundant="share"):
     """Forward dynamics of a tree closed by loops: qdd, the loops' forces and the joint wrenches.
 
     Solves M qdd + h(q, qd) = tau + J^T lambda, J qdd = gamma in O(N + loops) (see the module
@@ -1450,6 +1463,14 @@ def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
         the rank changes where the smallest singular value crosses this.  Where loops repeat one
         another's constraints (redundant groups, see the module docstring) the dependent rows
         share the force, and the rank counts pivots above max(rank_tol, 3e-5).
+    redundant : {"share", "drop"}
+        Where a loop group's rows repeat one another (a spatial scissor mast's faces and hubs),
+        "share" divides the force among them as the minimum-norm multipliers do (the stable
+        choice along long chains of such groups; a few extra passes), "drop" leaves the rows
+        the pivoting finds dependent without force (one pass; the parallel engine's solution,
+        :mod:`partree.parallel`).  Both give the same qdd where the state satisfies the loops
+        and the rounding stays small; the multipliers of repeated rows, and so the joint
+        wrenches, differ, as the constraints leave them undetermined.
 
     Returns
     -------
@@ -1468,6 +1489,9 @@ def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
     first.
     """
     pk = model._packed
+    delta = REDUNDANT.get(redundant) if redundant.__class__ is str else None
+    if delta is None:
+        raise PartreeInputError(f"redundant must be 'share' or 'drop'; got {redundant!r}")
     if pk is not None and _CALL_READY and rank_tol.__class__ is float and 0.0 < rank_tol < 1.0:
         lb = model._topo.get(_CALL_KEY)
         loops = model.loops
@@ -1476,14 +1500,14 @@ def constrained_dynamics(model, q, qd, tau, f_ext=None, rank_tol=1e-7):
                 ob = np.empty(lb.size)
                 if constrained_call(pk.buf, model._data._buf, lb.ib, lb.fb, loops.R_a, loops.p_a, loops.R_b,
                                     loops.p_b, loops.axis, loops.axis2, loops.length, q, qd, tau,
-                                    NO_FORCES if f_ext is None else f_ext, ob, rank_tol * rank_tol, True) == OK:
+                                    NO_FORCES if f_ext is None else f_ext, ob, rank_tol * rank_tol, delta, True) == OK:
                     return ConstrainedResult(model, ob, (lb.nv, lb.R, lb.L), q, qd, tau, f_ext)
             except (TypeError, AttributeError):
                 pass        # not the compiled call's types: checked and converted below
-    return _checked(model, q, qd, tau, f_ext, rank_tol)
+    return _checked(model, q, qd, tau, f_ext, rank_tol, delta)
 
 
-def _checked(model, q, qd, tau, f_ext, rank_tol):
+def _checked(model, q, qd, tau, f_ext, rank_tol, delta):
     """``constrained_dynamics`` with every input checked and converted (the messages of
     ``partree.checks``), and the buffers built where they are missing."""
     q, qd = checks.state(model, q, qd)
@@ -1505,11 +1529,13 @@ def _checked(model, q, qd, tau, f_ext, rank_tol):
     pk = model_buffer(model)
     if pk is None:
         code = constrained_unpacked(*checks.model_args(model), model.gravity, q, qd, tau, F, has_f, d.E, d.r, d.v,
-                                    d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, lb.ib, lb.fb, *geometry, ob, tol)
+                                    d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, lb.ib, lb.fb, *geometry, ob, tol,
+                                    delta)
     else:
         _ready()
         code = constrained_call(pk.buf, d._buf, lb.ib, lb.fb, *geometry, checks.writable(q), checks.writable(qd),
-                                checks.writable(tau), checks.writable(F) if has_f else NO_FORCES, ob, tol, False)
+                                checks.writable(tau), checks.writable(F) if has_f else NO_FORCES, ob, tol, delta,
+                                False)
     if code >= 0:
         raise PartreeInputError(f"joint {model.joint_names[code]!r} (body {code}): its subtree has a singular inertia "
                                 f"along the joint's motion; forward dynamics is undefined")

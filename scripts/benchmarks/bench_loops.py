@@ -423,13 +423,14 @@ def plot_scaling(rows, path):
 @njit
 def _pieces(count, which, parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
             E, r, v, c, IA, pA, a, S, U, Dinv, u, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, q, qd, tau,
-            fext, ob, tol):
+            fext, ob, tol, delta):
     """``count`` runs of one piece of a call (which: 0 pass 1, 1 world poses, 2 loop terms, 3 pass 1
-    + zeroing + the inward loop pass, 4 the outward loop pass, 5 the whole kernel)."""
+    + zeroing + the inward loop pass, 4 the outward loop pass, 5 the whole kernel); ``delta``: the
+    redundant groups' regularisation (``constrained_dynamics``' ``redundant``)."""
     n, nv, L, R = parent.shape[0], S.shape[0], ib[2], ib[3]
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
-     sptr, eptr, eloop, eside, epos, enodes, perm, rank) = cdyn.loop_views(ib)
-    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, sc = cdyn.loop_work_views(ib, fb)
+     sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept) = cdyn.loop_views(ib)
+    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = cdyn.loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = cdyn.result_views(ob, nv, R, L)
     work = raw_view(sc, 6, (sc.shape[0] - 6,))
     a0 = raw_view(sc, 0, (6,))
@@ -451,18 +452,20 @@ def _pieces(count, which, parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                 kw[k] = 0.0
             cdyn.loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl,
                                        prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos,
-                                       nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, work)
+                                       nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, work, delta, reg, kept,
+                                       rrank)
         elif which == 4:
             cdyn.loop_forward_pass_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, lam, prow, wrows, wglob,
                                       rptr, cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, work)
         elif which == 5:
             cdyn.constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v,
                                       gravity, q, qd, tau, fext, False, E, r, v, c, IA, pA, a, S, U, Dinv, u, ib, fb,
-                                      R_a, p_a, R_b, p_b, laxis, laxis2, length, ob, tol)
+                                      R_a, p_a, R_b, p_b, laxis, laxis2, length, ob, tol, delta)
 
 
 @njit
-def _empty_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, q, qd, tau, fext, ob, tol, check):
+def _empty_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, q, qd, tau, fext, ob, tol, delta,
+                check):
     return -1
 
 
@@ -475,7 +478,7 @@ def breakdown(m, q, qd, tau, rounds, sample, inner):
     ob = np.empty(lb.size)
     geometry = (lp.R_a, lp.p_a, lp.R_b, lp.p_b, lp.axis, lp.axis2, lp.length)
     kargs = (*checks.model_args(m), m.gravity, d.E, d.r, d.v, d.c, d.IA, d.pA, d.a, d.S, d.U, d.Dinv, d.u, lb.ib,
-             lb.fb, *geometry, q, qd, tau, NO_FORCES, ob, 1e-14)
+             lb.fb, *geometry, q, qd, tau, NO_FORCES, ob, 1e-14, cdyn.SHARE_DELTA)
     sizes = (lb.nv, lb.R, lb.L)
     v = {"partree.constrained_dynamics (plain call)": lambda: partree.constrained_dynamics(m, q, qd, tau),
          "partree.aba (plain call), for comparison": lambda: partree.aba(m, q, qd, tau),
@@ -483,9 +486,9 @@ def breakdown(m, q, qd, tau, rounds, sample, inner):
          "result object (ConstrainedResult)": lambda: cdyn.ConstrainedResult(m, ob, sizes, q, qd, tau, None)}
     pk = m._packed
     if pk is not None:
-        args = (pk.buf, d._buf, lb.ib, lb.fb, *geometry, q, qd, tau, NO_FORCES, ob, 1e-14)
-        v["compiled call from Python (constrained_call, 18 arguments)"] = lambda: cdyn.constrained_call(*args, True)
-        v["empty compiled function, the same 18 arguments"] = lambda: _empty_call(*args, True)
+        args = (pk.buf, d._buf, lb.ib, lb.fb, *geometry, q, qd, tau, NO_FORCES, ob, 1e-14, cdyn.SHARE_DELTA)
+        v["compiled call from Python (constrained_call, 19 arguments)"] = lambda: cdyn.constrained_call(*args, True)
+        v["empty compiled function, the same 19 arguments"] = lambda: _empty_call(*args, True)
     names = ("pass 1 (ABA's)", "world poses", "loop terms (G, gamma, phi, T)", "inward pass (+ zeroing C, K, k)",
              "outward pass", "kernel whole (pieces, rank, loop forces)")
     for k, nm in enumerate(names):
