@@ -32,6 +32,7 @@ one-rank communicator the exception is raised normally).
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import traceback
@@ -47,6 +48,24 @@ from .part import (attach_loop_forces, build_part, check_momentum_parts, early_k
                    index_ranges)
 from .flexible_part import NOT_BUILT, full_sizes, own_selections
 from .partition import PATH_WEIGHT, make_partition
+
+
+#: how long a rank waiting for a message polls without giving way (seconds), before it yields its
+#: core between polls (``MPIEngine(wait='yield')``)
+SPIN_SECONDS = 5e-5
+
+
+def wait_for(req, mode):
+    """Complete the non-blocking request ``req``.  ``mode`` 'spin': MPI's own wait (MPICH polls
+    the network without pause); 'yield': poll for ``SPIN_SECONDS``, then give the core away
+    (``sched_yield``) between polls, so that a rank waiting for the root or for another part does
+    not take the core a working rank needs when the machine runs more processes than cores."""
+    if mode == "spin":
+        return req.Wait()
+    t0 = time.perf_counter()
+    while not req.Test():
+        if time.perf_counter() - t0 > SPIN_SECONDS:
+            os.sched_yield()
 
 
 def _resolve(model_or_loader):
@@ -129,10 +148,15 @@ class MPIEngine:
     the momentum form use;
     ``root_stats`` (every rank) the plan's depth and, after an evaluation, this rank's largest
     relation (doubles) and port count.
+
+    ``wait``: how a rank waits for the evaluation's messages (:func:`wait_for`).  ``'yield'`` (the
+    default) polls and then gives its core away between polls: on a machine running more
+    processes than cores (a shared workstation, a busy CI runner) the waiting ranks then leave the
+    cores to the working ones.  ``'spin'``: MPI's own blocking wait (MPICH polls without pause).
     """
 
     def __init__(self, model_or_loader, comm=None, parts=None, path_weight=PATH_WEIGHT, gather=True,
-                 distribute="root", poses=False, root="auto", fanin=2):
+                 distribute="root", poses=False, root="auto", fanin=2, wait="yield"):
         if comm is None:
             from mpi4py import MPI
 
@@ -143,6 +167,12 @@ class MPIEngine:
             raise ValueError(f"root must be 'flat', 'tree' or 'auto', not {root!r}")
         if int(fanin) < 2:
             raise ValueError(f"fanin must be >= 2, not {fanin}")
+        if wait not in ("yield", "spin"):
+            raise ValueError(f"wait must be 'yield' or 'spin', not {wait!r}")
+        self.wait = wait
+        # a communicator without non-blocking collectives (the Dask workers' socket channel,
+        # ``sockcomm.SocketComm``) waits in its own blocking calls
+        self._nonblocking = all(hasattr(comm, f) for f in ("Igatherv", "Iscatterv", "irecv"))
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
@@ -297,7 +327,18 @@ class MPIEngine:
             reqs.append(comm.isend(obj, dest=dest, tag=int(node)))
 
         def recv(source, node):
-            return comm.recv(source=source, tag=int(node))
+            if not self._nonblocking:
+                return comm.recv(source=source, tag=int(node))
+            req = comm.irecv(source=source, tag=int(node))
+            if self.wait == "spin":
+                return req.wait()
+            t0 = time.perf_counter()
+            while True:
+                done, obj = req.test()
+                if done:
+                    return obj
+                if time.perf_counter() - t0 > SPIN_SECONDS:
+                    os.sched_yield()
 
         recs = HR.run_up(self._piece, rels, top, send, recv, self.root_stats)
         out = HR.run_down(self._piece, recs, send, recv)
@@ -305,6 +346,13 @@ class MPIEngine:
         return out
 
     # ------------------------------------------------------------------ helpers
+    def _gatherv(self, send, recv):
+        """Gatherv to rank 0, waiting as ``self.wait`` says (:func:`wait_for`)."""
+        if self._nonblocking:
+            wait_for(self.comm.Igatherv(send, recv, root=0), self.wait)
+        else:
+            self.comm.Gatherv(send, recv, root=0)
+
     def _gather(self, key, local):
         """Gatherv of this rank's flat buffer to rank 0; returns the concatenation on rank 0."""
         counts = self._counts[key]
@@ -312,7 +360,7 @@ class MPIEngine:
         if self.rank == 0:
             buf = np.empty(self._totals[key])
             recv = [buf, (counts, self._displs[key])]
-        self.comm.Gatherv(local, recv, root=0)
+        self._gatherv(local, recv)
         if self.rank != 0:
             self._bytes += local.nbytes
         return recv[0] if recv is not None else None
@@ -323,7 +371,10 @@ class MPIEngine:
         send = None
         if self.rank == 0:
             send = [full, (counts, self._displs[key])]
-        self.comm.Scatterv(send, out, root=0)
+        if self._nonblocking:
+            wait_for(self.comm.Iscatterv(send, out, root=0), self.wait)
+        else:
+            self.comm.Scatterv(send, out, root=0)
         if self.rank != 0:
             self._bytes += out.nbytes
         return out
@@ -419,7 +470,7 @@ class MPIEngine:
         recv = None
         if self.rank == 0:
             recv = [np.empty(sum(counts)), (counts, np.concatenate(([0], np.cumsum(counts)[:-1])).tolist())]
-        self.comm.Gatherv(np.ascontiguousarray(local), recv, root=0)
+        self._gatherv(np.ascontiguousarray(local), recv)
         return recv[0] if recv is not None else None
 
     def _gather_wrenches(self, q, qdd):

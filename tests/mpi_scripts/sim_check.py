@@ -84,10 +84,13 @@ for P in (None, comm.size + 2):
         nfev, nsave, polls = info
         extra_ev = nsave if extra.get("record") == "all" else 0
         calls = dict(cc.calls)
-        # the loop: two rounds (Gatherv + Scatterv each) per evaluation; Gatherv of q, v (and qdd,
-        # tau) at save points; the error norm's allgather (adaptive only); one gather at setup
+        # the loop: two rounds (Gatherv + Scatterv each, blocking or not: the engine's own rounds
+        # wait in MPIEngine.wait's way) per evaluation; Gatherv of q, v (and qdd, tau) at save
+        # points; the error norm's allgather (adaptive only); one gather at setup
         want_g = 2 * (nfev + extra_ev) + nsave * (4 if extra_ev else 2)
-        ok = (calls.pop("Gatherv", 0) == want_g and calls.pop("Scatterv", 0) == 2 * (nfev + extra_ev)
+        gathers = calls.pop("Gatherv", 0) + calls.pop("Igatherv", 0)
+        scatters = calls.pop("Scatterv", 0) + calls.pop("Iscatterv", 0)
+        ok = (gathers == want_g and scatters == 2 * (nfev + extra_ev)
               and calls.pop("gather", 0) == 1 and (integ != "rk4" or "allgather" not in calls))
         calls.pop("allgather", None)
         # the loop's agreements on stopping: one Allreduce each (none with a single rank)
