@@ -157,13 +157,33 @@ def _node_rotation(th, thd, Rn, Jr, Jrd):
     Jrd[2, 1] += g * x - a * xd
 
 
+@njit(cache=True, inline="always")
+def ldl_solve(L, ol, npas, z):
+    """z := D^-1 z with D's Cholesky factor at L[ol:] (npas x npas, row major, its diagonal
+    reciprocal), as ``flexible_backward_pass`` stores it."""
+    for b in range(npas):
+        s = z[b]
+        for t in range(b):
+            s -= L[ol + b * npas + t] * z[t]
+        z[b] = s * L[ol + b * npas + b]
+    for b in range(npas - 1, -1, -1):
+        s = z[b]
+        for t in range(b + 1, npas):
+            s -= L[ol + t * npas + b] * z[t]
+        z[b] = s * L[ol + b * npas + b]
+
+
 # ----------------------------------------------------------------------------- pass 1
 @njit(cache=True)
 def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
-                           q, qd, E, r, v, c, S, IA, pA, Y):
+                           q, qd, E, r, v, c, S, IA, pA, Y, stage=0):
     """Pass 1, outward: X_up (E, r), S, Y, v, c, IA = M(eta) and pA = b (velocity, elastic,
-    damping and stiffening forces) of every body (arguments: the module's table)."""
+    damping and stiffening forces) of every body (arguments: the module's table).
+
+    ``stage`` 0: all of it; 1: the kinematics only (E, r, S, Y, v, c); 2: the rest (IA and pA,
+    from the v a stage 1 left).  The parallel engine's parts split the pass so that the bodies a
+    child part waits for go through the kinematics first."""
     n = parent.shape[0]
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
@@ -189,90 +209,93 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     Gc = np.empty((max(mmax, 1), 3))
     Gd = np.empty((max(mmax, 1), 3))
     for i in range(n):
-        p = parent[i]
-        iv = idx_v[i]
-        on = body[i, B_NODE]
-        if on >= 0:
-            # the node of the flexible parent: rotation exp(Psi eta_p), translation Phi eta_p
-            mp = body[p, B_NM]
-            e0 = nq + body[p, B_IE]
-            d0 = nv + body[p, B_IE]
-            for k in range(3):
-                s1 = 0.0
-                s2 = 0.0
-                s3 = 0.0
-                s4 = 0.0
+        if stage != 2:
+            p = parent[i]
+            iv = idx_v[i]
+            on = body[i, B_NODE]
+            if on >= 0:
+                # the node of the flexible parent: rotation exp(Psi eta_p), translation Phi eta_p
+                mp = body[p, B_NM]
+                e0 = nq + body[p, B_IE]
+                d0 = nv + body[p, B_IE]
+                for k in range(3):
+                    s1 = 0.0
+                    s2 = 0.0
+                    s3 = 0.0
+                    s4 = 0.0
+                    for l in range(mp):
+                        s1 += nodes[on + k * mp + l] * q[e0 + l]
+                        s2 += nodes[on + k * mp + l] * qd[d0 + l]
+                        s3 += nodes[on + (3 + k) * mp + l] * q[e0 + l]
+                        s4 += nodes[on + (3 + k) * mp + l] * qd[d0 + l]
+                    th[k] = s1
+                    thd[k] = s2
+                    rp[k] = r_tree[i, k] + s3
+                    ph[k] = s4
+                _node_rotation(th, thd, Rn, Jr, Jrd)
+                for k in range(3):
+                    for l in range(3):
+                        Ep[k, l] = E_tree[i, k, 0] * Rn[l, 0] + E_tree[i, k, 1] * Rn[l, 1] + E_tree[i, k, 2] * Rn[l, 2]
+                # Y = [J_l Psi; Phi + r_pred x J_l Psi], J_l = J_r^T
+                oy = body[i, B_Y]
                 for l in range(mp):
-                    s1 += nodes[on + k * mp + l] * q[e0 + l]
-                    s2 += nodes[on + k * mp + l] * qd[d0 + l]
-                    s3 += nodes[on + (3 + k) * mp + l] * q[e0 + l]
-                    s4 += nodes[on + (3 + k) * mp + l] * qd[d0 + l]
-                th[k] = s1
-                thd[k] = s2
-                rp[k] = r_tree[i, k] + s3
-                ph[k] = s4
-            _node_rotation(th, thd, Rn, Jr, Jrd)
-            for k in range(3):
-                for l in range(3):
-                    Ep[k, l] = E_tree[i, k, 0] * Rn[l, 0] + E_tree[i, k, 1] * Rn[l, 1] + E_tree[i, k, 2] * Rn[l, 2]
-            # Y = [J_l Psi; Phi + r_pred x J_l Psi], J_l = J_r^T
-            oy = body[i, B_Y]
-            for l in range(mp):
-                p0 = nodes[on + l]
-                p1 = nodes[on + mp + l]
-                p2 = nodes[on + 2 * mp + l]
-                y0 = Jr[0, 0] * p0 + Jr[1, 0] * p1 + Jr[2, 0] * p2
-                y1 = Jr[0, 1] * p0 + Jr[1, 1] * p1 + Jr[2, 1] * p2
-                y2 = Jr[0, 2] * p0 + Jr[1, 2] * p1 + Jr[2, 2] * p2
-                Y[oy + 6 * l + 0] = y0
-                Y[oy + 6 * l + 1] = y1
-                Y[oy + 6 * l + 2] = y2
-                Y[oy + 6 * l + 3] = nodes[on + 3 * mp + l] + rp[1] * y2 - rp[2] * y1
-                Y[oy + 6 * l + 4] = nodes[on + 4 * mp + l] + rp[2] * y0 - rp[0] * y2
-                Y[oy + 6 * l + 5] = nodes[on + 5 * mp + l] + rp[0] * y1 - rp[1] * y0
-            # the node's velocity relative to the parent, wn = Y eta_dot_p, and its velocity product
-            for k in range(3):
-                wn[k] = Jr[0, k] * thd[0] + Jr[1, k] * thd[1] + Jr[2, k] * thd[2]
-                jt[k] = Jrd[k, 0] * thd[0] + Jrd[k, 1] * thd[1] + Jrd[k, 2] * thd[2]
-            wn[3] = ph[0] + rp[1] * wn[2] - rp[2] * wn[1]
-            wn[4] = ph[1] + rp[2] * wn[0] - rp[0] * wn[2]
-            wn[5] = ph[2] + rp[0] * wn[1] - rp[1] * wn[0]
-            for k in range(3):
-                cp[k] = Rn[k, 0] * jt[0] + Rn[k, 1] * jt[1] + Rn[k, 2] * jt[2]
-            cp[3] = rp[1] * cp[2] - rp[2] * cp[1] - (wn[1] * ph[2] - wn[2] * ph[1])
-            cp[4] = rp[2] * cp[0] - rp[0] * cp[2] - (wn[2] * ph[0] - wn[0] * ph[2])
-            cp[5] = rp[0] * cp[1] - rp[1] * cp[0] - (wn[0] * ph[1] - wn[1] * ph[0])
-            cross_motion(v[p], wn, tmp)
+                    p0 = nodes[on + l]
+                    p1 = nodes[on + mp + l]
+                    p2 = nodes[on + 2 * mp + l]
+                    y0 = Jr[0, 0] * p0 + Jr[1, 0] * p1 + Jr[2, 0] * p2
+                    y1 = Jr[0, 1] * p0 + Jr[1, 1] * p1 + Jr[2, 1] * p2
+                    y2 = Jr[0, 2] * p0 + Jr[1, 2] * p1 + Jr[2, 2] * p2
+                    Y[oy + 6 * l + 0] = y0
+                    Y[oy + 6 * l + 1] = y1
+                    Y[oy + 6 * l + 2] = y2
+                    Y[oy + 6 * l + 3] = nodes[on + 3 * mp + l] + rp[1] * y2 - rp[2] * y1
+                    Y[oy + 6 * l + 4] = nodes[on + 4 * mp + l] + rp[2] * y0 - rp[0] * y2
+                    Y[oy + 6 * l + 5] = nodes[on + 5 * mp + l] + rp[0] * y1 - rp[1] * y0
+                # the node's velocity relative to the parent, wn = Y eta_dot_p, and its velocity product
+                for k in range(3):
+                    wn[k] = Jr[0, k] * thd[0] + Jr[1, k] * thd[1] + Jr[2, k] * thd[2]
+                    jt[k] = Jrd[k, 0] * thd[0] + Jrd[k, 1] * thd[1] + Jrd[k, 2] * thd[2]
+                wn[3] = ph[0] + rp[1] * wn[2] - rp[2] * wn[1]
+                wn[4] = ph[1] + rp[2] * wn[0] - rp[0] * wn[2]
+                wn[5] = ph[2] + rp[0] * wn[1] - rp[1] * wn[0]
+                for k in range(3):
+                    cp[k] = Rn[k, 0] * jt[0] + Rn[k, 1] * jt[1] + Rn[k, 2] * jt[2]
+                cp[3] = rp[1] * cp[2] - rp[2] * cp[1] - (wn[1] * ph[2] - wn[2] * ph[1])
+                cp[4] = rp[2] * cp[0] - rp[0] * cp[2] - (wn[2] * ph[0] - wn[0] * ph[2])
+                cp[5] = rp[0] * cp[1] - rp[1] * cp[0] - (wn[0] * ph[1] - wn[1] * ph[0])
+                cross_motion(v[p], wn, tmp)
+                for k in range(6):
+                    cp[k] += tmp[k]
+                    vp[k] = v[p, k] + wn[k]
+            else:
+                for k in range(3):
+                    rp[k] = r_tree[i, k]
+                    for l in range(3):
+                        Ep[k, l] = E_tree[i, k, l]
+                for k in range(6):
+                    cp[k] = 0.0
+                    vp[k] = v[p, k] if p >= 0 else 0.0
+            nvi = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, Ep, rp, E[i], r[i], S[iv:], cJ,
+                                   R, R2)
             for k in range(6):
-                cp[k] += tmp[k]
-                vp[k] = v[p, k] + wn[k]
-        else:
-            for k in range(3):
-                rp[k] = r_tree[i, k]
-                for l in range(3):
-                    Ep[k, l] = E_tree[i, k, l]
-            for k in range(6):
-                cp[k] = 0.0
-                vp[k] = v[p, k] if p >= 0 else 0.0
-        nvi = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, Ep, rp, E[i], r[i], S[iv:], cJ,
-                               R, R2)
-        for k in range(6):
-            vJ[k] = 0.0
-        for d in range(nvi):
-            for k in range(6):
-                vJ[k] += S[iv + d, k] * qd[iv + d]
-        if p < 0:
-            for k in range(6):
-                v[i, k] = vJ[k]
-                c[i, k] = cJ[k]
-        else:
-            xform_motion(E[i], r[i], vp, tmp)
-            for k in range(6):
-                v[i, k] = tmp[k] + vJ[k]
-            xform_motion(E[i], r[i], cp, h)
-            cross_motion(v[i], vJ, tmp)
-            for k in range(6):
-                c[i, k] = h[k] + cJ[k] + tmp[k]
+                vJ[k] = 0.0
+            for d in range(nvi):
+                for k in range(6):
+                    vJ[k] += S[iv + d, k] * qd[iv + d]
+            if p < 0:
+                for k in range(6):
+                    v[i, k] = vJ[k]
+                    c[i, k] = cJ[k]
+            else:
+                xform_motion(E[i], r[i], vp, tmp)
+                for k in range(6):
+                    v[i, k] = tmp[k] + vJ[k]
+                xform_motion(E[i], r[i], cp, h)
+                cross_motion(v[i], vJ, tmp)
+                for k in range(6):
+                    c[i, k] = h[k] + cJ[k] + tmp[k]
+        if stage == 1:
+            continue
         m = body[i, B_NM]
         oi = body[i, B_I]
         op = body[i, B_P]
@@ -795,19 +818,12 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
                 qdd[iv + b] = w
                 for k in range(6):
                     ah[k] += S[iv + b, k] * w
-        ol = body[i, B_L]
         for b in range(npas):
             s = u[oz + b]
             for k in range(6):
                 s -= U[ou + b * 6 + k] * ah[k]
-            for t in range(b):
-                s -= L[ol + b * npas + t] * z[t]
-            z[b] = s * L[ol + b * npas + b]
-        for b in range(npas - 1, -1, -1):
-            s = z[b]
-            for t in range(b + 1, npas):
-                s -= L[ol + t * npas + b] * z[t]
-            z[b] = s * L[ol + b * npas + b]
+            z[b] = s
+        ldl_solve(L, body[i, B_L], npas, z)
         for b in range(nj):
             qdd[iv + b] = z[b]
             for k in range(6):

@@ -47,7 +47,7 @@ from numba import njit
 
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
-                                           flexible_pack)
+                                           flexible_pack, ldl_solve)
 from ..algorithms.primitives import xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
@@ -55,20 +55,9 @@ from .part import Workspace, _paths, fast_index, index_ranges, local_parents
 
 
 # ----------------------------------------------------------------------------- kernels
-@njit(cache=True)
-def _ldl_solve(L, ol, npas, z):
-    """z := D^-1 z with D's Cholesky factor at L[ol:] (reciprocal diagonal, row major npas x npas),
-    as ``flexible_backward_pass`` stores it."""
-    for b in range(npas):
-        s = z[b]
-        for t in range(b):
-            s -= L[ol + b * npas + t] * z[t]
-        z[b] = s * L[ol + b * npas + b]
-    for b in range(npas - 1, -1, -1):
-        s = z[b]
-        for t in range(b + 1, npas):
-            s -= L[ol + t * npas + b] * z[t]
-        z[b] = s * L[ol + b * npas + b]
+#: the size below which a unit wrench's sensitivity column is zero (``sensitivity_kernel``):
+#: far below any sum it enters (relative 1e-150 of the unit wrench), far above the subnormals
+SENSITIVITY_FLOOR = 1e-150
 
 
 @njit(cache=True, inline="always")
@@ -101,20 +90,27 @@ def compose_transforms(parent, E, r, TE, Tr):
 
 @njit(cache=True)
 def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, path_ptr, path_idx,
-                       cp, dP, du, dz, Kt, Lam, beta):
+                       cp, dP, du, dz, Kt, Lam, beta, live):
     """After ``flexible_backward_pass`` on the augmented part (body 0 the carrier R): per handle k
     the inward walk of a unit wrench at F_k (the last body of path k) along its path, each path
     body's bias change dP (d x 6), u change du (npas x 6) and D^-1 du (dz) by path position, and
     Kt_k at R; then the handle relations: Lam_jk (the acceleration of F_j per unit wrench at F_k,
     a_in = 0) from the shared bodies' du and dz, and beta_j (the acceleration of F_j at a_in = 0,
-    g = 0), walking path j outward."""
+    g = 0), walking path j outward.
+
+    Along a long path a unit wrench's effect decays geometrically: a column whose largest
+    entry falls below SENSITIVITY_FLOOR is set to zero from there inward (it would reach the
+    subnormal range, where each operation costs a hundred times a normal one, and it no longer
+    changes any sum it enters).  Once all six columns of path k are zero the walk stops there:
+    ``live[k]`` is the first path position whose dP, du and dz hold values (those before it are
+    zero and are not written; the sums below and :func:`apply_handle_wrenches` skip them)."""
     n = parent.shape[0]
     H = path_ptr.shape[0] - 1
     nz = dP.shape[1]
     z = np.empty(nz)
     col = np.empty(6)
     f = np.empty(6)
-    dpa = np.empty((6, 6))
+    dead = np.zeros(6, dtype=np.bool_)
     for k in range(H):
         p0 = path_ptr[k]
         p1 = path_ptr[k + 1]
@@ -122,12 +118,31 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
         for a in range(6):
             for b in range(6):
                 dP[p1 - 1, a, b] = 1.0 if a == b else 0.0
+            dead[a] = False
+        live[k] = p0
         for t in range(p1 - 1, p0 - 1, -1):
+            if dead[0] and dead[1] and dead[2] and dead[3] and dead[4] and dead[5]:
+                live[k] = t + 1
+                for q in range(6):
+                    for cc in range(6):
+                        Kt[k, q, cc] = 0.0
+                break
             i = path_idx[t]
             m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
             ou = 6 * body[i, B_Z]
             ol = body[i, B_L]
             for cc in range(6):
+                if dead[cc]:
+                    for b in range(npas):
+                        du[t, b, cc] = 0.0
+                        dz[t, b, cc] = 0.0
+                    if t == p0:
+                        for q in range(6):
+                            Kt[k, q, cc] = 0.0
+                    else:
+                        for a in range(6 + body[parent[i], B_NM]):
+                            dP[t - 1, a, cc] = 0.0
+                    continue
                 for b in range(nj):
                     s = 0.0
                     for q in range(6):
@@ -137,7 +152,7 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                     du[t, nj + l, cc] = -dP[t, 6 + l, cc]
                 for b in range(npas):
                     z[b] = du[t, b, cc]
-                _ldl_solve(L, ol, npas, z)
+                ldl_solve(L, ol, npas, z)
                 for b in range(npas):
                     dz[t, b, cc] = z[b]
                 for q in range(6):
@@ -157,12 +172,20 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                 mp = body[parent[i], B_NM]
                 node = body[i, B_NODE] >= 0
                 oy = body[i, B_Y]
+                big = 0.0
+                for q in range(6):
+                    big = max(big, abs(f[q]))
                 for l in range(mp):
                     s = 0.0
                     if node:
                         for q in range(6):
                             s += Y[oy + 6 * l + q] * f[q]
                     dP[t - 1, 6 + l, cc] = s
+                    big = max(big, abs(s))
+                if big < SENSITIVITY_FLOOR:
+                    dead[cc] = True
+                    for a in range(6 + mp):
+                        dP[t - 1, a, cc] = 0.0
     # Lam_jk = -J_j M^-1 J_k^T through the elimination: the sum over the bodies the two paths
     # share of -du_j^T D^-1 du_k (du = -S_hat^T dP, the unit wrenches' generalized forces)
     for j in range(H):
@@ -172,7 +195,7 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
             for a in range(6):
                 for b in range(6):
                     Lam[j, k, a, b] = 0.0
-            for t in range(cp[j, k]):
+            for t in range(max(live[j] - pj, live[k] - pk, 0), cp[j, k]):
                 i = path_idx[pj + t]
                 m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
                 for b in range(npas):
@@ -215,7 +238,7 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                 for q in range(6):
                     s -= U[ou + b * 6 + q] * ah[q]
                 z[b] = s
-            _ldl_solve(L, ol, npas, z)
+            ldl_solve(L, ol, npas, z)
             for b in range(nj):
                 for q in range(6):
                     ah[q] += S[iv + b, q] * z[b]
@@ -227,13 +250,14 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
 
 
 @njit(cache=True)
-def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g, u, pA):
+def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g, u, pA, live):
     """The known handle wrenches g (H, 6) into the backward pass's results along the paths:
-    u += du g and the biases pA += dP g (the carrier R excluded)."""
+    u += du g and the biases pA += dP g (the carrier R excluded), from path position ``live[k]``
+    on (:func:`sensitivity_kernel`: zero before it)."""
     n = body.shape[0]
     H = path_ptr.shape[0] - 1
     for k in range(H):
-        for t in range(path_ptr[k], path_ptr[k + 1]):
+        for t in range(max(live[k], path_ptr[k]), path_ptr[k + 1]):
             i = path_idx[t]
             m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
             oz = body[i, B_Z]
@@ -379,12 +403,13 @@ class _Augmented(Workspace):
         self.qda[0:3] = v_in[3:6]
         self.qda[3:6] = v_in[0:3]
 
-    def pass1(self, gp):
+    def pass1(self, gp, stage=0):
+        """The serial pass 1 on this copy (``stage`` as ``flexible_forward_pass1`` takes it)."""
         flexible_forward_pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.mass,
                                self.com, self.I_com, self.idx_q, self.idx_v, self.nq, self.nv, self.body, gp.kinfo,
                                gp.first, gp.xphi, gp.sparse_i, gp.sparse_v, gp.Mee, gp.Kst, gp.Dmp, gp.Gs, gp.nodes,
                                self.mmax, self.qa, self.qda, self.E, self.r, self.v, self.c, self.S, self.IA,
-                               self.pA, self.Y)
+                               self.pA, self.Y, stage)
 
 
 class _Shared:
@@ -480,7 +505,9 @@ class FlexiblePartKernel(Workspace):
         # the path copy (the bodies on the handles' paths) for the velocity step of a part whose
         # v_in is not zero, and of a part at the base whose paths are short (its pass 1 then runs
         # in the reduction, when the other parts run theirs); a part at the base whose paths are
-        # most of it (a chain) does its velocity step on the full copy, which its reduction reuses
+        # most of it (a chain) does its velocity step on the full copy, whose kinematics (pass 1's
+        # stage 1) its reduction reuses.  The velocity step runs the kinematics only: the child
+        # parts wait for it
         self.pathcopy = None
         ptr, idx, slot, ns, cp = _paths(self.parent, self.handles)
         keep = np.flatnonzero(slot >= 0)
@@ -509,7 +536,7 @@ class FlexiblePartKernel(Workspace):
         self.dmax = 6 + max(A.mmax, int(model.nv_j[b].max()) if m else 0)
         self._allocate()
 
-    _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "dz", "_tau", "tau_out", "_act",
+    _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "dz", "live", "_tau", "tau_out", "_act",
                   "_g", "_reduced", "_kin", "_TEp", "_Trp")
 
     def _allocate(self):
@@ -519,12 +546,13 @@ class FlexiblePartKernel(Workspace):
         self.dP = np.zeros((P, self.dmax, 6))
         self.du = np.zeros((P, self.dmax, 6))
         self.dz = np.zeros((P, self.dmax, 6))
+        self.live = np.zeros(H, dtype=np.int64)
         self._tau = np.zeros(self.nv)
         self.tau_out = np.zeros(self.nv)
         self._act = np.zeros(0, dtype=np.int64)
         self._g = np.zeros((H, 6))
         self._reduced = False
-        self._kin = False            # the full copy's pass 1 done by the velocity step (a part at the base)
+        self._kin = False            # the full copy's kinematics done by the velocity step (a part at the base)
         c = self.pathcopy if self.pathcopy is not None else self.full
         self._TEp = np.zeros((c.n, 3, 3))
         self._Trp = np.zeros((c.n, 3))
@@ -545,7 +573,7 @@ class FlexiblePartKernel(Workspace):
         zero = np.zeros(6)
         c = self.pathcopy if self.pathcopy is not None else self.full
         c.set_state(self._q, self._qd, zero)
-        c.pass1(self.shared)
+        c.pass1(self.shared, stage=1)             # the kinematics only: what the child parts wait for
         self._kin = c is self.full
         compose_transforms(c.parent, c.E, c.r, self._TEp, self._Trp)
         for k in range(self.H):
@@ -587,7 +615,9 @@ class FlexiblePartKernel(Workspace):
                 A.taua[6:] = np.where(dof, 0.0, tau)
                 self._act = np.flatnonzero(mask).astype(np.int64)
         self._tau = A.taua[6:].copy()
-        if not (self._kin and self.top):
+        if self._kin and self.top:
+            A.pass1(self.shared, stage=2)         # the velocity step did the kinematics (v_in = 0)
+        else:
             A.set_state(self._q, self._qd, np.ascontiguousarray(v_in, dtype=np.float64))
             A.pass1(self.shared)
         self._kin = False
@@ -603,8 +633,7 @@ class FlexiblePartKernel(Workspace):
         if self.H:
             sensitivity_kernel(A.parent, A.idx_v, A.nv, A.body, A.act, A.qddin, A.E, A.r, A.c, A.S, A.IA, A.pA, A.Y,
                                A.U, A.u, A.L, self.path_ptr, self.path_idx, self.cp, self.dP, self.du, self.dz,
-                               self.Kt,
-                               self.Lam, self.beta)
+                               self.Kt, self.Lam, self.beta, self.live)
             self.Psi[:] = self.Kt.transpose(0, 2, 1)
         self._reduced = True
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
@@ -625,7 +654,7 @@ class FlexiblePartKernel(Workspace):
         A = self.full
         if self.H:
             apply_handle_wrenches(A.idx_v, A.nv, A.body, A.act, self.path_ptr, self.path_idx, self.dP, self.du,
-                                  self._g, A.u, A.pA)
+                                  self._g, A.u, A.pA, self.live)
         a_in = np.asarray(a_in, dtype=np.float64)
         A.qddin[0:3] = a_in[3:6]
         A.qddin[3:6] = a_in[0:3]

@@ -4,15 +4,19 @@ the serial compiled recursion (``flexible_aba``) in one process.
 
     mpiexec -n 2 python scripts/benchmarks/bench_flexible_engine.py                  # 1e5 links, 6 modes
     mpiexec -n 2 python scripts/benchmarks/bench_flexible_engine.py --n 20000 --repeat 5
+    mpiexec -n 2 python scripts/benchmarks/bench_flexible_engine.py --wait yield,spin      # the two waits side by side
 
 The models are those of ``bench_flexible.py`` (uniform Euler-Bernoulli beam links on revolute
 joints, a child at its parent's tip): ``chain`` and ``binary``.  The engine (``MPIEngine``, parts
 balanced over the ranks, the partitioner's weights counting the flexible bodies) evaluates with
 the full vectors [q; eta], [qd; eta_dot] on every rank and gathers qdd on rank 0; the serial
-figure is ``flexible_aba`` on rank 0 while the other ranks wait.  Each figure is the best of
-``--repeat`` timed calls after one warm-up call.  Prints one JSON line per shape on rank 0: the
-two times, the speed-up, the relative difference of the results, the parts and the modelled
-rank imbalance.
+figure is ``flexible_aba`` on rank 0 while the other ranks wait.
+
+The two are timed side by side: after one warm-up call of each, ``--repeat`` rounds each time one
+serial call then one engine call, every rank in step, so that a slow spell of a shared machine
+falls on both.  Prints one JSON line per shape on rank 0: the best time of each, the speed-up of
+the bests, the median and the range of the rounds' own ratios, the relative difference of the
+results, the parts and the modelled rank imbalance.
 """
 import argparse
 import json
@@ -33,20 +37,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_flexible import beam_tree  # noqa: E402
 
 from partree.algorithms.flexible_dynamics import flexible_aba, flexible_state_size  # noqa: E402
-from partree.parallel.mpi import MPIEngine  # noqa: E402
+from partree.parallel.mpi import MPIEngine, wait_for  # noqa: E402
 
 
-def best(fn, repeat, comm):
-    """Best wall time of ``repeat`` calls after a warm-up, every rank in step (rank 0's clock)."""
-    out = fn()
-    times = []
-    for _ in range(repeat):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        out = fn()
-        comm.Barrier()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+def side_by_side(fns, repeat, comm):
+    """``repeat`` rounds of one call of each of ``fns`` in turn (after a warm-up of each), every
+    rank in step (rank 0's clock; the ranks wait at a barrier that yields its core, see
+    ``partree.parallel.mpi.wait_for``).  Returns the times (len(fns), repeat) and each one's last
+    result."""
+    out = [fn() for fn in fns]
+    times = np.zeros((len(fns), repeat))
+    for r in range(repeat):
+        for j, fn in enumerate(fns):
+            wait_for(comm.Ibarrier(), "yield")
+            t0 = time.perf_counter()
+            out[j] = fn()
+            wait_for(comm.Ibarrier(), "yield")
+            times[j, r] = time.perf_counter() - t0
+    return times, out
 
 
 def main(argv=None):
@@ -56,6 +64,8 @@ def main(argv=None):
     ap.add_argument("--shapes", default="chain,binary")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--wait", default="yield", help="the engines' waits to time, comma separated: yield, spin "
+                                                    "(MPIEngine's wait=)")
     a = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     for shape in a.shapes.split(","):
@@ -65,13 +75,21 @@ def main(argv=None):
         q = np.concatenate((model.random_configuration(rng), 1e-3 * rng.normal(size=nq - model.nq)))
         qd = np.concatenate((model.random_velocity(rng), 1e-2 * rng.normal(size=nv - model.nv)))
         tau = rng.normal(size=nv)
-        t_serial, ref = best(lambda: flexible_aba(model, q, qd, tau) if comm.rank == 0 else None, a.repeat, comm)
-        eng = MPIEngine(model, comm=comm)
-        t_engine, got = best(lambda: eng.forward_dynamics(q, qd, tau), a.repeat, comm)
-        if comm.rank == 0:
-            print(json.dumps({"shape": shape, "n": a.n, "modes": a.modes, "ranks": comm.size,
-                              "serial_s": round(t_serial, 5), "engine_s": round(t_engine, 5),
-                              "speedup": round(t_serial / t_engine, 3),
+        waits = a.wait.split(",")
+        engines = [MPIEngine(model, comm=comm, wait=w) for w in waits]
+        ref = flexible_aba(model, q, qd, tau) if comm.rank == 0 else None
+        times, outs = side_by_side([lambda: flexible_aba(model, q, qd, tau) if comm.rank == 0 else None]
+                                   + [lambda e=e: e.forward_dynamics(q, qd, tau) for e in engines], a.repeat, comm)
+        ts = times[0]
+        for w, eng, te, got in zip(waits, engines, times[1:], outs[1:]):
+            if comm.rank != 0:
+                continue
+            ratios = ts / te
+            print(json.dumps({"shape": shape, "n": a.n, "modes": a.modes, "ranks": comm.size, "wait": w,
+                              "serial_s": round(float(ts.min()), 5), "engine_s": round(float(te.min()), 5),
+                              "speedup": round(float(ts.min() / te.min()), 3),
+                              "round_ratio_median": round(float(np.median(ratios)), 3),
+                              "round_ratio_range": [round(float(ratios.min()), 3), round(float(ratios.max()), 3)],
                               "rel_diff": float(np.abs(got - ref).max() / np.abs(ref).max()),
                               "parts": int(eng.nparts), "imbalance": round(eng.imbalance, 3)}), flush=True)
 
