@@ -74,6 +74,14 @@ def test_mpi_two_ranks():
         for ph in r:
             own = sum(v for k, v in ph.items() if k.startswith("local_") or k == "root_solve")
             assert ph["wait"] >= 0 and own + ph["wait"] == pytest.approx(ph["total"], abs=5e-6)
+    assert d["wait"] == "yield"
+    # MPI's own busy wait instead: the same evaluation
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "partree.cli.bench", "--model",
+                        "autotree:nb=4000,bf=2", "--repeat", "2", "--wait", "spin", "--json"],
+                       capture_output=True, text=True, timeout=180, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = _json(p.stdout)
+    assert d["wait"] == "spin" and d["residual"] < 1e-10
 
 
 def test_dask_local_cluster(capsys):

@@ -101,15 +101,19 @@ def model(request):
     return MODELS[request.param]()
 
 
-def test_forward_dynamics_equals_flexible_aba(model):
+@pytest.mark.parametrize("early", [False, True])
+def test_forward_dynamics_equals_flexible_aba(model, early):
+    """Both velocity steps: the handle paths' kinematics, pass 1 whole in the reduction; and
+    early kinematics (every part's in the velocity step with the carrier at rest, moved to v_in
+    in the reduction)."""
     rng = np.random.default_rng(1)
     q, qd, tau = full_state(model, rng)
     ref = flexible_aba(model, q, qd, tau)
     roots = 1 + int(np.count_nonzero(model.parent[1:] < 0))
     cut = False
     for P in sorted({roots, roots + 1, roots + 3, min(roots + 6, model.n)}):
-        eng = SerialEngine(model, P)
-        assert all(isinstance(pk, FlexiblePartKernel) for pk in eng.parts)
+        eng = SerialEngine(model, P, early_kinematics=early)
+        assert all(isinstance(pk, FlexiblePartKernel) and pk.early_kinematics == early for pk in eng.parts)
         got = eng.forward_dynamics(q, qd, tau)
         assert got.shape == ref.shape
         assert rel(got, ref) < 1e-10, P
@@ -118,12 +122,13 @@ def test_forward_dynamics_equals_flexible_aba(model):
         assert cut          # the partitions cut at flexible handles
 
 
-def test_hybrid_dynamics_equals_flexible_hybrid_dynamics(model):
+@pytest.mark.parametrize("early", [False, True])
+def test_hybrid_dynamics_equals_flexible_hybrid_dynamics(model, early):
     rng = np.random.default_rng(2)
     q, qd, tau = full_state(model, rng)
     qdd = rng.normal(size=qd.size)
     roots = 1 + int(np.count_nonzero(model.parent[1:] < 0))
-    eng = SerialEngine(model, min(roots + 3, model.n))
+    eng = SerialEngine(model, min(roots + 3, model.n), early_kinematics=early)
     for frac in (0.0, 0.4, 1.0):
         mask = rng.random(model.n) < frac
         for pk in eng.parts:            # the parts' root joints and handle bodies too

@@ -277,11 +277,7 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
                     vp[k] = v[p, k] if p >= 0 else 0.0
             nvi = joint_kinematics(jtype[i], axis[i], axis2[i], q, idx_q[i], qd, iv, Ep, rp, E[i], r[i], S[iv:], cJ,
                                    R, R2)
-            for k in range(6):
-                vJ[k] = 0.0
-            for d in range(nvi):
-                for k in range(6):
-                    vJ[k] += S[iv + d, k] * qd[iv + d]
+            joint_velocity(S, qd, iv, nvi, vJ)
             if p < 0:
                 for k in range(6):
                     v[i, k] = vJ[k]
@@ -775,6 +771,14 @@ def _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap):
         return
     for k in range(6):
         ap[k] = a[p, k]
+    node_motion_add(i, p, body, Y, qdd, nv, ap)
+
+
+@njit(cache=True, inline="always")
+def node_motion_add(i, p, body, Y, x, nv, out):
+    """out += Y_i x_p: the motion of the node where body i hangs from its parent p due to the
+    parent's modal rates (or accelerations) in x (a full vector, the modes after nv); nothing
+    where p is rigid."""
     mp = body[p, B_NM]
     if mp > 0:
         oy = body[i, B_Y]
@@ -782,8 +786,18 @@ def _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap):
         for k in range(6):
             s = 0.0
             for l in range(mp):
-                s += Y[oy + 6 * l + k] * qdd[e0 + l]
-            ap[k] += s
+                s += Y[oy + 6 * l + k] * x[e0 + l]
+            out[k] += s
+
+
+@njit(cache=True, inline="always")
+def joint_velocity(S, qd, iv, nvi, out):
+    """out = S_i qd_i, the joint's velocity (its nvi motion subspace rows from S[iv])."""
+    for k in range(6):
+        out[k] = 0.0
+    for d in range(nvi):
+        for k in range(6):
+            out[k] += S[iv + d, k] * qd[iv + d]
 
 
 @njit(cache=True)

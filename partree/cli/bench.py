@@ -219,7 +219,7 @@ def _bench_mpi(a, model, q, qd, tau, comm):
     from ..parallel.mpi import MPIEngine
 
     # rank 0 passes its model; the others pass the spec, which they never build (distribute='root')
-    eng = MPIEngine(model if comm.rank == 0 else a.model, comm=comm, parts=a.parts, gather=True)
+    eng = MPIEngine(model if comm.rank == 0 else a.model, comm=comm, parts=a.parts, gather=True, wait=a.wait)
     setup = comm.allreduce(eng.setup_time, op=_mpi_max())
 
     evaluate = eng.constraint_forces if _wants_wrenches(a) else eng.forward_dynamics
@@ -248,7 +248,8 @@ def _bench_mpi(a, model, q, qd, tau, comm):
     info = eng.last_info
     gather = comm.reduce(info["gather_bytes_rank"] if comm.rank else 0, root=0)
     rss = comm.gather(max_rss_bytes(), root=0)
-    out = {"ranks": comm.size, "parts": eng.nparts, "times": times, "times_gathered": times_g, "setup_seconds": setup}
+    out = {"ranks": comm.size, "parts": eng.nparts, "times": times, "times_gathered": times_g, "setup_seconds": setup,
+           "wait": a.wait}
     if comm.rank == 0:
         out.update({"bytes_per_eval": info["boundary_bytes"], "boundary_payload_bytes": info["boundary_payload_bytes"],
                     "gather_bytes_per_eval": int(gather), "rss_bytes_per_rank": [int(x) for x in rss],
@@ -351,7 +352,7 @@ def cmd_bench(a):
         "build_seconds": t_build,
     }
     for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "phase_seconds_per_repeat", "imbalance",
-                "rank_imbalance", "restarts", "rss_labels"):
+                "rank_imbalance", "restarts", "rss_labels", "wait"):
         if key in r:
             out[key] = r[key]
     if "times_client_state" in r:
@@ -427,6 +428,9 @@ def _add_arguments(s):
                         "|RNEA(qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)")
     s.add_argument("--compare-aba", action="store_true",
                    help="also time the serial algorithm on rank 0 (speedup): ABA, or CFA with --quantity constraint-forces")
+    s.add_argument("--wait", choices=("yield", "spin"), default="yield",
+                   help="mpi: how a rank waits for a message: poll, then give its core away between polls (yield, "
+                        "default), or MPI's own busy wait (spin); see partree.parallel.mpi.MPIEngine")
     s.add_argument("--workers", type=count, default=2, help="dask: workers of the LocalCluster started (default 2)")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="dask: connect to this scheduler (tcp://host:8786 or a scheduler file) instead")

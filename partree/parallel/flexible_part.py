@@ -47,8 +47,8 @@ from numba import njit
 
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
-                                           flexible_pack, ldl_solve)
-from ..algorithms.primitives import xform_force_T_add, xform_motion
+                                           flexible_pack, joint_velocity, ldl_solve, node_motion_add)
+from ..algorithms.primitives import cross_motion, xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
 from .part import Workspace, _paths, fast_index, index_ranges, local_parents
@@ -274,6 +274,48 @@ def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g
                 pA[op + a] += s
 
 
+@njit(cache=True)
+def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
+    """Pass 1's velocities v and velocity products c, computed with the carrier R at rest, moved
+    to the carrier's rates now in ``qd`` (its first six entries; the others as pass 1 had them).
+    Both are affine in R's velocity: dv_i = X_i dv_p (dv_0 = S_0 qd_0), and
+    dc_i = X_i (dv_p x w_i) + dv_i x vJ_i, with w_i = Y_i eta_dot_p the node's velocity relative
+    to a flexible parent (zero elsewhere) and vJ_i = S_i qd_i the joint's.  So a part does its
+    kinematics before its incoming velocity is known (the velocity round) and this after."""
+    n = parent.shape[0]
+    dv = np.empty((n, 6))
+    w = np.empty(6)
+    vJ = np.empty(6)
+    t1 = np.empty(6)
+    t2 = np.empty(6)
+    for i in range(n):
+        p = parent[i]
+        iv = idx_v[i]
+        nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
+        joint_velocity(S, qd, iv, nvi, vJ)
+        if p < 0:
+            # R itself: its velocity is its joint's (its free joint at the identity: no c change)
+            for k in range(6):
+                dv[i, k] = vJ[k]
+                v[i, k] = vJ[k]
+            continue
+        xform_motion(E[i], r[i], dv[p], t1)
+        for k in range(6):
+            dv[i, k] = t1[k]
+            v[i, k] += t1[k]
+        cross_motion(t1, vJ, t2)
+        for k in range(6):
+            c[i, k] += t2[k]
+        if body[i, B_NODE] >= 0:
+            for k in range(6):
+                w[k] = 0.0
+            node_motion_add(i, p, body, Y, qd, nv, w)
+            cross_motion(dv[p], w, t1)
+            xform_motion(E[i], r[i], t1, t2)
+            for k in range(6):
+                c[i, k] += t2[k]
+
+
 # ----------------------------------------------------------------------------- the augmented part
 class _Augmented(Workspace):
     """The augmented copy of (some of) a part's bodies (see the module's docstring) as the serial
@@ -403,6 +445,14 @@ class _Augmented(Workspace):
         self.qda[0:3] = v_in[3:6]
         self.qda[3:6] = v_in[0:3]
 
+    def shift(self, v_in):
+        """Pass 1's kinematics, done with the carrier at rest, moved to its velocity v_in
+        (:func:`shift_velocities`)."""
+        self.qda[0:3] = v_in[3:6]
+        self.qda[3:6] = v_in[0:3]
+        shift_velocities(self.parent, self.idx_v, self.nv, self.body, self.E, self.r, self.S, self.Y, self.qda,
+                         self.v, self.c)
+
     def pass1(self, gp, stage=0):
         """The serial pass 1 on this copy (``stage`` as ``flexible_forward_pass1`` takes it)."""
         flexible_forward_pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.mass,
@@ -458,7 +508,8 @@ def own_selections(model, bodies):
 
 
 #: a part at the base whose handle paths hold fewer than this fraction of its bodies does its
-#: velocity step on them only (see ``FlexiblePartKernel``)
+#: velocity step on them only, unless the engine asks for early kinematics (see
+#: ``FlexiblePartKernel``)
 TOP_PATH_FRACTION = 0.5
 
 NOT_BUILT = ("is not built for flexible bodies in the parallel engine (its parts compute forward and hybrid "
@@ -471,7 +522,7 @@ class FlexiblePartKernel(Workspace):
     :class:`partree.parallel.part.PartKernel` for forward and hybrid dynamics.  ``frames``: per
     handle (node offset or -1, r_c) from :func:`handle_frames`."""
 
-    def __init__(self, model, bodies, handles, frames, part_id=-1, poses=False):
+    def __init__(self, model, bodies, handles, frames, part_id=-1, early_kinematics=False, poses=False):
         if len(getattr(model, "loops", ())):
             raise PartreeInputError(f"model {model.name!r} has closed loops and flexible bodies: the parallel engine "
                                     f"takes flexible bodies in trees only")
@@ -502,16 +553,19 @@ class FlexiblePartKernel(Workspace):
         self.H = hs.size
         fr = [(int(h), int(node), np.asarray(rc, dtype=float)) for h, (node, rc) in zip(hl, frames)]
         self.full = _Augmented(model, gp, b, self.parent, np.arange(m), fr)
-        # the path copy (the bodies on the handles' paths) for the velocity step of a part whose
-        # v_in is not zero, and of a part at the base whose paths are short (its pass 1 then runs
-        # in the reduction, when the other parts run theirs); a part at the base whose paths are
-        # most of it (a chain) does its velocity step on the full copy, whose kinematics (pass 1's
-        # stage 1) its reduction reuses.  The velocity step runs the kinematics only: the child
-        # parts wait for it
+        # the velocity step.  With ``early_kinematics`` (the engine's choice where some rank's
+        # handle paths are long: a chain split across ranks, ``part.early_kinematics_wanted``)
+        # every part runs pass 1's kinematics on its full copy with the carrier at rest, and the
+        # reduction moves them to v_in (``_Augmented.shift``): no reduction waits for the
+        # kinematics of the part above.  Otherwise a part runs the kinematics of its handle
+        # paths only, on the path copy (the bodies on the paths), and its whole pass 1 in the
+        # reduction; a part at the base whose paths are most of it does its velocity step on the
+        # full copy, whose kinematics its reduction reuses
+        self.early = bool(early_kinematics)
         self.pathcopy = None
         ptr, idx, slot, ns, cp = _paths(self.parent, self.handles)
         keep = np.flatnonzero(slot >= 0)
-        if self.H and (not self.top or keep.size < TOP_PATH_FRACTION * m):
+        if self.H and not self.early and (not self.top or keep.size < TOP_PATH_FRACTION * m):
             self.pathcopy = _Augmented(model, gp, b, self.parent, keep, fr)
         # the paths in the full copy: R excluded, the part's root ... h_k (V_k) F_k
         A = self.full
@@ -552,14 +606,14 @@ class FlexiblePartKernel(Workspace):
         self._act = np.zeros(0, dtype=np.int64)
         self._g = np.zeros((H, 6))
         self._reduced = False
-        self._kin = False            # the full copy's kinematics done by the velocity step (a part at the base)
+        self._kin = False            # the full copy's kinematics done by the velocity step (carrier at rest)
         c = self.pathcopy if self.pathcopy is not None else self.full
         self._TEp = np.zeros((c.n, 3, 3))
         self._Trp = np.zeros((c.n, 3))
 
     @property
     def early_kinematics(self):
-        return False
+        return self.early
 
     # ---------------------------------------------------------------- the three steps
     def velocity(self, q, qd):
@@ -568,13 +622,16 @@ class FlexiblePartKernel(Workspace):
         self._q = np.ascontiguousarray(q, dtype=np.float64)
         self._qd = np.ascontiguousarray(qd, dtype=np.float64)
         self._kin = False
+        if self.H == 0 and not self.early:
+            return self.TE, self.Tr, self.vrel
+        # the kinematics with the carrier at rest (the child parts' v_in needs them; the
+        # reduction moves the full copy's to this part's v_in, ``shift``)
+        c = self.pathcopy if self.pathcopy is not None else self.full
+        c.set_state(self._q, self._qd, np.zeros(6))
+        c.pass1(self.shared, stage=1)
+        self._kin = c is self.full
         if self.H == 0:
             return self.TE, self.Tr, self.vrel
-        zero = np.zeros(6)
-        c = self.pathcopy if self.pathcopy is not None else self.full
-        c.set_state(self._q, self._qd, zero)
-        c.pass1(self.shared, stage=1)             # the kinematics only: what the child parts wait for
-        self._kin = c is self.full
         compose_transforms(c.parent, c.E, c.r, self._TEp, self._Trp)
         for k in range(self.H):
             f = c.fbody[k]
@@ -615,8 +672,10 @@ class FlexiblePartKernel(Workspace):
                 A.taua[6:] = np.where(dof, 0.0, tau)
                 self._act = np.flatnonzero(mask).astype(np.int64)
         self._tau = A.taua[6:].copy()
-        if self._kin and self.top:
-            A.pass1(self.shared, stage=2)         # the velocity step did the kinematics (v_in = 0)
+        if self._kin:       # the velocity step did the kinematics with the carrier at rest
+            if not self.top:
+                A.shift(np.ascontiguousarray(v_in, dtype=np.float64))
+            A.pass1(self.shared, stage=2)
         else:
             A.set_state(self._q, self._qd, np.ascontiguousarray(v_in, dtype=np.float64))
             A.pass1(self.shared)

@@ -531,7 +531,8 @@ def build_part(model, pt, k, early_kinematics=False, poses=False):
     bodies = pt.bodies(k)
     if getattr(model, "flexible", None) is not None:
         from .flexible_part import FlexiblePartKernel, handle_frames
-        return FlexiblePartKernel(model, bodies, pt.handles(k), handle_frames(model, pt, k), part_id=k, poses=poses)
+        return FlexiblePartKernel(model, bodies, pt.handles(k), handle_frames(model, pt, k), part_id=k,
+                                  early_kinematics=early_kinematics, poses=poses)
     loops = getattr(model, "loops", ())
     at_root = pt.loop_ends is not None and pt.loop_ends.size > 0
     poses = bool(poses) or at_root
