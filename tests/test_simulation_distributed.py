@@ -303,7 +303,9 @@ def test_dask_cli_ctrl_c_to_the_process_group(tmp_path):
     import signal
 
     pytest.importorskip("distributed")
-    args = ["chain:n=40", "--state", "random", "--t-end", "0.4", "--dt", "1e-3", "--save-every", "10"]
+    # long enough (4000 steps, a few seconds on the workers) that the signal sent at 10% lands
+    # well before the end on a fast machine
+    args = ["chain:n=40", "--state", "random", "--t-end", "0.4", "--dt", "1e-4", "--save-every", "100"]
     p = subprocess.Popen([sys.executable, "-m", "partree", "simulate", *args, "--backend", "dask", "--out", "d.npz"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
                          start_new_session=True)
