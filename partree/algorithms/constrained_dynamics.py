@@ -956,6 +956,8 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
         return ERR_DISTANCE_AT - bad
     for k in range(gsh.shape[0]):
         gsh[k] = gamma[k]
+    for e in range(enodes.shape[0]):        # no regularisation left from a call before
+        reg[enodes[e]] = 0.0
     stop = 1e-15 / delta if delta > 0.0 else 0.0
     a0 = raw_view(sc, 0, (6,))
     tol_it = tol
