@@ -55,15 +55,19 @@ from .partition import PATH_WEIGHT, make_partition
 SPIN_SECONDS = 5e-5
 
 
-def wait_for(req, mode):
+def wait_for(req, mode, pickled=False):
     """Complete the non-blocking request ``req``.  ``mode`` 'spin': MPI's own wait (MPICH polls
     the network without pause); 'yield': poll for ``SPIN_SECONDS``, then give the core away
     (``sched_yield``) between polls, so that a rank waiting for the root or for another part does
-    not take the core a working rank needs when the machine runs more processes than cores."""
+    not take the core a working rank needs when the machine runs more processes than cores.
+    ``pickled``: a request of mpi4py's object calls (``irecv``), whose object is returned."""
     if mode == "spin":
-        return req.Wait()
+        return req.wait() if pickled else req.Wait()
     t0 = time.perf_counter()
-    while not req.Test():
+    while True:
+        done, obj = req.test() if pickled else (req.Test(), None)
+        if done:
+            return obj
         if time.perf_counter() - t0 > SPIN_SECONDS:
             os.sched_yield()
 
@@ -329,16 +333,7 @@ class MPIEngine:
         def recv(source, node):
             if not self._nonblocking:
                 return comm.recv(source=source, tag=int(node))
-            req = comm.irecv(source=source, tag=int(node))
-            if self.wait == "spin":
-                return req.wait()
-            t0 = time.perf_counter()
-            while True:
-                done, obj = req.test()
-                if done:
-                    return obj
-                if time.perf_counter() - t0 > SPIN_SECONDS:
-                    os.sched_yield()
+            return wait_for(comm.irecv(source=source, tag=int(node)), self.wait, pickled=True)
 
         recs = HR.run_up(self._piece, rels, top, send, recv, self.root_stats)
         out = HR.run_down(self._piece, recs, send, recv)
