@@ -2,6 +2,7 @@
 run by the workers over the socket channel.  Every integrator, the momentum form, equals the
 serial run; a worker killed mid-run is replaced and the run completes with the trajectory of an
 uninterrupted one, bit for bit; errors on the workers reach the client."""
+import functools
 import os
 import threading
 import time
@@ -83,16 +84,27 @@ def test_an_error_on_a_worker_reaches_the_client(client):
         simulate(m, 0.01, 1e-3, backend="dask", client=client, parts=2, _step_hook=hook, **_inputs(m))
 
 
-def _kill_when(c, path, done):
+def _kill_when(c, path, marker, done):
     """Kill a worker process (os._exit, as a crash) once ``path`` exists (the run's first
-    checkpoint: the run is under way)."""
+    checkpoint: the run is under way), then write ``marker``."""
     while not done.is_set():
         if os.path.exists(path):
             time.sleep(0.05)
             w = sorted(c.scheduler_info()["workers"])[0]
             c.run(os._exit, 1, workers=[w], on_error="ignore")
+            open(marker, "w").close()
             return
         time.sleep(0.01)
+
+
+def _hold_until(marker, tick, k, t, q, v):
+    """Step hook: every rank waits at ``tick`` (after the first checkpoint) until ``marker``
+    exists, so that the worker is killed mid-run however fast the run goes; the resumed run finds
+    the marker and goes on.  It changes no state."""
+    if k == tick:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 @pytest.mark.parametrize("integ", ["rk4", "dopri5"])
@@ -106,13 +118,15 @@ def test_a_worker_killed_mid_run_the_run_completes_alike(integ, tmp_path):
         ref = simulate(m, backend="dask", client=c, **kw)
         serial = simulate(m, **kw)
         ck = tmp_path / "run.ckpt"
+        marker = str(tmp_path / "killed")
+        every = 100 if integ == "rk4" else 20
         done = threading.Event()
-        killer = threading.Thread(target=_kill_when, args=(c, str(ck), done), daemon=True)
+        killer = threading.Thread(target=_kill_when, args=(c, str(ck), marker, done), daemon=True)
         killer.start()
         t0 = time.perf_counter()
         try:
-            res = simulate(m, backend="dask", client=c, checkpoint=ck, checkpoint_every=100 if integ == "rk4" else 20,
-                           **kw)
+            res = simulate(m, backend="dask", client=c, checkpoint=ck, checkpoint_every=every,
+                           _step_hook=functools.partial(_hold_until, marker, every + 5), **kw)
         finally:
             done.set()
             killer.join()

@@ -53,6 +53,8 @@ CONNECT_TIMEOUT = 120.0
 STOP_POLL_SECONDS = 0.2
 #: seconds the client waits, after a rank failed, for the others to end
 GRACE_SECONDS = 15.0
+#: seconds between the client's checks of the ranks (a rank ended, a worker lost, a signal caught)
+WATCH_SECONDS = 0.1
 
 
 class RankBackend(MPIBackend):
@@ -355,9 +357,11 @@ class DaskBackend:
                 if catcher.caught and not sent:
                     sent = int(catcher.caught)
                     stop_var.set(sent)
+                # block (no spinning: on a machine with as many cores as ranks a busy client takes
+                # a rank's core) until a rank ends or WATCH_SECONDS pass, then look again
                 try:
-                    wait(list(futs.values()), timeout=0.1, return_when="FIRST_EXCEPTION")
-                except Exception:      # noqa: BLE001 -- a timeout: look again
+                    wait(list(futs.values()), timeout=WATCH_SECONDS, return_when="FIRST_COMPLETED")
+                except TimeoutError:
                     pass
                 states = {w: f.status for w, f in futs.items()}
                 if all(s == "finished" for s in states.values()):
