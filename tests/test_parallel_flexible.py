@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import partree
+from partree.algorithms.flexible_cfa import flexible_cfa, flexible_hybrid_forces
 from partree.algorithms.flexible_dynamics import flexible_aba, flexible_hybrid_dynamics, flexible_state_size
 from partree.errors import PartreeInputError
 from partree.model import Model
@@ -139,6 +140,11 @@ def test_hybrid_dynamics_equals_flexible_hybrid_dynamics(model, early):
         got = eng.forward_dynamics(q, qd, tau, active=mask, qdd_active=qdd)
         for x, y in zip(got, ref):
             assert rel(x, y) < 1e-10, frac
+    # after hybrid evaluations, plain ones on the same parts: no given acceleration stays behind
+    assert rel(eng.forward_dynamics(q, qd, tau), flexible_aba(model, q, qd, tau)) < 1e-10
+    none = np.zeros(model.n, dtype=bool)
+    got = eng.forward_dynamics(q, qd, tau, active=none, qdd_active=qdd)
+    assert rel(got[0], flexible_aba(model, q, qd, tau)) < 1e-10 and np.array_equal(got[1], tau)
 
 
 def test_the_engine_functions_take_the_full_vectors():
@@ -156,16 +162,45 @@ def test_what_is_not_built_is_refused():
     rng = np.random.default_rng(4)
     q, qd, tau = full_state(m, rng)
     eng = SerialEngine(m, 3)
-    with pytest.raises(PartreeInputError, match="constraint forces.*not built for flexible"):
-        eng.constraint_forces(q, qd, tau)
     with pytest.raises(PartreeInputError, match="momentum form.*not built for flexible"):
         eng.momentum_rhs(q, qd)
     with pytest.raises(PartreeInputError, match="external body wrenches.*not built for flexible"):
         eng.forward_dynamics(q, qd, tau, f_ext=np.zeros((m.n, 6)))
-    with pytest.raises(PartreeInputError, match="not built for flexible"):
-        partree.parallel.constraint_forces(m, q, qd, tau, backend="serial", parts=2)
+    with pytest.raises(PartreeInputError, match="external body wrenches.*not built for flexible"):
+        eng.constraint_forces(q, qd, tau, f_ext=np.zeros((m.n, 6)))
+    with pytest.raises(PartreeInputError, match="wrenches\\(\\) needs a solve"):
+        eng.parts[0].wrenches()
     with pytest.raises(PartreeInputError, match="not built for flexible"):
         partree.parallel.momentum_rhs(m, q, qd[:m.nv], backend="serial", parts=2)
+
+
+def check_cfa(got, ref, what=""):
+    """An engine's CFAResult against flexible_cfa's (or flexible_hybrid_forces')."""
+    assert got.qdd.shape == ref.qdd.shape and got.drive_force.shape == ref.drive_force.shape
+    for name in ("qdd", "joint_wrench", "constraint_force", "drive_force", "constraint_rows"):
+        assert rel(getattr(got, name), getattr(ref, name)) < 1e-10, (what, name)
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_constraint_forces_equal_flexible_cfa(model, early):
+    """Each part's joint wrenches by inverse dynamics on its full copy, the child parts' root
+    wrenches entering at the handle frames (cuts at flexible handles among them), against the
+    serial cut-model recursion; hybrid dynamics' forces against flexible_hybrid_forces."""
+    rng = np.random.default_rng(6)
+    q, qd, tau = full_state(model, rng)
+    qdd = rng.normal(size=qd.size)
+    ref = flexible_cfa(model, q, qd, tau)
+    roots = 1 + int(np.count_nonzero(model.parent[1:] < 0))
+    for P in sorted({roots, roots + 1, roots + 3, min(roots + 6, model.n)}):
+        eng = SerialEngine(model, P, early_kinematics=early)
+        check_cfa(eng.constraint_forces(q, qd, tau), ref, P)
+        mask = rng.random(model.n) < 0.4
+        qdd_h, tau_h, href = flexible_hybrid_forces(model, q, qd, tau, qdd, mask)
+        check_cfa(eng.constraint_forces(q, qd, tau, active=mask, qdd_active=qdd), href, (P, "hybrid"))
+        # a plain evaluation after the hybrid one on the same parts
+        check_cfa(eng.constraint_forces(q, qd, tau), ref, (P, "again"))
+    got = partree.parallel.constraint_forces(model, q, qd, tau, backend="serial", parts=roots + 2)
+    check_cfa(got, ref, "function")
 
 
 def test_partition_weights_count_flexible_bodies():
@@ -191,7 +226,8 @@ def _mpiexec():
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_mpi_matches_flexible_aba(n):
-    """``mpiexec -n 2`` / ``-n 3``: forward and hybrid dynamics over MPI (tests/mpi_scripts/flexible_check.py)."""
+    """``mpiexec -n 2`` / ``-n 3``: forward and hybrid dynamics and the constraint forces over MPI
+    (tests/mpi_scripts/flexible_check.py)."""
     import os
     import subprocess
     import sys
@@ -223,7 +259,8 @@ def client():
 
 def test_dask_matches_flexible_aba(client):
     """A real LocalCluster: forward and hybrid dynamics, an engine and a resident state, against
-    the serial recursion; the constraint forces refused."""
+    the serial recursion; the constraint forces (from the client, resident, kept on the workers,
+    hybrid) against flexible_cfa and flexible_hybrid_forces."""
     from partree.parallel.dask_backend import DaskEngine
 
     for name in ("chain", "random-tree"):
@@ -241,5 +278,11 @@ def test_dask_matches_flexible_aba(client):
             href = flexible_hybrid_dynamics(m, q, qd, tau, qdd, mask)
             for x, y in zip(eng.forward_dynamics(q, qd, tau, active=mask, qdd_active=qdd), href):
                 assert rel(x, y) < 1e-10
-            with pytest.raises(PartreeInputError, match="not built for flexible"):
-                eng.constraint_forces(q, qd, tau)
+            cref = flexible_cfa(m, q, qd, tau)
+            check_cfa(eng.constraint_forces(q, qd, tau), cref, name)
+            st = eng.scatter_state(q, qd, tau)
+            check_cfa(eng.constraint_forces_state(st), cref, (name, "state"))
+            kept = eng.constraint_forces_state(st, gather=False)
+            check_cfa(kept.gather(), cref, (name, "kept"))
+            check_cfa(eng.constraint_forces(q, qd, tau, active=mask, qdd_active=qdd),
+                      flexible_hybrid_forces(m, q, qd, tau, qdd, mask)[2], (name, "hybrid"))

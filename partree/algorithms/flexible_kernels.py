@@ -888,14 +888,19 @@ def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass
 # ----------------------------------------------------------------------------- inverse dynamics
 @njit(cache=True)
 def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a, tau):
-    """Inverse dynamics after pass 1 (IA holding every body's M(eta), pA its b): outward the
-    accelerations a_i = X_up (a_p + Y eta_dd_p) + S qdd_i + c_i and the body forces
-    f_i = M_i [a_i; eta_dd_i] + b_i (written over pA); inward tau = S_hat^T f_i and
-    f_p += [1 | Y]^T X_up^T f_i[:6]."""
+    """Inverse dynamics after pass 1 (IA holding every body's M(eta), pA its b):
+    :func:`flexible_rnea_outward` then :func:`flexible_rnea_inward`."""
+    flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a)
+    flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau)
+
+
+@njit(cache=True)
+def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a):
+    """Outward, after pass 1: the accelerations a_i = X_up (a_p + Y eta_dd_p) + S qdd_i + c_i and
+    the body forces f_i = M_i [a_i; eta_dd_i] + b_i (written over pA)."""
     n = parent.shape[0]
     ap = np.empty(6)
     ah = np.empty(6)
-    f6 = np.empty(6)
     for i in range(n):
         p = parent[i]
         iv = idx_v[i]
@@ -922,6 +927,15 @@ def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, 
             for l in range(m):
                 s += IA[oi + k * d + 6 + l] * qdd[e0 + l]
             pA[op + k] = s
+
+
+@njit(cache=True)
+def flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau):
+    """Inward, after :func:`flexible_rnea_outward`: tau = S_hat^T f_i and
+    f_p += [1 | Y]^T X_up^T f_i[:6], so that pA[B_P(i):B_P(i) + 6] ends as the wrench joint i
+    transmits to body i, in body i's frame."""
+    n = parent.shape[0]
+    f6 = np.empty(6)
     for i in range(n - 1, -1, -1):
         p = parent[i]
         iv = idx_v[i]

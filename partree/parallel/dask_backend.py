@@ -283,8 +283,6 @@ class DaskEngine:
         from .part import hybrid_arguments
 
         model = self.model
-        if wrenches:
-            refuse_flexible(model, "the constraint forces (joint wrenches)")
         if f_ext is not None:
             refuse_flexible(model, "external body wrenches")
         q, qd = self._checked_state(q, qd)
@@ -305,8 +303,6 @@ class DaskEngine:
 
     def _evaluate(self, q, qd, tau, f_ext, wrenches):
         model = self.model
-        if wrenches:
-            refuse_flexible(model, "the constraint forces (joint wrenches)")
         if f_ext is not None:
             refuse_flexible(model, "external body wrenches")
         q, qd, tau = self._checked_state(q, qd, tau)
@@ -520,7 +516,6 @@ class DaskEngine:
         ``CFAResult`` gathered to the client, or with ``gather=False`` a :class:`DaskResult` whose
         pieces (every part's qdd, joint wrenches, constraint and drive forces) stay on the workers
         until its ``gather()``."""
-        refuse_flexible(self.model, "the constraint forces (joint wrenches)")
         out = self._state_rounds(state, gather, True)
         if not gather:
             out.q = state._arrays[0]

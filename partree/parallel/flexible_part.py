@@ -45,9 +45,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
-                                           flexible_pack, joint_velocity, ldl_solve, node_motion_add)
+                                           flexible_pack, flexible_rnea_inward, flexible_rnea_outward,
+                                           joint_velocity, ldl_solve, node_motion_add)
 from ..algorithms.primitives import cross_motion, xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
@@ -317,6 +319,23 @@ def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
 
 
 # ----------------------------------------------------------------------------- the augmented part
+_NO_GRAVITY = np.zeros(3)      # the parts' a_in carries gravity (a0 = [0; -g] at the root)
+
+
+@njit(cache=True)
+def part_wrenches(m, body, pA, idx_v, idx_s, S, tau, Wt, F, FS, FT):
+    """The part's joint wrenches F (m, 6), read off its full copy after the inward pass (part body
+    j is the copy's body j + 1, its wrench the first six entries of its pA), and their split
+    F_S = W^T F, F_T = (S^T S)^-1 tau (``project_wrench``; idx_v, S, tau: the part's joints)."""
+    G = np.empty((6, 6))
+    nvt = S.shape[0]
+    for j in range(m):
+        o = body[j + 1, B_P]
+        for k in range(6):
+            F[j, k] = pA[o + k]
+        project_wrench(j, m, nvt, idx_v, idx_s, S, tau, Wt, F, FS, FT, G)
+
+
 class _Augmented(Workspace):
     """The augmented copy of (some of) a part's bodies (see the module's docstring) as the serial
     kernels' arrays, with its workspace.  ``keep``: the part's local bodies it holds (increasing,
@@ -513,7 +532,7 @@ def own_selections(model, bodies):
 TOP_PATH_FRACTION = 0.5
 
 NOT_BUILT = ("is not built for flexible bodies in the parallel engine (its parts compute forward and hybrid "
-             "dynamics only; the serial functions of partree.algorithms.flexible_dynamics, flexible_aba and the "
+             "dynamics and the constraint forces only; the serial functions of partree.algorithms.flexible_dynamics, flexible_aba and the "
              "others, take flexible bodies)")
 
 
@@ -591,7 +610,7 @@ class FlexiblePartKernel(Workspace):
         self._allocate()
 
     _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "dz", "live", "_tau", "tau_out", "_act",
-                  "_g", "_reduced", "_kin", "_TEp", "_Trp")
+                  "_g", "_reduced", "_solved", "_wrench_ws", "_kin", "_TEp", "_Trp")
 
     def _allocate(self):
         H = self.H
@@ -606,6 +625,8 @@ class FlexiblePartKernel(Workspace):
         self._act = np.zeros(0, dtype=np.int64)
         self._g = np.zeros((H, 6))
         self._reduced = False
+        self._solved = False         # a solve since the last reduction (what wrenches() works from)
+        self._wrench_ws = None       # constraint-force arrays, allocated on first use
         self._kin = False            # the full copy's kinematics done by the velocity step (carrier at rest)
         c = self.pathcopy if self.pathcopy is not None else self.full
         self._TEp = np.zeros((c.n, 3, 3))
@@ -653,9 +674,12 @@ class FlexiblePartKernel(Workspace):
         tau = np.asarray(tau, dtype=np.float64)
         if tau.shape != (self.nv,):
             raise PartreeInputError(f"part {self.part_id}: tau has shape {tau.shape}, expected ({self.nv},)")
-        A.act[1:1 + self.m] = False
-        A.qddin[:] = 0.0
-        self._act = np.zeros(0, dtype=np.int64)
+        if self._act.size:           # the last reduction's given accelerations and flags
+            A.act[1:1 + self.m] = False
+            A.qddin[:] = 0.0
+            self._act = np.zeros(0, dtype=np.int64)
+        else:                        # only the carrier's entries were set (by the last solve)
+            A.qddin[:6] = 0.0
         A.taua[6:] = tau
         if active is not None:
             mask = np.ascontiguousarray(active, dtype=np.bool_)
@@ -671,7 +695,7 @@ class FlexiblePartKernel(Workspace):
                 A.qddin[6:] = np.where(dof, qv, 0.0)
                 A.taua[6:] = np.where(dof, 0.0, tau)
                 self._act = np.flatnonzero(mask).astype(np.int64)
-        self._tau = A.taua[6:].copy()
+        self._tau = A.taua[6:]       # (a view: the forces stay until the next reduction)
         if self._kin:       # the velocity step did the kinematics with the carrier at rest
             if not self.top:
                 A.shift(np.ascontiguousarray(v_in, dtype=np.float64))
@@ -695,6 +719,7 @@ class FlexiblePartKernel(Workspace):
                                self.Kt, self.Lam, self.beta, self.live)
             self.Psi[:] = self.Kt.transpose(0, 2, 1)
         self._reduced = True
+        self._solved = False
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
 
     def solve(self, a_in, g):
@@ -717,14 +742,15 @@ class FlexiblePartKernel(Workspace):
         a_in = np.asarray(a_in, dtype=np.float64)
         A.qddin[0:3] = a_in[3:6]
         A.qddin[3:6] = a_in[0:3]
-        A.qdda[:] = A.qddin
-        A.tauo[:] = A.taua
+        if self._act.size:           # pass 3 writes the active joints' forces only
+            A.tauo[:] = A.taua
         flexible_forward_pass2(A.parent, A.idx_v, A.nv, A.body, A.mmax, np.zeros(3), A.act, A.qddin, A.E, A.r, A.c,
                                A.S, A.IA, A.pA, A.Y, A.U, A.u, A.L, A.a, A.qdda, A.tauo)
         qdd = A.qdda[6:]
         if self._act.size:
             self.tau_out = A.tauo[6:].copy()
             self._tau = self.tau_out
+        self._solved = True
         return qdd
 
     def dof_flags(self, mask):
@@ -744,7 +770,46 @@ class FlexiblePartKernel(Workspace):
         return self._tau
 
     def wrenches(self):
-        raise PartreeInputError(f"the constraint forces (joint wrenches) of a model with flexible bodies {NOT_BUILT}")
+        """Step (d), for the constraint forces, after ``solve``: every joint wrench of the part
+        and its split into F_S and F_T, as :func:`partree.algorithms.flexible_cfa.flexible_cfa`
+        gives them.  Inverse dynamics of the part's motion on its full copy: pass 1 again at the
+        reduction's state (the reduction left articulated inertias in IA and pA, and after a
+        hybrid one the active joints' S qdd in c), the outward pass with the accelerations of the
+        solve, the child parts' root-joint wrenches g entering at the handle frames F_k, and the
+        inward pass, after which the copy's pA holds at each body the wrench its joint
+        transmits.  Returns (F (m, 6), FS (ns,), FT (nv of the joints,)), views of the workspace;
+        F_T from the part's joint forces (:attr:`joint_forces`, the active joints' computed)."""
+        from ..algorithms.cfa import constraint_layout
+        from ..algorithms.cfa.bases import rows_kernel
+
+        if not self._solved:
+            raise PartreeInputError(f"part {self.part_id}: wrenches() needs a solve() first")
+        A = self.full
+        nvj = self.nv_joints
+        ws = self._wrench_ws
+        if ws is None:
+            ns_j, idx_s = constraint_layout(np.diff(np.append(self.idx_v, nvj)))
+            ns = int(ns_j.sum())
+            ws = self._wrench_ws = {"idx_s": idx_s, "Wt": np.zeros((ns, 6)), "rows_ready": False,
+                                    "F": np.zeros((self.m, 6)), "FS": np.zeros(ns), "FT": np.zeros(nvj),
+                                    "tau": np.zeros(A.nv + A.ne)}
+        S = A.S[6:6 + nvj]
+        bad = rows_kernel(self.jtype, self.idx_v, ws["idx_s"], S, ws["rows_ready"], ws["Wt"])
+        if bad >= 0:
+            ws["rows_ready"] = False
+            raise PartreeInputError(f"body {int(self.bodies[bad])}: universal joint with parallel axes at this "
+                                    f"configuration; its constraint basis is undefined")
+        ws["rows_ready"] = True
+        A.pass1(self.shared)
+        flexible_rnea_outward(A.parent, A.idx_v, A.nv, A.body, _NO_GRAVITY, A.qdda, A.E, A.r, A.c, A.S, A.IA, A.pA,
+                              A.Y, A.a)
+        for k in range(self.H):
+            o = int(A.body[A.fbody[k], B_P])
+            A.pA[o:o + 6] += self._g[k]
+        flexible_rnea_inward(A.parent, A.idx_v, A.nv, A.body, A.E, A.r, A.S, A.pA, A.Y, ws["tau"])
+        part_wrenches(self.m, A.body, A.pA, self.idx_v, ws["idx_s"], S, np.ascontiguousarray(self._tau[:nvj]),
+                      ws["Wt"], ws["F"], ws["FS"], ws["FT"])
+        return ws["F"], ws["FS"], ws["FT"]
 
     def momentum_forces(self, g_in, f_ext=None):
         raise PartreeInputError(f"the momentum form of a model with flexible bodies {NOT_BUILT}")
@@ -761,7 +826,11 @@ class FlexiblePartKernel(Workspace):
 
     @property
     def constraint_rows(self):
-        raise PartreeInputError(f"the constraint rows of a model with flexible bodies {NOT_BUILT}")
+        """W_j^T of the part's joints stacked (as ``CFAResult.constraint_rows``), at the
+        configuration of the last ``wrenches`` call."""
+        if self._wrench_ws is None:
+            raise RuntimeError("no constraint forces computed yet: call wrenches() after solve()")
+        return self._wrench_ws["Wt"]
 
 
 def flexible_state(model, q, qd, tau=None):

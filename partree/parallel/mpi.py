@@ -263,6 +263,14 @@ class MPIEngine:
                     self._qdd_index = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
                     vlen = {int(k): v.size for k, v in zip(self._perm, vs)}
                     self._qdd_counts = [int(sum(vlen[int(k)] for k in order[r])) for r in range(self.size)]
+                    # the joints' velocities (where F_T goes): qdd's but for the modes
+                    self._jv_index, self._jv_counts = self._qdd_index, self._qdd_counts
+                    if model.flexible is not None:
+                        js = [index_ranges(model.idx_v[b], model.nv_j[b])
+                              for b in (pt.bodies(int(k)) for k in self._perm)]
+                        self._jv_index = np.concatenate(js) if js else np.zeros(0, dtype=np.int64)
+                        jlen = {int(k): v.size for k, v in zip(self._perm, js)}
+                        self._jv_counts = [int(sum(jlen[int(k)] for k in order[r])) for r in range(self.size)]
                     qs = [build_qsel(model, pt, int(k)) for k in self._perm]
                     self._q_index = np.concatenate(qs) if qs else np.zeros(0, dtype=np.int64)
                     qlen = {int(k): v.size for k, v in zip(self._perm, qs)}
@@ -433,9 +441,6 @@ class MPIEngine:
         ``loop_multipliers`` and ``loop_force`` (as ``partree.constrained_dynamics``).  With
         ``active`` and ``qdd_active`` (as :meth:`forward_dynamics` takes them): hybrid dynamics'
         result, as ``partree.hybrid_dynamics(..., return_forces=True)`` gives it."""
-        if self.flexible:
-            raise PartreeInputError(f"the constraint forces (joint wrenches) {NOT_BUILT}; model "
-                                    f"{self.model_name!r} has flexible bodies")
         gather = self._gather_flag(gather)
         with AbortOnError(self.comm):
             if active is None:
@@ -484,7 +489,7 @@ class MPIEngine:
             ns_counts = [int(x.sum()) for x in per_rank]
         Fb = self._gather_to_root(cat[0], None if nvj is None else [6 * c for c in self._body_counts])
         FSb = self._gather_to_root(cat[1], ns_counts)
-        FTb = self._gather_to_root(cat[2], None if nvj is None else self._qdd_counts)
+        FTb = self._gather_to_root(cat[2], None if nvj is None else self._jv_counts)
         Wb = None
         if with_rows:
             rows = [pk.constraint_rows.ravel() for pk in self.parts]
@@ -492,15 +497,15 @@ class MPIEngine:
                                       None if nvj is None else [6 * c for c in ns_counts])
         if self.rank != 0:
             return None
-        n, nv = self.n, self.nv
+        n = self.n
         ns_j, idx_s = constraint_layout(nvj)
         srows = index_ranges(idx_s[self._body_index], ns_b)
         F = np.empty((n, 6))
         F[self._body_index] = Fb.reshape(-1, 6)
         FS = np.empty(int(ns_j.sum()))
         FS[srows] = FSb
-        FT = np.empty(nv)
-        FT[self._qdd_index] = FTb
+        FT = np.empty(self._jv_index.size)
+        FT[self._jv_index] = FTb
         Wt = None
         if Wb is not None:
             Wt = np.empty((FS.size, 6))

@@ -591,10 +591,13 @@ def gravity_a0(gravity):
 
 class PartLayout:
     """Where a part's pieces go in the model's arrays: its bodies (``bix``), its joints' rows of
-    F_S (``six``) and its velocities (``vix``); slices where they are one run."""
+    F_S (``six``), its velocities (``vix``: with flexible bodies its joints' then its modes') and
+    its joints' velocities (``jvix``, where F_T goes); slices where they are one run."""
 
     def __init__(self, model, pk):
         self.bix, self.vix = pk.bix, pk.vix
+        nvj = getattr(pk, "nv_joints", None)
+        self.jvix = pk.vix if nvj is None else fast_index(pk.vsel[:nvj])
         self.six = constraint_index(model, pk.bodies)
 
 
@@ -610,7 +613,7 @@ def assemble_constraint_forces(model, q, qdd, layout, pieces, method="parallel")
     for lay, (Fk, FSk, FTk) in zip(layout, pieces):
         F[lay.bix] = Fk
         FS[lay.six] = FSk
-        FT[lay.vix] = FTk
+        FT[lay.jvix] = FTk
     return CFAResult(model, method, qdd, FS, FT, F, np.array(q, dtype=np.float64), idx_s, ns_j, [])
 
 

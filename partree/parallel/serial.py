@@ -176,8 +176,11 @@ class SerialEngine:
         With ``active`` and ``qdd_active`` (as :meth:`forward_dynamics` takes them) the evaluation
         is hybrid dynamics: the result is ``partree.hybrid_dynamics(..., return_forces=True)``'s,
         its qdd the full accelerations and F_T formed from the full joint forces (the parts keep
-        their active joints' computed forces for ``wrenches``)."""
-        refuse_flexible(self.model, "the constraint forces (joint wrenches)")
+        their active joints' computed forces for ``wrenches``).
+
+        With flexible bodies: q, qd, tau the full vectors, and the result
+        :func:`partree.algorithms.flexible_cfa.flexible_cfa`'s (with ``active``,
+        ``flexible_hybrid_forces``')  (``FlexiblePartKernel.wrenches``)."""
         if active is None:
             qdd = self.forward_dynamics(q, qd, tau, f_ext)      # checks the arguments
         else:

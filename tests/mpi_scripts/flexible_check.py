@@ -5,7 +5,9 @@ serial compiled recursion.
 hybrid dynamics, the full vectors [q; eta], [qd; eta_dot]) against ``flexible_aba`` and
 ``flexible_hybrid_dynamics`` on a chain of beam links and random trees of beams and rigid bodies
 (the models of tests/test_parallel_flexible.py), several partitions (cuts at flexible handles);
-then the refusal of the constraint forces on every rank.  Prints 'OK <max rel err>' on rank 0 and
+then the constraint forces (plain and hybrid) against ``flexible_cfa`` and
+``flexible_hybrid_forces``, with the model on rank 0 and with a loader (the constraint rows then
+gathered from the parts).  Prints 'OK <max rel err>' on rank 0 and
 exits 0; aborts with a non-zero code on a mismatch."""
 import sys
 from pathlib import Path
@@ -17,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from test_parallel_flexible import MODELS, full_state  # noqa: E402
 
+from partree.algorithms.flexible_cfa import flexible_cfa, flexible_hybrid_forces  # noqa: E402
 from partree.algorithms.flexible_dynamics import flexible_aba, flexible_hybrid_dynamics  # noqa: E402
-from partree.errors import PartreeInputError  # noqa: E402
 from partree.parallel import forward_dynamics  # noqa: E402
 from partree.parallel.mpi import MPIEngine  # noqa: E402
 
@@ -58,14 +60,13 @@ for name in ("chain", "random-tree", "random-tree-fixed", "threearm"):
         mask = rng.random(m.n) < frac
         href = flexible_hybrid_dynamics(m, q, qd, tau, qdd, mask)
         check(eng.forward_dynamics(q, qd, tau, active=mask, qdd_active=qdd), href, f"{name} hybrid {frac}")
-    try:
-        eng.constraint_forces(q, qd, tau)
-    except PartreeInputError as e:
-        if "not built for flexible" not in str(e):
-            print(f"unexpected message: {e}", flush=True)
-            comm.Abort(5)
-    else:
-        print("constraint forces not refused", flush=True)
-        comm.Abort(6)
+    cref = flexible_cfa(m, q, qd, tau)
+    mask = rng.random(m.n) < 0.4
+    href = flexible_hybrid_forces(m, q, qd, tau, qdd, mask)[2]
+    for label, e in (("model", eng), ("loader", MPIEngine(lambda: MODELS[name](), comm=comm, parts=P))):
+        for what, got, r in (("cfa", e.constraint_forces(q, qd, tau), cref),
+                             ("hybrid cfa", e.constraint_forces(q, qd, tau, active=mask, qdd_active=qdd), href)):
+            for attr in ("qdd", "joint_wrench", "constraint_force", "drive_force", "constraint_rows"):
+                check(None if got is None else getattr(got, attr), getattr(r, attr), f"{name} {label} {what} {attr}")
 if comm.rank == 0:
     print(f"OK {worst:.3e}", flush=True)

@@ -54,10 +54,15 @@ class CFAResult:
         if self._Wt is None:
             from .common import constraint_bases
 
-            if self._q.ndim == 1:
-                self._Wt = constraint_bases(self._model, self._q)[0]
+            model, qs = self._model, self._q
+            if getattr(model, "flexible", None) is not None:
+                # a joint's basis is its own (type, axes, angle), not its deformed parent's: the
+                # rigid skeleton's at the joints' coordinates (``flexible_cfa``)
+                model, qs = model.with_flexible({}), qs[..., :model.nq]
+            if qs.ndim == 1:
+                self._Wt = constraint_bases(model, qs)[0]
             else:
-                self._Wt = np.array([constraint_bases(self._model, q)[0] for q in self._q])
+                self._Wt = np.array([constraint_bases(model, q)[0] for q in qs])
         return self._Wt
 
     def constraint_slice(self, name):
