@@ -311,3 +311,23 @@ def test_constraint_forces_engine_reuse_and_handle_wrenches():
         q, qd, tau = _state(m, 20 + s)
         res = eng.constraint_forces(q, qd, tau)
         assert max(_cfa_errors(res, partree.cfa(m, q, qd, tau))) < 1e-10
+
+
+def test_run_index_puts_as_the_index_does():
+    """RunIndex.put (slice copies per run where the runs are few) equals dst[index] = src: one
+    run, a few runs, a permutation (many runs: the index itself), nothing."""
+    from partree.parallel.part import RunIndex
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    cases = [np.arange(100, 3100), np.concatenate((np.arange(4000, 4500), np.arange(0, 1000), np.arange(2000, 2001))),
+             rng.permutation(n), np.zeros(0, dtype=np.int64)]
+    for idx in cases:
+        ri = RunIndex(idx)
+        src = rng.normal(size=idx.size)
+        a, b = np.zeros(n), np.zeros(n)
+        a[idx] = src
+        ri.put(b, src)
+        assert np.array_equal(a, b)
+    assert RunIndex(cases[1]).runs is not None and len(RunIndex(cases[1]).runs) == 3
+    assert RunIndex(cases[2]).runs is None

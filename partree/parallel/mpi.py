@@ -44,8 +44,8 @@ from ..errors import PartreeInputError
 from . import hierarchical_root as HR
 from . import messages as msg
 from . import root as R
-from .part import (attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted, gravity_a0,
-                   index_ranges)
+from .part import (RunIndex, attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted,
+                   gravity_a0, index_ranges)
 from .flexible_part import NOT_BUILT, full_sizes, own_selections
 from .partition import PATH_WEIGHT, make_partition
 
@@ -260,7 +260,7 @@ class MPIEngine:
                 self._sol_total = int(np.sum(self._sol_len))
                 if gather:
                     vs = [build_vsel(model, pt, int(k)) for k in self._perm]
-                    self._qdd_index = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
+                    self._qdd_index = RunIndex(np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64))
                     vlen = {int(k): v.size for k, v in zip(self._perm, vs)}
                     self._qdd_counts = [int(sum(vlen[int(k)] for k in order[r])) for r in range(self.size)]
                     # the joints' velocities (where F_T goes): qdd's but for the modes
@@ -268,11 +268,11 @@ class MPIEngine:
                     if model.flexible is not None:
                         js = [index_ranges(model.idx_v[b], model.nv_j[b])
                               for b in (pt.bodies(int(k)) for k in self._perm)]
-                        self._jv_index = np.concatenate(js) if js else np.zeros(0, dtype=np.int64)
+                        self._jv_index = RunIndex(np.concatenate(js) if js else np.zeros(0, dtype=np.int64))
                         jlen = {int(k): v.size for k, v in zip(self._perm, js)}
                         self._jv_counts = [int(sum(jlen[int(k)] for k in order[r])) for r in range(self.size)]
                     qs = [build_qsel(model, pt, int(k)) for k in self._perm]
-                    self._q_index = np.concatenate(qs) if qs else np.zeros(0, dtype=np.int64)
+                    self._q_index = RunIndex(np.concatenate(qs) if qs else np.zeros(0, dtype=np.int64))
                     qlen = {int(k): v.size for k, v in zip(self._perm, qs)}
                     self._q_counts = [int(sum(qlen[int(k)] for k in order[r])) for r in range(self.size)]
                     # to gather joint wrenches: the bodies in rank-major order, every joint's nv and
@@ -505,7 +505,7 @@ class MPIEngine:
         FS = np.empty(int(ns_j.sum()))
         FS[srows] = FSb
         FT = np.empty(self._jv_index.size)
-        FT[self._jv_index] = FTb
+        self._jv_index.put(FT, FTb)
         Wt = None
         if Wb is not None:
             Wt = np.empty((FS.size, 6))
@@ -743,9 +743,9 @@ class MPIEngine:
         if self.rank != 0:
             return None
         qd_full = np.empty(self.nq)
-        qd_full[self._q_index] = bq
+        self._q_index.put(qd_full, bq)
         pd_full = np.empty(self.nv)
-        pd_full[self._qdd_index] = bp
+        self._qdd_index.put(pd_full, bp)
         return qd_full, pd_full
 
     def _fd(self, q, qd, tau, f_ext, gather, hyb=None):
@@ -771,25 +771,27 @@ class MPIEngine:
         if hyb is not None:
             self.local_tau = [x[1].copy() for x in local]
             local = [x[0] for x in local]
-        self.local_qdd = [x.copy() for x in local]
+        # one copy of the parts' qdd out of their workspaces, which the gather sends as it is
+        flat = np.concatenate(local) if local else np.zeros(0)
+        self.local_qdd = np.split(flat, np.cumsum([x.size for x in local])[:-1]) if local else []
         t = dict(self.phase_seconds)
         boundary_bytes = self.last_boundary_bytes
         qdd = None
         gather_bytes = 0
         if gather:
-            local = np.concatenate(self.local_qdd) if self.local_qdd else np.zeros(0)
+            local = flat
             buf = self._gather_to_root(local, self._qdd_counts if self.rank == 0 else None)
             gather_bytes = local.nbytes
             if self.rank == 0:
                 qdd = np.empty(self.nv)
-                qdd[self._qdd_index] = buf
+                self._qdd_index.put(qdd, buf)
             if hyb is not None:
                 local = np.concatenate(self.local_tau) if self.local_tau else np.zeros(0)
                 buf = self._gather_to_root(local, self._qdd_counts if self.rank == 0 else None)
                 gather_bytes += local.nbytes
                 if self.rank == 0:
                     tau_full = np.empty(self.nv)
-                    tau_full[self._qdd_index] = buf
+                    self._qdd_index.put(tau_full, buf)
                     qdd = (qdd, tau_full)
         t["total"] = time.perf_counter() - t0
         # boundary bytes: what this rank sent to / received from rank 0; rank 0 reports the total

@@ -86,6 +86,32 @@ def fast_index(sel):
     return sel
 
 
+class RunIndex:
+    """An index array kept as its contiguous runs: :meth:`put` does ``dst[index] = src`` with one
+    slice copy per run where the runs are few (a part's coordinates are a run or two), which
+    costs a copy, not a gather; with many runs, through the index itself."""
+
+    def __init__(self, index):
+        index = np.asarray(index, dtype=np.int64)
+        self.index = index
+        self.size = int(index.size)
+        self.runs = None
+        if index.size:
+            brk = np.flatnonzero(np.diff(index) != 1) + 1
+            starts = np.concatenate(([0], brk))
+            ends = np.concatenate((brk, [index.size]))
+            if starts.size <= max(8, index.size // 256):
+                self.runs = [(int(index[a]), int(a), int(b - a)) for a, b in zip(starts, ends)]
+
+    def put(self, dst, src):
+        """dst[index] = src."""
+        if self.runs is None:
+            dst[self.index] = src
+            return
+        for d, a, n in self.runs:
+            dst[d:d + n] = src[a:a + n]
+
+
 def index_ranges(start, count):
     """Concatenation of arange(start[i], start[i] + count[i])."""
     tot = int(count.sum())
