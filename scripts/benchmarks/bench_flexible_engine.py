@@ -14,8 +14,11 @@ figure is ``flexible_aba`` on rank 0 while the other ranks wait.
 
 The two are timed side by side: after one warm-up call of each, ``--repeat`` rounds each time one
 serial call then one engine call, every rank in step, so that a slow spell of a shared machine
-falls on both.  Prints one JSON line per shape on rank 0: the best time of each, the speed-up of
-the bests, the median and the range of the rounds' own ratios, the relative difference of the
+falls on both.  Each engine is timed twice per round: with qdd gathered on rank 0 (``engine_s``,
+``speedup``) and with qdd left on the ranks that own it (``engine_local_s``, ``speedup_local``:
+as ``partree bench`` times the engine on rigid trees, and as a distributed simulation uses it).
+Prints one JSON line per shape on rank 0: the best time of each, the speed-up of
+the bests, the median and the range of the rounds' own ratios (gathered), the relative difference of the
 results, the parts and the modelled rank imbalance.
 """
 import argparse
@@ -78,16 +81,23 @@ def main(argv=None):
         waits = a.wait.split(",")
         engines = [MPIEngine(model, comm=comm, wait=w) for w in waits]
         ref = flexible_aba(model, q, qd, tau) if comm.rank == 0 else None
-        times, outs = side_by_side([lambda: flexible_aba(model, q, qd, tau) if comm.rank == 0 else None]
-                                   + [lambda e=e: e.forward_dynamics(q, qd, tau) for e in engines], a.repeat, comm)
+        # per engine: qdd gathered on rank 0, then qdd left on the ranks (as `partree bench` times
+        # the engine, and as a distributed simulation uses it)
+        fns = [lambda: flexible_aba(model, q, qd, tau) if comm.rank == 0 else None]
+        for e in engines:
+            fns += [lambda e=e: e.forward_dynamics(q, qd, tau), lambda e=e: e.forward_dynamics(q, qd, tau, gather=False)]
+        times, outs = side_by_side(fns, a.repeat, comm)
         ts = times[0]
-        for w, eng, te, got in zip(waits, engines, times[1:], outs[1:]):
+        for j, (w, eng) in enumerate(zip(waits, engines)):
+            te, tl, got = times[1 + 2 * j], times[2 + 2 * j], outs[1 + 2 * j]
             if comm.rank != 0:
                 continue
             ratios = ts / te
             print(json.dumps({"shape": shape, "n": a.n, "modes": a.modes, "ranks": comm.size, "wait": w,
                               "serial_s": round(float(ts.min()), 5), "engine_s": round(float(te.min()), 5),
                               "speedup": round(float(ts.min() / te.min()), 3),
+                              "engine_local_s": round(float(tl.min()), 5),
+                              "speedup_local": round(float(ts.min() / tl.min()), 3),
                               "round_ratio_median": round(float(np.median(ratios)), 3),
                               "round_ratio_range": [round(float(ratios.min()), 3), round(float(ratios.max()), 3)],
                               "rel_diff": float(np.abs(got - ref).max() / np.abs(ref).max()),
