@@ -89,7 +89,7 @@ def test_dask_local_cluster(capsys):
     assert main(["--model", "autotree:nb=2000,bf=1.3", "--backend", "dask", "--workers", "2", "--parts", "3",
                  "--repeat", "2", "--json"]) == 0
     d = _json(capsys.readouterr().out)
-    assert d["backend"] == "dask" and d["ranks"] == 2 and d["parts"] == 3
+    assert d["backend"] == "dask" and d["ranks"] == 2 and d["parts"] == 3 and d["channel"] == "socket"
     assert d["residual"] < 1e-10 and 0 < d["bytes_per_eval"] < 20_000
     assert len(d["rss_bytes_per_rank"]) == 3            # client + 2 workers
     # the workers' modelled loads (3 parts on 2 workers), not the parts' weights

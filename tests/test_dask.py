@@ -110,10 +110,12 @@ def test_resident_state(client):
         eng.close()
 
 
-def test_worker_killed_mid_evaluation_recovers():
+@pytest.mark.parametrize("channel", ["socket", "actors"])
+def test_worker_killed_mid_evaluation_recovers(channel):
     """A real LocalCluster; one worker process is killed (os._exit) during an evaluation (after
-    its first round): the evaluation restarts on the surviving /
-    restarted workers and is correct, with the state sent along or resident on the workers."""
+    its first round through the client, or, over the socket channel, as the evaluation's calls go
+    out): the evaluation restarts on the surviving / restarted workers and is correct, with the
+    state sent along or resident on the workers."""
     from partree.parallel.dask_backend import DaskEngine
 
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
@@ -122,7 +124,7 @@ def test_worker_killed_mid_evaluation_recovers():
         m = random_tree(300, seed=5, floating_base=True, joint_types=MIXED)
         q, qd, tau = _state(m, 1)
         ref = partree.aba(m, q, qd, tau)
-        eng = DaskEngine(m, client=c, parts=4, timeout=60)
+        eng = DaskEngine(m, client=c, parts=4, timeout=60, channel=channel)
         assert np.abs(eng.forward_dynamics(q, qd, tau) - ref).max() < 1e-10 * np.abs(ref).max()
         victim = eng.workers[0]
         fired = []
@@ -229,3 +231,42 @@ def test_dask_constraint_forces_equal_cfa(client):
     q, qd, tau = _state(m, 40)
     res = constraint_forces(m, q, qd, tau, backend="dask", parts=3, client=client)
     assert rel(res.joint_wrench, partree.cfa(m, q, qd, tau).joint_wrench) < 1e-10
+
+
+def test_socket_and_actor_channels_agree(client):
+    """The socket channel (the workers' actors exchange the boundary data among themselves) and
+    the rounds through the client compute the same bits: forward dynamics, hybrid dynamics, the
+    constraint forces, with the state sent along and resident; a rank's error over the socket
+    channel reaches the client as it is, and the group forms again for the next evaluation."""
+    from partree.parallel.dask_backend import DaskEngine
+
+    m = random_tree(160, seed=17, floating_base=True, joint_types=MIXED)
+    q, qd, tau = _state(m, 50)
+    mask = np.random.default_rng(3).random(m.n) < 0.3
+    qdd_a = np.random.default_rng(4).normal(size=m.nv)
+    got = {}
+    for channel in ("socket", "actors"):
+        with DaskEngine(m, client=client, parts=5, channel=channel) as eng:
+            st = eng.scatter_state(q, qd, tau)
+            got[channel] = (eng.forward_dynamics(q, qd, tau), eng.forward_dynamics_state(st),
+                            *eng.forward_dynamics(q, qd, tau, active=mask, qdd_active=qdd_a),
+                            eng.constraint_forces(q, qd, tau).joint_wrench,
+                            eng.constraint_forces_state(st).constraint_force)
+            if channel == "socket":
+                assert eng.last_info["channel"] == "socket"
+                bad = q.copy()
+                bad[-1] = np.inf
+                with pytest.raises(partree.PartreeInputError, match="q"):
+                    eng.forward_dynamics(bad, qd, tau)
+                assert np.array_equal(eng.forward_dynamics(q, qd, tau), got[channel][0])
+    ref = partree.aba(m, q, qd, tau)
+    assert np.abs(got["socket"][0] - ref).max() < 1e-10 * np.abs(ref).max()
+    for a, b in zip(got["socket"], got["actors"]):
+        assert np.array_equal(a, b)
+
+
+def test_unknown_channel():
+    from partree.parallel.dask_backend import DaskEngine
+
+    with pytest.raises(partree.PartreeInputError, match="channel"):
+        DaskEngine(partree.models.auto_tree(10), channel="carrier-pigeon")

@@ -160,7 +160,7 @@ def _bench_dask(a, model, q, qd, tau):
         client = Client(cluster)
     try:
         t0 = time.perf_counter()
-        eng = DaskEngine(model, client=client, parts=a.parts)
+        eng = DaskEngine(model, client=client, parts=a.parts, channel=a.channel)
         setup = time.perf_counter() - t0
         # two ways of feeding the engine, timed interleaved: the state resident on the workers
         # (scattered once, as in a distributed simulation; qdd stays there as futures) and the
@@ -203,7 +203,7 @@ def _bench_dask(a, model, q, qd, tau):
                  "gather_bytes_per_eval": info_client["state_bytes"],
                  "rss_bytes_per_rank": [max_rss_bytes()] + [int(v) for _, v in sorted(rss.items())],
                  "rss_labels": ["client"] + sorted(rss), "imbalance": eng.partition.imbalance,
-                 "rank_imbalance": _worker_imbalance(eng), "restarts": eng.restarts}
+                 "rank_imbalance": _worker_imbalance(eng), "restarts": eng.restarts, "channel": a.channel}
 
 
 def _worker_imbalance(eng):
@@ -352,7 +352,7 @@ def cmd_bench(a):
         "build_seconds": t_build,
     }
     for key in ("boundary_payload_bytes", "phase_seconds_per_rank", "phase_seconds_per_repeat", "imbalance",
-                "rank_imbalance", "restarts", "rss_labels", "wait"):
+                "rank_imbalance", "restarts", "rss_labels", "wait", "channel"):
         if key in r:
             out[key] = r[key]
     if "times_client_state" in r:
@@ -431,6 +431,10 @@ def _add_arguments(s):
     s.add_argument("--wait", choices=("yield", "spin"), default="yield",
                    help="mpi: how a rank waits for a message: poll, then give its core away between polls (yield, "
                         "default), or MPI's own busy wait (spin); see partree.parallel.mpi.MPIEngine")
+    s.add_argument("--channel", choices=("socket", "actors"), default="socket",
+                   help="dask: the workers exchange the boundary data over sockets among themselves (socket, "
+                        "default) or in rounds through the client (actors); see "
+                        "partree.parallel.dask_backend.DaskEngine")
     s.add_argument("--workers", type=count, default=2, help="dask: workers of the LocalCluster started (default 2)")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="dask: connect to this scheduler (tcp://host:8786 or a scheduler file) instead")

@@ -2,14 +2,18 @@
 
 The client process partitions the model and builds every part (``PartKernel``), then scatters
 each part to one worker (largest first onto the least loaded worker) and starts one actor per
-worker holding all that worker's parts (objects already in its memory).  One evaluation is three
-rounds: the client calls every worker's actor directly (no scheduler round trip; one call per
-worker and round for all its parts) for the velocity maps, composes the parts' incoming
-velocities, calls the actors for the boundary relations, solves the root, and calls them for the
-back-substitution.  Only boundary data (O(P) small matrices) moves.  The state can stay on the
-workers too (``scatter_state`` / ``forward_dynamics_state``, as a distributed simulation keeps
-it), and the result with it (``gather=False``: a :class:`DaskResult`); otherwise each part's
-slices of q, qd, tau travel with the calls and qdd is gathered back.
+worker holding all that worker's parts (objects already in its memory).  Over the socket channel
+(``channel='socket'``, the default) the actors form a group over TCP sockets
+(:class:`~partree.parallel.sockcomm.SocketComm`) and each builds an MPI engine over its parts
+(``MPIEngine.from_parts``): one evaluation is one call per worker, the actors exchanging the
+boundary messages among themselves.  Over the client (``channel='actors'``; the momentum form
+always) one evaluation is three rounds: the client calls every worker's actor directly (no
+scheduler round trip; one call per worker and round for all its parts) for the velocity maps,
+composes the parts' incoming velocities, calls the actors for the boundary relations, solves the
+root, and calls them for the back-substitution.  Only boundary data (O(P) small matrices) moves.
+The state can stay on the workers too (``scatter_state`` / ``forward_dynamics_state``), and the
+result with it (``gather=False``: a :class:`DaskResult`); otherwise each part's slices of q, qd,
+tau travel with the calls and qdd is gathered back.
 
 Failures.  The client never waits blindly: it waits on each result for ``poll`` seconds at a time
 and checks the scheduler's worker list in between.  When a worker holding parts leaves (crash,
@@ -36,6 +40,8 @@ from .partition import PATH_WEIGHT, make_partition
 
 
 REJOIN_WAIT = 10.0   # seconds to wait for a worker to (re)join when none is left before giving up
+CONNECT_TIMEOUT = 120.0   # seconds the workers of a socket group wait for each other to connect
+CHANNELS = ("socket", "actors")
 
 
 class WorkerLost(Exception):
@@ -130,16 +136,28 @@ class DaskEngine:
         that drives the parts with actors of its own (the distributed simulation).
     poses : bool
         Build the parts for the momentum form too (:meth:`momentum_rhs`; see ``build_part``).
+    channel : {'socket', 'actors'}
+        How forward dynamics and the constraint forces exchange the boundary data. 'socket' (the
+        default): the workers' actors form a group over TCP sockets
+        (:class:`~partree.parallel.sockcomm.SocketComm`, rank 0 on the first worker) and run the
+        MPI engine's evaluation among themselves (``MPIEngine.from_parts``): one actor call per
+        worker and evaluation.  'actors': three rounds through the client (the workers need not
+        reach each other).  The momentum form always takes the rounds.
     """
 
     def __init__(self, model, client=None, parts=None, path_weight=PATH_WEIGHT, retries=2, timeout=600.0,
-                 poll=0.25, evaluate=True, workers=2, poses=False):
+                 poll=0.25, evaluate=True, workers=2, poses=False, channel="socket"):
         from ..extras import require
 
         require("distributed", "the Dask backend")
         from ..specs import resolve_model
 
         # everything that can be checked without the cluster is checked first
+        if channel not in CHANNELS:
+            raise PartreeInputError(f"channel must be one of {', '.join(CHANNELS)}, not {channel!r}")
+        self.channel = channel
+        self._group = None             # the socket group's token, once joined (``_join``)
+        self._root_pieces = []         # socket channel: the root's loop pieces of the last evaluation
         model = resolve_model(model)
         if client is None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
                                or workers < 1):
@@ -226,6 +244,7 @@ class DaskEngine:
                                                      allow_other_workers=False, actor=True, pure=False)
         for w in rebuilt:
             self.actors[w] = self._actor_futs[w].result(timeout=self.timeout)
+        self._leave()                  # a socket group is formed again before its next evaluation
         return [k for k in range(len(self.futures)) if self.workers[k] in rebuilt]
 
     def _groups(self):
@@ -375,6 +394,8 @@ class DaskEngine:
         P = len(self.futures)
         if any(f.status != "finished" for f in self.futures):
             raise WorkerLost("a part was lost before the evaluation")
+        if self.channel == "socket":
+            return self._socket_evaluation(args, deadline, gather, wrenches, forces)
         groups = self._groups()
         key = args[0] if P and isinstance(args[0], int) else None
 
@@ -399,6 +420,79 @@ class DaskEngine:
         out = per_worker("solve", a_in, g, [keep] * P, [wrenches] * P, [forces] * P)
         self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
                           "workers": len(set(self.workers))}
+        return out if gather else DaskResult(self, keep)
+
+    # ------------------------------------------------------------------ the socket channel
+    def _join(self, deadline):
+        """Form the socket group of the workers' actors (rank r: the r-th worker in address
+        order): rank 0 listens, every actor connects and builds its engine over its parts."""
+        from .sockcomm import address_host, new_token
+
+        groups = self._groups()
+        ws = sorted(groups)
+        rank = {w: r for r, w in enumerate(ws)}
+        pt, model = self.partition, self.model
+        nq, nv = full_sizes(model)
+        meta = {"nparts": pt.nparts, "n": model.n, "nq": nq, "nv": nv, "gravity": np.asarray(model.gravity),
+                "nh": self.tree.nh, "owner": np.array([rank[w] for w in self.workers], dtype=np.int64),
+                "nloops": len(model.loops), "name": model.name, "flexible": model.flexible is not None}
+        port = self.collect([self._actor_call(ws[0], "listen")], deadline, "join")[0]
+        addr = (address_host(ws[0]), int(port))
+        token = new_token()
+        calls = [self._actor_call(w, "join", r, len(ws), token, addr, meta, self.tree if r == 0 else None,
+                                  pt if r == 0 else None) for r, w in enumerate(ws)]
+        self._settle(calls, deadline, "join")
+        self._group = token
+
+    def _leave(self):
+        """Forget the socket group (the actors close their connections when they join again)."""
+        self._group = None
+
+    def _settle(self, calls, deadline, name):
+        """The results of calls that run together over the socket group.  When one fails, the
+        group is over: the error of the rank that failed on its own is raised (the others' calls
+        end with the closed connections), or ``WorkerLost`` when a worker left."""
+        from .sockcomm import CommAborted
+
+        try:
+            return self.collect(calls, deadline, name)
+        except WorkerLost:
+            self._leave()
+            raise
+        except Exception as first:        # noqa: BLE001 -- sorted out below
+            self._leave()
+            errors = [first]
+            for c in calls:
+                try:
+                    c.result(timeout=max(min(self.poll * 4, deadline - time.monotonic()), 1e-3))
+                except Exception as e:    # noqa: BLE001
+                    errors.append(e)
+            if not set(self.workers) <= set(self._live_workers()):
+                raise WorkerLost(f"a worker left during the {name}") from None
+            own = [e for e in errors if not isinstance(e, (CommAborted, ConnectionError, TimeoutError))]
+            raise (own[0] if own else first) from None
+
+    def _socket_evaluation(self, args, deadline, gather, wrenches, forces):
+        """One evaluation over the socket group: one actor call per worker (``_GroupActor.evaluate``)."""
+        P = len(self.futures)
+        if self._group is None:
+            self._join(deadline)
+        groups = self._groups()
+        key = args[0] if P and isinstance(args[0], int) else None
+        keep = None if gather else self._next_key()
+        if self._after_round is not None:
+            self._after_round("dispatch")
+        calls = [self._actor_call(w, "evaluate", key, None if key is not None else [args[k] for k in ks], keep,
+                                  wrenches, forces) for w, ks in sorted(groups.items())]
+        res = self._settle(calls, deadline, "evaluation")
+        out = [None] * P
+        for (w, ks), (r, root) in zip(sorted(groups.items()), res):
+            for k, x in zip(ks, r):
+                out[k] = x
+            if root:
+                self._root_pieces = root
+        self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
+                          "workers": len(groups), "channel": "socket"}
         return out if gather else DaskResult(self, keep)
 
     def momentum_rhs(self, q, p, tau=None, f_ext=None):
@@ -530,7 +624,8 @@ class DaskEngine:
         res = assemble_constraint_forces(self.model, q, qdd, self.layout, [x[1:4] for x in out],
                                          method="parallel-dask")
         if len(self.model.loops):
-            attach_loop_forces(res, len(self.model.loops), [x[4] for x in out] + R.root_pieces(self.tree))
+            root = self._root_pieces if self.channel == "socket" else R.root_pieces(self.tree)
+            attach_loop_forces(res, len(self.model.loops), [x[4] for x in out] + root)
         return res
 
     def _state_rounds(self, state, gather, wrenches):
@@ -576,6 +671,83 @@ class _GroupActor:
         self.pk = dict(zip(ks, pks))
         self.states = {}
         self.results = {}
+        self.eng = None             # the socket channel's engine over this worker's parts (``join``)
+        self.eng_ks = []
+        self._srv = None
+
+    # ---------------------------------------------------------------- the socket channel
+    def listen(self):
+        """Rank 0 of a socket group: open the listening socket; returns its port."""
+        from .sockcomm import listen
+
+        if self._srv is not None:
+            self._srv.close()
+        self._srv = listen()
+        return self._srv.getsockname()[1]
+
+    def join(self, rank, size, token, addr, meta, tree, pt):
+        """Connect to the group (rank 0 accepts on the socket of ``listen``) and build this
+        rank's engine over its parts (``MPIEngine.from_parts``; collective over the group)."""
+        from .mpi import MPIEngine
+        from .sockcomm import SocketComm
+
+        self.leave()
+        if rank == 0:
+            srv, self._srv = self._srv, None
+            comm = SocketComm.accept(srv, size, token, CONNECT_TIMEOUT)
+        else:
+            comm = SocketComm.connect(rank, size, addr, token, CONNECT_TIMEOUT)
+        ks = sorted(self.pk)
+        try:
+            self.eng = MPIEngine.from_parts(comm, [self.pk[k] for k in ks], meta, tree, pt)
+        except BaseException:
+            comm.Abort()
+            raise
+        self.eng_ks = ks
+        return True
+
+    def leave(self):
+        """Close this rank's connections of the group."""
+        if self.eng is not None:
+            self.eng.comm.close()
+            self.eng = None
+
+    def evaluate(self, key, args, keep, wrenches, forces):
+        """One evaluation over the group (collective): the engine's boundary messages go between
+        the workers, the client hears the results.  ``args``: per part of this worker (q, qd,
+        tau, f_ext[, active, qdd]), or None with the state ``key``.  Returns one result per part
+        as the actors' rounds give them (``_solve``), or keeps them under ``keep``, and with
+        ``wrenches`` on rank 0 the root's loop pieces (``root.root_pieces``: the loops that cross
+        parts are solved there).  An error on this rank ends the group (the others' calls then
+        fail too) and is raised."""
+        eng, ks = self.eng, self.eng_ks
+        if eng is None:
+            raise RuntimeError("this worker's actor is in no socket group (join first)")
+        a = [self.states[key][k] for k in ks] if key is not None else args
+        try:
+            hyb = bool(a) and len(a[0]) > 4
+            fs = None if not a or a[0][3] is None else [x[3] for x in a]
+            out = eng.evaluate_local([x[0] for x in a], [x[1] for x in a], [x[2] for x in a], fs,
+                                     actives=[x[4] for x in a] if hyb else None,
+                                     qdds=[x[5] for x in a] if hyb else None)
+            res = []
+            for pk, o in zip(eng.parts, out):
+                qdd = (o[0] if hyb else o).copy()
+                if forces:
+                    res.append((qdd, pk.joint_forces.copy()))
+                elif wrenches:
+                    res.append((qdd,) + tuple(x.copy() for x in pk.wrenches()) + (pk.loop_pieces(),))
+                else:
+                    res.append(qdd)
+        except BaseException:
+            eng.comm.Abort()
+            self.eng = None
+            raise
+        root = R.root_pieces(eng.tree) if wrenches and eng.rank == 0 else []
+        if keep is None:
+            return res, root
+        self.results = {keep: dict(zip(ks, res))}
+        return [None] * len(ks), root
 
     def put_state(self, key, k, q, qd, tau, F):
         self.states.setdefault(key, {})[k] = (q, qd, tau, F)

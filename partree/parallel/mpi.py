@@ -224,77 +224,107 @@ class MPIEngine:
             else:
                 self.parts = [build_part(model, pt, int(k), early_kinematics=early, poses=poses)
                               for k in self.local_ids]
-            self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
-            self.nloops = int(meta["nloops"])
-            self.flexible = bool(meta["flexible"])
-            self.model_name = str(meta["name"])
-            self.a0 = gravity_a0(meta["gravity"])
-            nh = meta["nh"]
             tree = None
             if self.rank == 0 or not by_root:
                 tree = R.PartsTree.from_partition(pt, model)
-                nh = tree.nh
-            # fixed message layouts (doubles per part)
-            self._vel_len = msg.velocity_len(nh)
-            self._red_len = msg.reduction_len(nh)
-            self._sol_len = msg.solution_len(nh)
-            self._v_len = np.full(P, 6)
-            self._redm_len = msg.momentum_reduction_len(nh)
-            self._solm_len = msg.momentum_solution_len(nh)
-            self.nparts = P
-            self.imbalance = None
-            if self.rank == 0:
-                loads = pt.rank_loads(self.size)
-                self.imbalance = float(loads.max() / loads.mean())   # modelled rank loads, max / mean
-                self.tree = tree
-                self.nh = nh
-                order = [np.flatnonzero(self.owner == r) for r in range(self.size)]
-                self._order = order
-                self._perm = np.concatenate(order)         # parts in rank-major order
-                # where each part's message starts in the gathered (rank-major) buffers
-                self._off = {}
-                for key, lens in (("vel", self._vel_len), ("red", self._red_len), ("sol", self._sol_len)):
-                    off = np.zeros(P, dtype=np.int64)
-                    off[self._perm] = np.concatenate(([0], np.cumsum(lens[self._perm])[:-1]))
-                    self._off[key] = off
-                self._sol_total = int(np.sum(self._sol_len))
-                if gather:
-                    vs = [build_vsel(model, pt, int(k)) for k in self._perm]
-                    self._qdd_index = RunIndex(np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64))
-                    vlen = {int(k): v.size for k, v in zip(self._perm, vs)}
-                    self._qdd_counts = [int(sum(vlen[int(k)] for k in order[r])) for r in range(self.size)]
-                    # the joints' velocities (where F_T goes): qdd's but for the modes
-                    self._jv_index, self._jv_counts = self._qdd_index, self._qdd_counts
-                    if model.flexible is not None:
-                        js = [index_ranges(model.idx_v[b], model.nv_j[b])
-                              for b in (pt.bodies(int(k)) for k in self._perm)]
-                        self._jv_index = RunIndex(np.concatenate(js) if js else np.zeros(0, dtype=np.int64))
-                        jlen = {int(k): v.size for k, v in zip(self._perm, js)}
-                        self._jv_counts = [int(sum(jlen[int(k)] for k in order[r])) for r in range(self.size)]
-                    qs = [build_qsel(model, pt, int(k)) for k in self._perm]
-                    self._q_index = RunIndex(np.concatenate(qs) if qs else np.zeros(0, dtype=np.int64))
-                    qlen = {int(k): v.size for k, v in zip(self._perm, qs)}
-                    self._q_counts = [int(sum(qlen[int(k)] for k in order[r])) for r in range(self.size)]
-                    # to gather joint wrenches: the bodies in rank-major order, every joint's nv and
-                    # the joint names (generated ones cost nothing per body); the model itself only
-                    # where the caller holds it anyway
-                    self._body_index = np.concatenate([pt.bodies(int(k)) for k in self._perm])
-                    self._body_counts = [int(sum(pt.sizes[k] for k in order[r])) for r in range(self.size)]
-                    self._nv_j = np.asarray(model.nv_j, dtype=np.int8)
-                    self._names = _JointIndex(model.n, model.joint_names)
-                    self._model = model_or_loader if isinstance(model_or_loader, Model) else None
-            self._setup_root(root, int(fanin), tree)
-            self._counts = {key: [int(arr[self.owner == r].sum()) for r in range(self.size)]
-                            for key, arr in (("vel", self._vel_len), ("red", self._red_len),
-                                             ("sol", self._sol_len), ("v", self._v_len),
-                                            ("redm", self._redm_len), ("solm", self._solm_len))}
-            self._totals = {key: int(sum(c)) for key, c in self._counts.items()}
-            self._displs = {key: np.concatenate(([0], np.cumsum(c)[:-1])).astype(int).tolist()
-                            for key, c in self._counts.items()}
-            self._crossing = {}
+            self._finish(meta, tree, pt, model, model_or_loader, gather, root, fanin)
             del model, pt
             self.setup_time = time.perf_counter() - t0
         self.last_info = None
+
+    @classmethod
+    def from_parts(cls, comm, parts, meta, tree=None, pt=None, wait="yield"):
+        """An engine over ``comm`` (collective) whose parts are already where they run: ``parts``
+        this rank's (``meta['owner'] == rank``, increasing), ``meta`` the dict every rank of the
+        constructor shares (nparts, n, nq, nv, gravity, nh, owner, nloops, name, flexible), ``tree``
+        and ``pt`` (the ``PartsTree`` and the ``Partition``) on rank 0.  The flat root, nothing
+        gathered (``gather=False``): the Dask engine's workers evaluate this way, each part
+        placed by the client."""
+        self = cls.__new__(cls)
+        self.wait = wait
+        self._nonblocking = all(hasattr(comm, f) for f in ("Igatherv", "Iscatterv", "irecv"))
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.gather = False
+        t0 = time.perf_counter()
+        self.owner = np.asarray(meta["owner"], dtype=np.int64)
+        self.local_ids = np.flatnonzero(self.owner == self.rank)
+        self.parts = list(parts)
+        self._finish(meta, tree, pt, None, None, False, "flat", 2)
+        self.setup_time = time.perf_counter() - t0
+        self.last_info = None
+        return self
+
+    def _finish(self, meta, tree, pt, model, model_or_loader, gather, root, fanin):
+        """The engine's layouts once this rank holds its parts (``tree`` and ``pt`` on rank 0 or,
+        with ``distribute='each'``, everywhere; ``model`` where the results are gathered)."""
+        P = int(meta["nparts"])
+        self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
+        self.nloops = int(meta["nloops"])
+        self.flexible = bool(meta["flexible"])
+        self.model_name = str(meta["name"])
+        self.a0 = gravity_a0(meta["gravity"])
+        nh = meta["nh"] if tree is None else tree.nh
+        # fixed message layouts (doubles per part)
+        self._vel_len = msg.velocity_len(nh)
+        self._red_len = msg.reduction_len(nh)
+        self._sol_len = msg.solution_len(nh)
+        self._v_len = np.full(P, 6)
+        self._redm_len = msg.momentum_reduction_len(nh)
+        self._solm_len = msg.momentum_solution_len(nh)
+        self.nparts = P
+        self.imbalance = None
+        if self.rank == 0:
+            if pt is not None:
+                loads = pt.rank_loads(self.size)
+                self.imbalance = float(loads.max() / loads.mean())   # modelled rank loads, max / mean
+            self.tree = tree
+            self.nh = nh
+            order = [np.flatnonzero(self.owner == r) for r in range(self.size)]
+            self._order = order
+            self._perm = np.concatenate(order)         # parts in rank-major order
+            # where each part's message starts in the gathered (rank-major) buffers
+            self._off = {}
+            for key, lens in (("vel", self._vel_len), ("red", self._red_len), ("sol", self._sol_len)):
+                off = np.zeros(P, dtype=np.int64)
+                off[self._perm] = np.concatenate(([0], np.cumsum(lens[self._perm])[:-1]))
+                self._off[key] = off
+            self._sol_total = int(np.sum(self._sol_len))
+            if gather:
+                vs = [build_vsel(model, pt, int(k)) for k in self._perm]
+                self._qdd_index = RunIndex(np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64))
+                vlen = {int(k): v.size for k, v in zip(self._perm, vs)}
+                self._qdd_counts = [int(sum(vlen[int(k)] for k in order[r])) for r in range(self.size)]
+                # the joints' velocities (where F_T goes): qdd's but for the modes
+                self._jv_index, self._jv_counts = self._qdd_index, self._qdd_counts
+                if model.flexible is not None:
+                    js = [index_ranges(model.idx_v[b], model.nv_j[b])
+                          for b in (pt.bodies(int(k)) for k in self._perm)]
+                    self._jv_index = RunIndex(np.concatenate(js) if js else np.zeros(0, dtype=np.int64))
+                    jlen = {int(k): v.size for k, v in zip(self._perm, js)}
+                    self._jv_counts = [int(sum(jlen[int(k)] for k in order[r])) for r in range(self.size)]
+                qs = [build_qsel(model, pt, int(k)) for k in self._perm]
+                self._q_index = RunIndex(np.concatenate(qs) if qs else np.zeros(0, dtype=np.int64))
+                qlen = {int(k): v.size for k, v in zip(self._perm, qs)}
+                self._q_counts = [int(sum(qlen[int(k)] for k in order[r])) for r in range(self.size)]
+                # to gather joint wrenches: the bodies in rank-major order, every joint's nv and
+                # the joint names (generated ones cost nothing per body); the model itself only
+                # where the caller holds it anyway
+                self._body_index = np.concatenate([pt.bodies(int(k)) for k in self._perm])
+                self._body_counts = [int(sum(pt.sizes[k] for k in order[r])) for r in range(self.size)]
+                self._nv_j = np.asarray(model.nv_j, dtype=np.int8)
+                self._names = _JointIndex(model.n, model.joint_names)
+                self._model = model_or_loader if isinstance(model_or_loader, Model) else None
+        self._setup_root(root, int(fanin), tree)
+        self._counts = {key: [int(arr[self.owner == r].sum()) for r in range(self.size)]
+                        for key, arr in (("vel", self._vel_len), ("red", self._red_len),
+                                         ("sol", self._sol_len), ("v", self._v_len),
+                                        ("redm", self._redm_len), ("solm", self._solm_len))}
+        self._totals = {key: int(sum(c)) for key, c in self._counts.items()}
+        self._displs = {key: np.concatenate(([0], np.cumsum(c)[:-1])).astype(int).tolist()
+                        for key, c in self._counts.items()}
+        self._crossing = {}
 
     def __repr__(self):
         return (f"<MPIEngine rank {self.rank} of {self.size}: {self.n} bodies in {self.nparts} parts, "

@@ -434,6 +434,12 @@ class SocketComm:
         return f"<SocketComm rank {self.rank} of {self.size}>"
 
 
+def address_host(address):
+    """The host of a Dask-style address ``'tcp://host:port'`` (IPv6 brackets removed)."""
+    rest = address.split("://", 1)[-1]
+    return rest.rsplit(":", 1)[0].strip("[]")
+
+
 def new_token():
     """A random token that a group's connections must present."""
     return os.urandom(8).hex()

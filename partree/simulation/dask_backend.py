@@ -126,12 +126,6 @@ def _scheduler_workers(dask_scheduler=None):
     return list(dask_scheduler.workers)
 
 
-def _host(address):
-    """The host of a Dask address 'tcp://host:port'."""
-    rest = address.split("://", 1)[-1]
-    return rest.rsplit(":", 1)[0].strip("[]")
-
-
 def _run_rank(rank, size, comm, model, opts, inputs, stop, workers, step_hook, probe, strip_model):
     from .loop import SimulationInterrupted, run as run_loop
 
@@ -180,13 +174,13 @@ def rank_task(ranks, size, model, opts, inputs, token, names, workers, step_hook
     names of rank 0's address and of the client's stop request; ``token``: the group's token."""
     from distributed import Variable, get_worker
 
-    from ..parallel.sockcomm import SocketComm, listen
+    from ..parallel.sockcomm import SocketComm, address_host, listen
 
     addr_var, stop_var = Variable(names[0]), Variable(names[1])
     srv = None
     if 0 in ranks:
         srv = listen()
-        addr = (_host(get_worker().address), srv.getsockname()[1])
+        addr = (address_host(get_worker().address), srv.getsockname()[1])
         addr_var.set(addr)
     else:
         addr = tuple(addr_var.get(timeout=CONNECT_TIMEOUT))
