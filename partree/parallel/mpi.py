@@ -173,14 +173,7 @@ class MPIEngine:
             raise ValueError(f"fanin must be >= 2, not {fanin}")
         if wait not in ("yield", "spin"):
             raise ValueError(f"wait must be 'yield' or 'spin', not {wait!r}")
-        self.wait = wait
-        # a communicator without non-blocking collectives (the Dask workers' socket channel,
-        # ``sockcomm.SocketComm``) waits in its own blocking calls
-        self._nonblocking = all(hasattr(comm, f) for f in ("Igatherv", "Iscatterv", "irecv"))
-        self.comm = comm
-        self.rank = comm.Get_rank()
-        self.size = comm.Get_size()
-        self.gather = gather
+        self._bind(comm, wait, gather)
         with AbortOnError(comm):
             t0 = time.perf_counter()
             # 'root': rank 0 builds the model and every part and sends each rank its parts, so the
@@ -241,12 +234,7 @@ class MPIEngine:
         gathered (``gather=False``): the Dask engine's workers evaluate this way, each part
         placed by the client."""
         self = cls.__new__(cls)
-        self.wait = wait
-        self._nonblocking = all(hasattr(comm, f) for f in ("Igatherv", "Iscatterv", "irecv"))
-        self.comm = comm
-        self.rank = comm.Get_rank()
-        self.size = comm.Get_size()
-        self.gather = False
+        self._bind(comm, wait, False)
         t0 = time.perf_counter()
         self.owner = np.asarray(meta["owner"], dtype=np.int64)
         self.local_ids = np.flatnonzero(self.owner == self.rank)
@@ -255,6 +243,16 @@ class MPIEngine:
         self.setup_time = time.perf_counter() - t0
         self.last_info = None
         return self
+
+    def _bind(self, comm, wait, gather):
+        self.wait = wait
+        # a communicator without non-blocking collectives (the Dask workers' socket channel,
+        # ``sockcomm.SocketComm``) waits in its own blocking calls
+        self._nonblocking = all(hasattr(comm, f) for f in ("Igatherv", "Iscatterv", "irecv"))
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.gather = gather
 
     def _finish(self, meta, tree, pt, model, model_or_loader, gather, root, fanin):
         """The engine's layouts once this rank holds its parts (``tree`` and ``pt`` on rank 0 or,
