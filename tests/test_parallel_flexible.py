@@ -164,10 +164,13 @@ def test_what_is_not_built_is_refused():
     eng = SerialEngine(m, 3)
     with pytest.raises(PartreeInputError, match="momentum form.*not built for flexible"):
         eng.momentum_rhs(q, qd)
-    with pytest.raises(PartreeInputError, match="external body wrenches.*not built for flexible"):
-        eng.forward_dynamics(q, qd, tau, f_ext=np.zeros((m.n, 6)))
-    with pytest.raises(PartreeInputError, match="external body wrenches.*not built for flexible"):
-        eng.constraint_forces(q, qd, tau, f_ext=np.zeros((m.n, 6)))
+    fb = int(np.flatnonzero(np.asarray(m.flexible.nmodes) > 0)[0])
+    node = next(iter(m.flexible.bodies[fb].nodes))
+    for f_ext in ({(fb, node): np.ones(6)}, {(fb, node): np.ones(6), 0: np.ones(6)}):
+        with pytest.raises(PartreeInputError, match="loads at the nodes.*not built for flexible"):
+            eng.forward_dynamics(q, qd, tau, f_ext=f_ext)
+        with pytest.raises(PartreeInputError, match="loads at the nodes.*not built for flexible"):
+            partree.parallel.constraint_forces(m, q, qd, tau, backend="serial", parts=2, f_ext=f_ext)
     with pytest.raises(PartreeInputError, match="wrenches\\(\\) needs a solve"):
         eng.parts[0].wrenches()
     with pytest.raises(PartreeInputError, match="not built for flexible"):
@@ -201,6 +204,35 @@ def test_constraint_forces_equal_flexible_cfa(model, early):
         check_cfa(eng.constraint_forces(q, qd, tau), ref, (P, "again"))
     got = partree.parallel.constraint_forces(model, q, qd, tau, backend="serial", parts=roots + 2)
     check_cfa(got, ref, "function")
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_body_wrenches_equal_the_flexible_functions(model, early):
+    """External wrenches at the body origins (an (n, 6) array, and a dict by joint name): forward
+    and hybrid dynamics and the constraint forces against flexible_aba, flexible_hybrid_dynamics
+    and flexible_cfa under the same loads."""
+    rng = np.random.default_rng(8)
+    q, qd, tau = full_state(model, rng)
+    qdd = rng.normal(size=qd.size)
+    F = 1e3 * rng.normal(size=(model.n, 6))          # large enough to matter next to the modal forces
+    mask = rng.random(model.n) < 0.4
+    roots = 1 + int(np.count_nonzero(model.parent[1:] < 0))
+    ref = flexible_aba(model, q, qd, tau, F)
+    assert rel(ref, flexible_aba(model, q, qd, tau)) > 1e-3          # the loads matter
+    href = flexible_hybrid_dynamics(model, q, qd, tau, qdd, mask, F)
+    cref = flexible_cfa(model, q, qd, tau, F)
+    for P in sorted({roots + 1, min(roots + 5, model.n)}):
+        eng = SerialEngine(model, P, early_kinematics=early)
+        assert rel(eng.forward_dynamics(q, qd, tau, f_ext=F), ref) < 1e-10
+        for x, y in zip(eng.forward_dynamics(q, qd, tau, f_ext=F, active=mask, qdd_active=qdd), href):
+            assert rel(x, y) < 1e-10
+        check_cfa(eng.constraint_forces(q, qd, tau, f_ext=F), cref, P)
+        assert rel(eng.forward_dynamics(q, qd, tau), flexible_aba(model, q, qd, tau)) < 1e-10   # none left behind
+    name = model.joint_names[model.n - 1]
+    one = np.zeros((model.n, 6))
+    one[model.n - 1] = F[-1]
+    got = partree.parallel.forward_dynamics(model, q, qd, tau, backend="serial", parts=roots + 1, f_ext={name: F[-1]})
+    assert rel(got, flexible_aba(model, q, qd, tau, one)) < 1e-10
 
 
 def test_partition_weights_count_flexible_bodies():
@@ -286,3 +318,7 @@ def test_dask_matches_flexible_aba(client):
             check_cfa(kept.gather(), cref, (name, "kept"))
             check_cfa(eng.constraint_forces(q, qd, tau, active=mask, qdd_active=qdd),
                       flexible_hybrid_forces(m, q, qd, tau, qdd, mask)[2], (name, "hybrid"))
+            F = rng.normal(size=(m.n, 6))
+            assert rel(eng.forward_dynamics(q, qd, tau, F), flexible_aba(m, q, qd, tau, F)) < 1e-10
+            check_cfa(eng.constraint_forces_state(eng.scatter_state(q, qd, tau, F)), flexible_cfa(m, q, qd, tau, F),
+                      (name, "loads"))

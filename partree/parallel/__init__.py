@@ -42,10 +42,9 @@ def check_arguments(model, q=None, qd=None, tau=None, parts=None, f_ext=None, ba
         place_loops(model, parts)
     if model.flexible is not None:
         # the full vectors [q; eta], [qd; eta_dot] (``partree.parallel.flexible_part``)
-        from .flexible_part import flexible_state, refuse_flexible
+        from .flexible_part import engine_forces, flexible_state
 
-        if f_ext is not None:
-            refuse_flexible(model, "external body wrenches")
+        engine_forces(model, f_ext)
         flexible_state(model, q, qd, tau)
         if q is not None and qd is None and tau is None:
             raise PartreeInputError("qd and tau are required")

@@ -34,7 +34,7 @@ import numpy as np
 from .. import checks
 from ..errors import DaskEngineError, PartreeInputError
 from . import root as R
-from .flexible_part import flexible_state, full_sizes, refuse_flexible
+from .flexible_part import engine_forces, flexible_state, full_sizes, refuse_flexible
 from .part import PartLayout, build_part, early_kinematics_wanted, gravity_a0
 from .partition import PATH_WEIGHT, make_partition
 
@@ -302,11 +302,9 @@ class DaskEngine:
         from .part import hybrid_arguments
 
         model = self.model
-        if f_ext is not None:
-            refuse_flexible(model, "external body wrenches")
         q, qd = self._checked_state(q, qd)
         mask, tau, qdd = hybrid_arguments(model, active, qdd_active, tau)
-        F, has_f = checks.external_forces(model, f_ext)
+        F, has_f = engine_forces(model, f_ext)
         F = F if has_f else None
         return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, wrenches, hybrid=(mask, qdd)))
 
@@ -322,10 +320,8 @@ class DaskEngine:
 
     def _evaluate(self, q, qd, tau, f_ext, wrenches):
         model = self.model
-        if f_ext is not None:
-            refuse_flexible(model, "external body wrenches")
         q, qd, tau = self._checked_state(q, qd, tau)
-        F, has_f = checks.external_forces(model, f_ext)
+        F, has_f = engine_forces(model, f_ext)
         F = F if has_f else None
         return self._with_retries(lambda deadline: self._fd(q, qd, tau, F, deadline, wrenches))
 
@@ -591,10 +587,8 @@ class DaskEngine:
         :class:`DaskState` for :meth:`forward_dynamics_state`.  The arrays are checked here, once;
         the client keeps references to them (not copies) to rebuild slices lost with a worker."""
         model = self.model
-        if f_ext is not None:
-            refuse_flexible(model, "external body wrenches")
         q, qd, tau = self._checked_state(q, qd, tau)
-        F, has_f = checks.external_forces(model, f_ext)
+        F, has_f = engine_forces(model, f_ext)
         return DaskState(self, q, qd, tau, F if has_f else None)
 
     def forward_dynamics_state(self, state, gather=True):

@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .. import checks
 from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
@@ -610,7 +611,7 @@ class FlexiblePartKernel(Workspace):
         self._allocate()
 
     _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "dz", "live", "_tau", "tau_out", "_act",
-                  "_g", "_reduced", "_solved", "_wrench_ws", "_kin", "_TEp", "_Trp")
+                  "_g", "_reduced", "_solved", "_wrench_ws", "_kin", "_TEp", "_Trp", "_F")
 
     def _allocate(self):
         H = self.H
@@ -626,6 +627,7 @@ class FlexiblePartKernel(Workspace):
         self._g = np.zeros((H, 6))
         self._reduced = False
         self._solved = False         # a solve since the last reduction (what wrenches() works from)
+        self._F = None               # the last reduction's external wrenches (m, 6), or None
         self._wrench_ws = None       # constraint-force arrays, allocated on first use
         self._kin = False            # the full copy's kinematics done by the velocity step (carrier at rest)
         c = self.pathcopy if self.pathcopy is not None else self.full
@@ -666,8 +668,12 @@ class FlexiblePartKernel(Workspace):
         v_in, the part's own forces tau (joints then modes).  Hybrid dynamics: ``active`` (m,)
         flags the joints whose acceleration is given in ``qdd`` (the part's own (nv,), read there);
         a flexible body's modes are always passive."""
+        F = None
         if f_ext is not None:
-            raise PartreeInputError(f"external body wrenches on a model with flexible bodies {NOT_BUILT}")
+            F = np.ascontiguousarray(f_ext, dtype=np.float64)
+            if F.shape != (self.m, 6):
+                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
+        self._F = F
         if rows != "dynamics":
             raise PartreeInputError(f"the loops' corrections (rows={rows!r}) {NOT_BUILT}")
         A = self.full
@@ -704,6 +710,8 @@ class FlexiblePartKernel(Workspace):
             A.set_state(self._q, self._qd, np.ascontiguousarray(v_in, dtype=np.float64))
             A.pass1(self.shared)
         self._kin = False
+        if F is not None:
+            subtract_body_wrenches(self.m, A.body, F, A.pA)
         bad = flexible_backward_pass(A.parent, A.idx_v, A.nv, A.body, A.mmax, A.act, A.taua, A.qddin, A.E, A.r, A.c,
                                      A.S, A.IA, A.pA, A.Y, A.U, A.u, A.L)
         if bad > 0:
@@ -801,6 +809,8 @@ class FlexiblePartKernel(Workspace):
                                     f"configuration; its constraint basis is undefined")
         ws["rows_ready"] = True
         A.pass1(self.shared)
+        if self._F is not None:
+            subtract_body_wrenches(self.m, A.body, self._F, A.pA)
         flexible_rnea_outward(A.parent, A.idx_v, A.nv, A.body, _NO_GRAVITY, A.qdda, A.E, A.r, A.c, A.S, A.IA, A.pA,
                               A.Y, A.a)
         for k in range(self.H):
@@ -873,6 +883,30 @@ def flexible_hybrid_arguments(model, active, qdd_active, tau):
             raise PartreeInputError(f"{nm} has non-finite entries where it is read")
         out.append(x)
     return mask, out[0], out[1]
+
+
+def engine_forces(model, f_ext):
+    """(F, has_f) of the engine's external wrenches (``checks.external_forces``): on a model with
+    flexible bodies the wrenches at the body origins ((n, 6), or a dict by body), which act on the
+    bodies' floating frames; loads at the nodes of flexible bodies are refused (they load the
+    modes: the serial flexible functions take them)."""
+    from ..algorithms.flexible_dynamics import FlexibleLoads
+
+    if getattr(model, "flexible", None) is not None and (
+            isinstance(f_ext, FlexibleLoads) or (isinstance(f_ext, dict) and any(isinstance(k, tuple) for k in f_ext))):
+        refuse_flexible(model, "loads at the nodes of flexible bodies (f_ext keys (body, node); the wrenches at the "
+                               "body origins, an (n, 6) array, are taken)")
+    return checks.external_forces(model, f_ext)
+
+
+@njit(cache=True)
+def subtract_body_wrenches(m, body, F, pA):
+    """pA -= the external wrenches F (m, 6) at the origins of the part's bodies (the copy's bodies
+    1..m): on the six rigid rows of each, nothing on the modes (``flexible_apply_loads``)."""
+    for j in range(m):
+        o = body[j + 1, B_P]
+        for k in range(6):
+            pA[o + k] -= F[j, k]
 
 
 def refuse_flexible(model, what):

@@ -11,7 +11,7 @@ from .. import checks
 from . import root as R
 from .part import (PartLayout, assemble_constraint_forces, attach_loop_forces, build_part, check_momentum_parts,
                    early_kinematics_wanted, gravity_a0, hybrid_arguments)
-from .flexible_part import flexible_hybrid_arguments, flexible_state, refuse_flexible
+from .flexible_part import engine_forces, flexible_hybrid_arguments, flexible_state, refuse_flexible
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -77,14 +77,13 @@ class SerialEngine:
         [qd; eta_dot], tau of the joints then the modes), as ``flexible_aba`` and
         ``flexible_hybrid_dynamics`` take and return them."""
         model = self.model
-        if f_ext is not None:
-            refuse_flexible(model, "external body wrenches")
+        F, has_f = engine_forces(model, f_ext)
         q, qd, tau_c = flexible_state(model, q, qd, None if active is not None else tau)
         hyb = None
         if active is not None:
             mask, tau_c, qdd = flexible_hybrid_arguments(model, active, qdd_active, tau)
             hyb = (mask, qdd) if mask.any() else None
-        qdd = self._evaluate(q, qd, tau_c, None, "dynamics", hyb)
+        qdd = self._evaluate(q, qd, tau_c, F if has_f else None, "dynamics", hyb)
         if active is None:
             return qdd
         return (qdd, self._tau) if hyb is not None else (qdd, tau_c.copy())

@@ -7,7 +7,7 @@ hybrid dynamics, the full vectors [q; eta], [qd; eta_dot]) against ``flexible_ab
 (the models of tests/test_parallel_flexible.py), several partitions (cuts at flexible handles);
 then the constraint forces (plain and hybrid) against ``flexible_cfa`` and
 ``flexible_hybrid_forces``, with the model on rank 0 and with a loader (the constraint rows then
-gathered from the parts).  Prints 'OK <max rel err>' on rank 0 and
+gathered from the parts); then wrenches at the body origins.  Prints 'OK <max rel err>' on rank 0 and
 exits 0; aborts with a non-zero code on a mismatch."""
 import sys
 from pathlib import Path
@@ -68,5 +68,9 @@ for name in ("chain", "random-tree", "random-tree-fixed", "threearm"):
                              ("hybrid cfa", e.constraint_forces(q, qd, tau, active=mask, qdd_active=qdd), href)):
             for attr in ("qdd", "joint_wrench", "constraint_force", "drive_force", "constraint_rows"):
                 check(None if got is None else getattr(got, attr), getattr(r, attr), f"{name} {label} {what} {attr}")
+    F = rng.normal(size=(m.n, 6))          # wrenches at the body origins
+    check(eng.forward_dynamics(q, qd, tau, F), flexible_aba(m, q, qd, tau, F), f"{name} loads")
+    got = eng.constraint_forces(q, qd, tau, F)
+    check(None if got is None else got.joint_wrench, flexible_cfa(m, q, qd, tau, F).joint_wrench, f"{name} loads cfa")
 if comm.rank == 0:
     print(f"OK {worst:.3e}", flush=True)
