@@ -50,7 +50,7 @@ GUIDES = {
     "loops-examples": "Why the corrections use the kinetic-energy metric",
     "momentum-form": "The sixth-order method",
     "scaling-model": "Limits of the model",
-    "flexible-bodies": "Not supported yet",
+    "flexible-bodies": "The parallel engine",
 }
 
 

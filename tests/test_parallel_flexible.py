@@ -256,10 +256,12 @@ def _mpiexec():
     return shutil.which("mpiexec")
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_mpi_matches_flexible_aba(n):
+@pytest.mark.parametrize("n,script", [(2, "flexible_check.py"), (3, "flexible_check.py"),
+                                      (2, "flexible_simulation_check.py"), (3, "flexible_simulation_check.py")])
+def test_mpi_matches_flexible_aba(n, script):
     """``mpiexec -n 2`` / ``-n 3``: forward and hybrid dynamics and the constraint forces over MPI
-    (tests/mpi_scripts/flexible_check.py)."""
+    (tests/mpi_scripts/flexible_check.py); simulations against the serial runs
+    (tests/mpi_scripts/flexible_simulation_check.py)."""
     import os
     import subprocess
     import sys
@@ -269,7 +271,7 @@ def test_mpi_matches_flexible_aba(n):
     mpiexec = _mpiexec()
     if mpiexec is None:
         pytest.skip("no mpiexec")
-    script = Path(__file__).parent / "mpi_scripts" / "flexible_check.py"
+    script = Path(__file__).parent / "mpi_scripts" / script
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     p = subprocess.run([mpiexec, "-n", str(n), sys.executable, str(script)], capture_output=True, text=True,
                        timeout=400, env=env)
@@ -322,3 +324,23 @@ def test_dask_matches_flexible_aba(client):
             assert rel(eng.forward_dynamics(q, qd, tau, F), flexible_aba(m, q, qd, tau, F)) < 1e-10
             check_cfa(eng.constraint_forces_state(eng.scatter_state(q, qd, tau, F)), flexible_cfa(m, q, qd, tau, F),
                       (name, "loads"))
+
+
+def test_dask_simulation_equals_the_serial_run(client):
+    """``simulate(..., backend='dask')``: the ranks' loop on the workers over the socket channel,
+    with the flexible parts; RK4 and DOPRI5 against the serial run (trajectory, energy, wrenches)."""
+    from partree.simulation import simulate
+
+    m = MODELS["threearm"]()
+    names = list(m.joint_names)
+    F = np.zeros((m.n, 6))
+    F[-1] = (0.0, 0.0, 0.1, 0.5, 0.0, -0.2)
+    kw = dict(torques={names[1]: lambda t: 2.0 * np.sin(t)}, damping=0.01, f_ext=F,
+              prescribed={names[0]: lambda t: (0.05 * np.sin(t), 0.05 * np.cos(t), -0.05 * np.sin(t))},
+              record="q,qd,energy,wrenches", progress=False, verbose=False)
+    for integ, dt in (("rk4", 1e-4), ("dopri5", 1e-3)):
+        ref = simulate(m, 0.005, dt, integrator=integ, **kw)
+        got = simulate(m, 0.005, dt, integrator=integ, backend="dask", client=client, parts=4, **kw)
+        assert got.summary["nparts"] == 4
+        for name in ("q", "qd", "energy", "joint_wrench"):
+            assert rel(np.asarray(getattr(got, name)), np.asarray(getattr(ref, name))) < 1e-9, (integ, name)

@@ -560,7 +560,7 @@ class FlexiblePartKernel(Workspace):
         nq_j, nv_j = model.nq_j[b], model.nv_j[b]
         self.idx_q = np.concatenate(([0], np.cumsum(nq_j)[:-1])).astype(np.int64)
         self.idx_v = np.concatenate(([0], np.cumsum(nv_j)[:-1])).astype(np.int64)
-        self.nv_joints = int(nv_j.sum())
+        self.nq_joints, self.nv_joints = int(nq_j.sum()), int(nv_j.sum())
         self.qsel, self.vsel = own_selections(model, b)
         self.nq, self.nv = self.qsel.size, self.vsel.size
         self.qix, self.vix, self.bix = fast_index(self.qsel), fast_index(self.vsel), fast_index(b)

@@ -67,7 +67,7 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
         Options to start from (keywords override them).
     q0, qd0 : array_like, optional
         Initial state (default: the neutral configuration, at rest).  A model with flexible
-        bodies (serial backend; :mod:`partree.simulation.flexible`) takes the joints' entries
+        bodies (:mod:`partree.simulation.flexible`) takes the joints' entries
         alone (the modes undeformed, at rest) or with its modal ones after them; its state and
         results are [q; eta], [qd; eta_dot].
     torques, damping, stiffness, q_ref, f_ext, prescribed : optional
@@ -142,9 +142,6 @@ def simulate(model, t_end=None, dt=None, *, options=None, q0=None, qd0=None, tor
     if opts.backend != "serial" and opts.singular_band and len(getattr(model, "loops", ())):
         raise PartreeInputError("singular_band (the dense tangent-space acceleration correction) is for serial "
                                 "runs; the distributed backends' corrections are the engine's, in the mass metric")
-    if opts.backend != "serial":
-        from .flexible import refuse_backend
-        refuse_backend(model, opts.backend)        # before a cluster starts (a model given as a Model)
     backend = make_backend(opts.backend, comm=comm, client=client)
     if hasattr(backend, "simulate"):        # Dask: the whole loop runs on the workers
         return backend.simulate(model, opts, inputs, step_hook=_step_hook, probe=_probe)

@@ -18,8 +18,14 @@ body origins, or a dict of those and of loads at nodes ``{(body, node name): wre
 once at the start; or a callable ``f_ext(t, q_full, v_full)`` returning either, which sees the
 full state (a load on a deformed body may depend on its deformation).
 
-Not taken: closed loops, the momentum form, and the distributed backends (their parts compute
-rigid bodies only).
+The distributed backends (MPI, Dask) run it on the parallel engine's flexible parts: each rank
+integrates its parts' joint and modal coordinates (``LocalLayout``), with the joint inputs of
+its joints (:class:`FlexibleLocalInputs`: per-joint callables of t, tables, constants, springs,
+dampers, prescribed motion of whole joints) and the wrenches at its bodies' origins; rank 0
+gathers the state at the save points for the energy, the wrenches and the files.
+
+Not taken: closed loops, the momentum form; on the distributed backends, loads at the nodes of
+flexible bodies, callables of the whole state, and per-rank results files.
 """
 from __future__ import annotations
 
@@ -43,17 +49,11 @@ def is_flexible(model):
     return getattr(model, "flexible", None) is not None
 
 
-def refuse_backend(model, backend):
-    """Refuse a distributed backend for a model with flexible bodies (nothing for 'serial' or a
-    rigid model)."""
-    if backend != "serial" and is_flexible(model):
-        refuse(model, f"partree.simulate with backend={backend!r} (its parts compute rigid bodies only; "
-                      f"backend='serial' simulates flexible bodies)")
-
-
 def check_run(model, backend, opts):
     """Refuse what a run of a flexible model cannot do, each with its reason."""
-    refuse_backend(model, backend.name)
+    if backend.name != "serial" and opts.output == "per-rank":
+        raise PartreeInputError(f"model {model.name!r} has flexible bodies: output='per-rank' is for rigid trees "
+                                f"(rank 0 gathers the results of a distributed run with modes)")
     if len(getattr(model, "loops", ())):
         raise PartreeInputError(f"model {model.name!r} has flexible bodies and closed loops: the flexible "
                                 f"dynamics compute trees only")
@@ -188,4 +188,53 @@ class FlexibleDynamics(Dynamics):
         return flexible_energy(self.model, q, v)
 
     def restrict(self, vsel, qsel, bodies):
-        refuse(self.model, "a distributed run's pieces")
+        """The inputs of a distributed run's piece (:class:`FlexibleLocalInputs`): ``vsel``,
+        ``qsel`` global indices into the full vectors (joints' and modes' entries)."""
+        return FlexibleLocalInputs(self, vsel, qsel, bodies)
+
+
+class FlexibleLocalInputs:
+    """The inputs of a piece of a distributed run of a model with flexible bodies (joints' and
+    modal entries of some parts, as ``LocalLayout`` lays them out): the joint inputs of
+    :class:`~partree.simulation.dynamics.LocalInputs` on the piece's joint entries, zero on its
+    modes; the wrenches at its bodies' origins.  Loads at the nodes of flexible bodies and
+    callables of the state need more than the piece and are refused."""
+
+    def __init__(self, dyn, vsel, qsel, bodies):
+        import copy
+
+        from .dynamics import LocalInputs
+
+        model = dyn.model
+        vsel = np.asarray(vsel, dtype=np.int64)
+        qsel = np.asarray(qsel, dtype=np.int64)
+        bodies = np.asarray(bodies, dtype=np.int64)
+        self.nv = vsel.size
+        self.jv = np.flatnonzero(vsel < model.nv)          # the piece's joint entries
+        self.jq = np.flatnonzero(qsel < model.nq)
+        loads = dyn._fext
+        F = None
+        if loads is not None:
+            if loads.ld_body.shape[0]:
+                raise PartreeInputError(f"model {model.name!r}: loads at the nodes of flexible bodies are not "
+                                        f"supported by the distributed backends (the engine takes wrenches at the "
+                                        f"body origins); backend='serial' takes them")
+            if loads.f_ext.shape[0]:
+                F = loads.f_ext
+        rigid = copy.copy(dyn)
+        rigid._fext = None                                  # the loads are this piece's, below
+        self.rigid = LocalInputs(rigid, vsel[self.jv], qsel[self.jq], bodies)
+        self.f_ext = None if F is None else np.ascontiguousarray(F[bodies])
+        self.active = self.rigid.active
+
+    def tau(self, t, q, qd):
+        """The piece's forces at (t, q, qd): the joint inputs on its joints, zero on its modes."""
+        out = np.zeros(self.nv)
+        out[self.jv] = self.rigid.tau(t, q[self.jq], qd[self.jv])
+        return out
+
+    def prescribed_qdd(self, t):
+        """The piece's prescribed accelerations (its joints'; zero on its modes)."""
+        out = np.zeros(self.nv)
+        out[self.jv] = self.rigid.prescribed_qdd(t)
+        return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PartreeInputError
+from ..joints import PRISMATIC
 from .dynamics import Dynamics
 from .loop import Backend
 
@@ -12,7 +13,8 @@ from .loop import Backend
 class LocalLayout:
     """The joints of a list of parts, concatenated (part after part, each in its own local
     numbering): the model-like object a ``StateSpace`` needs (jtype, idx_q, idx_v, nq_j, nv_j,
-    nq, nv) plus where every piece sits in the global vectors (qsel, vsel, bodies).
+    nq, nv) plus where every piece sits in the global vectors (qsel, vsel, bodies).  A part with
+    flexible bodies adds its modal coordinates after its joints, as scalar entries.
 
     Parameters
     ----------
@@ -27,9 +29,14 @@ class LocalLayout:
         self.qsl, self.vsl, self.bsl = [], [], []
         oq = ov = ob = 0
         for pk in self.parts:
-            jt.append(np.asarray(pk.jtype))
-            nqj.append(np.diff(np.append(pk.idx_q, pk.nq)))
-            nvj.append(np.diff(np.append(pk.idx_v, pk.nv)))
+            # a part with flexible bodies: its joints, then its modal coordinates, each a scalar
+            # of a vector space (a prismatic-like entry: q += dq) for the integrators
+            nqj_p = getattr(pk, "nq_joints", pk.nq)
+            nvj_p = getattr(pk, "nv_joints", pk.nv)
+            ne = pk.nv - nvj_p
+            jt.append(np.concatenate((np.asarray(pk.jtype), np.full(ne, PRISMATIC, dtype=np.asarray(pk.jtype).dtype))))
+            nqj.append(np.concatenate((np.diff(np.append(pk.idx_q, nqj_p)), np.ones(ne, dtype=np.int64))))
+            nvj.append(np.concatenate((np.diff(np.append(pk.idx_v, nvj_p)), np.ones(ne, dtype=np.int64))))
             qsel.append(pk.qsel)
             vsel.append(pk.vsel)
             bod.append(pk.bodies)
@@ -61,6 +68,10 @@ class DistributedBackend(Backend):
         if custom is not None:
             raise PartreeInputError("a custom dynamics function / StateSpace cannot be used with the distributed "
                                     "backends (they build their own local ones)")
-        dyn = Dynamics(model, **inputs)
+        if getattr(model, "flexible", None) is not None:
+            from .flexible import FlexibleDynamics
+            dyn = FlexibleDynamics(model, **inputs)
+        else:
+            dyn = Dynamics(model, **inputs)
         dyn.restrict([], [], [])           # inputs that need the whole state are refused here
         return dyn

@@ -348,6 +348,8 @@ class MPIBackend(DistributedBackend):
 
         if self.name != "mpi" or opts.out is None or results_kind(opts.out) != "h5":
             return False
+        if getattr(model, "flexible", None) is not None:     # gathered on rank 0 (``flexible.check_run``)
+            return False
         if opts.output == "per-rank":
             return True
         return opts.output == "auto" and self.size > 1 and model.n >= PER_RANK_MIN_BODIES
