@@ -437,3 +437,18 @@ def test_partition_for_many_ranks_caps_the_top_part():
     with pytest.raises(PartreeInputError, match="max_handles"):
         from partree.parallel.partition import cap_handles
         cap_handles(m, raw, 0)
+
+
+def test_default_over_ranks_gives_every_tree_of_a_forest_a_part():
+    """A forest of more trees than ranks (the three-arm manipulator: three arms on a fixed base)
+    with no part count: at least a part per tree, the ranks all used."""
+    import partree
+    from partree.parallel.partition import make_partition
+
+    m = partree.resolve_model("threearm")
+    pt = make_partition(m, None, nranks=2)
+    assert pt.nparts >= 3
+    assert set(pt.owner_for(2).tolist()) == {0, 1}
+    for k in range(pt.nparts):          # every part connected: one root each
+        b = pt.bodies(k)
+        assert np.count_nonzero(~np.isin(m.parent[b], b)) == 1

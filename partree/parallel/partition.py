@@ -980,7 +980,8 @@ LOOP_PATH_WEIGHT = 2.0
 def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
     """A Partition from a number of parts or a Partition (checked).  ``parts`` None: one part, or
     with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
-    nranks parts, more where equal parts cannot even the ranks out).  The default ``path_weight``
+    nranks parts, and one per tree of a forest, more where equal parts cannot even the ranks
+    out).  The default ``path_weight``
     is ``LOOP_PATH_WEIGHT`` for a model with closed loops."""
     if path_weight == PATH_WEIGHT and len(getattr(model, "loops", ())):
         path_weight = LOOP_PATH_WEIGHT
@@ -996,6 +997,8 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
         R = int(nranks) + extra
         if extra:      # no more parts than the loops allow (some ranks may then hold none)
             R = min(R, int(np.count_nonzero(_cuttable(model, None))))
+        # a forest of more trees than ranks: at least a part per tree (every part is connected)
+        R = max(R, int(np.count_nonzero(np.asarray(model.parent) < 0)))
         pt = cap_handles(model, partition_for_ranks(model, R, path_weight=path_weight), path_weight=path_weight)
         pt = join_looped_trees(model, pt)
         return place_loops(model, pt)

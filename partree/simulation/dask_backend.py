@@ -264,7 +264,9 @@ class DaskBackend:
                 workers = self._live(client)
             nparts = opts.parts if isinstance(opts.parts, int) or opts.parts is None else opts.parts.nparts
             size = len(workers) if nparts is None else max(1, min(len(workers), int(nparts)))
-            parts = size if opts.parts is None else opts.parts
+            # no part count given: the MPI engine's default over the ranks (at least one part per
+            # rank and per tree of a forest)
+            parts = opts.parts
             # paths as the client sees them; the run's own checkpoints are the recovery points
             ck = opts.checkpoint_path()
             changes = dict(parts=parts, verbose=False, catch_signals=False,
