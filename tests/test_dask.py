@@ -236,7 +236,7 @@ def test_dask_constraint_forces_equal_cfa(client):
 def test_socket_and_actor_channels_agree(client):
     """The socket channel (the workers' actors exchange the boundary data among themselves) and
     the rounds through the client compute the same bits: forward dynamics, hybrid dynamics, the
-    constraint forces, with the state sent along and resident; a rank's error over the socket
+    constraint forces, with the state sent along and resident, the momentum form; a rank's error over the socket
     channel reaches the client as it is, and the group forms again for the next evaluation."""
     from partree.parallel.dask_backend import DaskEngine
 
@@ -246,12 +246,13 @@ def test_socket_and_actor_channels_agree(client):
     qdd_a = np.random.default_rng(4).normal(size=m.nv)
     got = {}
     for channel in ("socket", "actors"):
-        with DaskEngine(m, client=client, parts=5, channel=channel) as eng:
+        with DaskEngine(m, client=client, parts=5, channel=channel, poses=True) as eng:
             st = eng.scatter_state(q, qd, tau)
             got[channel] = (eng.forward_dynamics(q, qd, tau), eng.forward_dynamics_state(st),
                             *eng.forward_dynamics(q, qd, tau, active=mask, qdd_active=qdd_a),
                             eng.constraint_forces(q, qd, tau).joint_wrench,
-                            eng.constraint_forces_state(st).constraint_force)
+                            eng.constraint_forces_state(st).constraint_force,
+                            *eng.momentum_rhs(q, qd, tau))
             if channel == "socket":
                 assert eng.last_info["channel"] == "socket"
                 bad = q.copy()
@@ -261,6 +262,8 @@ def test_socket_and_actor_channels_agree(client):
                 assert np.array_equal(eng.forward_dynamics(q, qd, tau), got[channel][0])
     ref = partree.aba(m, q, qd, tau)
     assert np.abs(got["socket"][0] - ref).max() < 1e-10 * np.abs(ref).max()
+    qdot, pdot = partree.momentum_rhs(m, 0.0, q, qd, tau)
+    assert np.abs(got["socket"][-1] - pdot).max() < 1e-10 * np.abs(pdot).max()
     for a, b in zip(got["socket"], got["actors"]):
         assert np.array_equal(a, b)
 

@@ -6,8 +6,8 @@ worker holding all that worker's parts (objects already in its memory).  Over th
 (``channel='socket'``, the default) the actors form a group over TCP sockets
 (:class:`~partree.parallel.sockcomm.SocketComm`) and each builds an MPI engine over its parts
 (``MPIEngine.from_parts``): one evaluation is one call per worker, the actors exchanging the
-boundary messages among themselves.  Over the client (``channel='actors'``; the momentum form
-always) one evaluation is three rounds: the client calls every worker's actor directly (no
+boundary messages among themselves (the momentum form too).  Over the client
+(``channel='actors'``) one evaluation is three rounds: the client calls every worker's actor directly (no
 scheduler round trip; one call per worker and round for all its parts) for the velocity maps,
 composes the parts' incoming velocities, calls the actors for the boundary relations, solves the
 root, and calls them for the back-substitution.  Only boundary data (O(P) small matrices) moves.
@@ -141,8 +141,8 @@ class DaskEngine:
         default): the workers' actors form a group over TCP sockets
         (:class:`~partree.parallel.sockcomm.SocketComm`, rank 0 on the first worker) and run the
         MPI engine's evaluation among themselves (``MPIEngine.from_parts``): one actor call per
-        worker and evaluation.  'actors': three rounds through the client (the workers need not
-        reach each other).  The momentum form always takes the rounds.
+        worker and evaluation, the momentum form's too.  'actors': three rounds through the client
+        (the workers need not reach each other).
     """
 
     def __init__(self, model, client=None, parts=None, path_weight=PATH_WEIGHT, retries=2, timeout=600.0,
@@ -520,6 +520,16 @@ class DaskEngine:
             if any(f.status != "finished" for f in self.futures):
                 raise WorkerLost("a part was lost before the evaluation")
             groups = self._groups()
+            if self.channel == "socket":        # one call per worker: the group's momentum rounds
+                if self._group is None:
+                    self._join(deadline)
+                calls = [self._actor_call(w, "momentum", [(q[sel[k][0]], p[sel[k][1]], F[sel[k][2]] if has_f else None)
+                                                          for k in ks]) for w, ks in sorted(groups.items())]
+                out = [None] * P
+                for (w, ks), r in zip(sorted(groups.items()), self._settle(calls, deadline, "evaluation")):
+                    for k, x in zip(ks, r):
+                        out[k] = x
+                return out
 
             def per_worker(method, lead, *extra):
                 calls = {w: self._actor_call(w, method, ks, *lead, *[[e[k] for k in ks] for e in extra])
@@ -699,6 +709,22 @@ class _GroupActor:
             raise
         self.eng_ks = ks
         return True
+
+    def momentum(self, args):
+        """The momentum form's rounds over the group (collective; ``MPIEngine.momentum_local``):
+        ``args`` per part of this worker (q, p, f_ext or None); each part's (v, pdot) without the
+        joint forces.  An error ends the group, as in :meth:`evaluate`."""
+        eng = self.eng
+        if eng is None:
+            raise RuntimeError("this worker's actor is in no socket group (join first)")
+        try:
+            fs = None if not args or args[0][2] is None else [x[2] for x in args]
+            out = eng.momentum_local([x[0] for x in args], [x[1] for x in args], fs)
+            return [tuple(y.copy() for y in x) for x in out]
+        except BaseException:
+            eng.comm.Abort()
+            self.eng = None
+            raise
 
     def leave(self):
         """Close this rank's connections of the group."""
