@@ -40,7 +40,7 @@ from .partition import PATH_WEIGHT, make_partition
 
 
 REJOIN_WAIT = 10.0   # seconds to wait for a worker to (re)join when none is left before giving up
-CONNECT_TIMEOUT = 120.0   # seconds the workers of a socket group wait for each other to connect
+CONNECT_TIMEOUT = 30.0    # seconds the workers of a socket group wait for each other to connect
 CHANNELS = ("socket", "actors")
 
 
