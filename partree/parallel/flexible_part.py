@@ -533,7 +533,8 @@ def own_selections(model, bodies):
 TOP_PATH_FRACTION = 0.5
 
 NOT_BUILT = ("is not built for flexible bodies in the parallel engine (its parts compute forward and hybrid "
-             "dynamics and the constraint forces only; the serial functions of partree.algorithms.flexible_dynamics, flexible_aba and the "
+             "dynamics and the constraint forces only; the serial functions of "
+             "partree.algorithms.flexible_dynamics, flexible_aba and the "
              "others, take flexible bodies)")
 
 
@@ -610,8 +611,8 @@ class FlexiblePartKernel(Workspace):
         self.dmax = 6 + max(A.mmax, int(model.nv_j[b].max()) if m else 0)
         self._allocate()
 
-    _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "dz", "live", "_tau", "tau_out", "_act",
-                  "_g", "_reduced", "_solved", "_wrench_ws", "_kin", "_TEp", "_Trp", "_F")
+    _WORKSPACE = ("TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam", "beta", "dP", "du", "dz", "live", "_tau",
+                  "tau_out", "_act", "_g", "_reduced", "_solved", "_wrench_ws", "_kin", "_TEp", "_Trp", "_F")
 
     def _allocate(self):
         H = self.H

@@ -85,7 +85,8 @@ def main(argv=None):
         # the engine, and as a distributed simulation uses it)
         fns = [lambda: flexible_aba(model, q, qd, tau) if comm.rank == 0 else None]
         for e in engines:
-            fns += [lambda e=e: e.forward_dynamics(q, qd, tau), lambda e=e: e.forward_dynamics(q, qd, tau, gather=False)]
+            fns += [lambda e=e: e.forward_dynamics(q, qd, tau),
+                    lambda e=e: e.forward_dynamics(q, qd, tau, gather=False)]
         times, outs = side_by_side(fns, a.repeat, comm)
         ts = times[0]
         for j, (w, eng) in enumerate(zip(waits, engines)):
