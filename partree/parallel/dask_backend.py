@@ -61,15 +61,31 @@ def _reduce(pk, v_in, tau, f_ext, active=None, qdd=None):
 
 
 def _solve(pk, a_in, g, wrenches=False, forces=False):
-    """qdd of the part, or with ``wrenches`` (qdd, F, FS, FT, loop pieces) (see
-    ``PartKernel.wrenches`` and ``PartKernel.loop_pieces``), or with ``forces`` (hybrid dynamics)
-    (qdd, the part's joint forces)."""
-    qdd = pk.solve(a_in, g).copy()
+    """The part's back-substitution and its results (:func:`_results`)."""
+    return _results(pk, pk.solve(a_in, g), wrenches, forces)
+
+
+def _results(pk, qdd, wrenches=False, forces=False):
+    """What a part returns after its back-substitution (``qdd``, a view of its workspace): qdd,
+    or with ``wrenches`` (qdd, F, FS, FT, loop pieces) (see ``PartKernel.wrenches`` and
+    ``PartKernel.loop_pieces``), or with ``forces`` (hybrid dynamics) (qdd, the part's joint
+    forces); copies."""
+    qdd = qdd.copy()
     if forces:
         return qdd, pk.joint_forces.copy()
     if not wrenches:
         return qdd
     return (qdd,) + tuple(x.copy() for x in pk.wrenches()) + (pk.loop_pieces(),)
+
+
+def _by_part(P, groups, results):
+    """The P parts' results in part order from each worker's list (``groups``: (worker, its parts)
+    pairs in the order of ``results``)."""
+    out = [None] * P
+    for (_, ks), r in zip(groups, results):
+        for k, x in zip(ks, r):
+            out[k] = x
+    return out
 
 
 # graph tasks: the root's steps run on a worker, between the parts' steps
@@ -400,12 +416,7 @@ class DaskEngine:
             for w, ks in groups.items():
                 x = [[e[k] for k in ks] for e in extra]
                 calls[w] = self._actor_call(w, method, ks, key, *x)
-            res = self.collect(list(calls.values()), deadline, method)
-            out = [None] * P
-            for (w, ks), r in zip(groups.items(), res):
-                for k, x in zip(ks, r):
-                    out[k] = x
-            return out
+            return _by_part(P, groups.items(), self.collect(list(calls.values()), deadline, method))
 
         nostate = [None] * P
         vel = per_worker("velocity", nostate if key is not None else [a[:2] for a in args])
@@ -448,7 +459,7 @@ class DaskEngine:
         """The results of calls that run together over the socket group.  When one fails, the
         group is over: the error of the rank that failed on its own is raised (the others' calls
         end with the closed connections), or ``WorkerLost`` when a worker left."""
-        from .sockcomm import CommAborted
+        from .sockcomm import own_error
 
         try:
             return self.collect(calls, deadline, name)
@@ -465,8 +476,7 @@ class DaskEngine:
                     errors.append(e)
             if not set(self.workers) <= set(self._live_workers()):
                 raise WorkerLost(f"a worker left during the {name}") from None
-            own = [e for e in errors if not isinstance(e, (CommAborted, ConnectionError, TimeoutError))]
-            raise (own[0] if own else first) from None
+            raise (own_error(errors) or first) from None
 
     def _socket_evaluation(self, args, deadline, gather, wrenches, forces):
         """One evaluation over the socket group: one actor call per worker (``_GroupActor.evaluate``)."""
@@ -481,10 +491,8 @@ class DaskEngine:
         calls = [self._actor_call(w, "evaluate", key, None if key is not None else [args[k] for k in ks], keep,
                                   wrenches, forces) for w, ks in sorted(groups.items())]
         res = self._settle(calls, deadline, "evaluation")
-        out = [None] * P
-        for (w, ks), (r, root) in zip(sorted(groups.items()), res):
-            for k, x in zip(ks, r):
-                out[k] = x
+        out = _by_part(P, sorted(groups.items()), [r for r, _ in res])
+        for _, root in res:
             if root:
                 self._root_pieces = root
         self.last_info = {"boundary_bytes": self._boundary_bytes, "state_bytes": 0, "nparts": P,
@@ -525,21 +533,12 @@ class DaskEngine:
                     self._join(deadline)
                 calls = [self._actor_call(w, "momentum", [(q[sel[k][0]], p[sel[k][1]], F[sel[k][2]] if has_f else None)
                                                           for k in ks]) for w, ks in sorted(groups.items())]
-                out = [None] * P
-                for (w, ks), r in zip(sorted(groups.items()), self._settle(calls, deadline, "evaluation")):
-                    for k, x in zip(ks, r):
-                        out[k] = x
-                return out
+                return _by_part(P, sorted(groups.items()), self._settle(calls, deadline, "evaluation"))
 
             def per_worker(method, lead, *extra):
                 calls = {w: self._actor_call(w, method, ks, *lead, *[[e[k] for k in ks] for e in extra])
                          for w, ks in groups.items()}
-                res = self.collect(list(calls.values()), deadline, method)
-                out = [None] * P
-                for (w, ks), r in zip(groups.items(), res):
-                    for k, x in zip(ks, r):
-                        out[k] = x
-                return out
+                return _by_part(P, groups.items(), self.collect(list(calls.values()), deadline, method))
 
             vel = per_worker("velocity", (None,), [(q[sel[k][0]], zero[sel[k][1]]) for k in range(P)])
             g_in = R.compose_field(self.tree, vel, -self.a0)
@@ -714,17 +713,13 @@ class _GroupActor:
         """The momentum form's rounds over the group (collective; ``MPIEngine.momentum_local``):
         ``args`` per part of this worker (q, p, f_ext or None); each part's (v, pdot) without the
         joint forces.  An error ends the group, as in :meth:`evaluate`."""
-        eng = self.eng
-        if eng is None:
-            raise RuntimeError("this worker's actor is in no socket group (join first)")
-        try:
-            fs = None if not args or args[0][2] is None else [x[2] for x in args]
+        fs = None if not args or args[0][2] is None else [x[2] for x in args]
+
+        def run(eng):
             out = eng.momentum_local([x[0] for x in args], [x[1] for x in args], fs)
             return [tuple(y.copy() for y in x) for x in out]
-        except BaseException:
-            eng.comm.Abort()
-            self.eng = None
-            raise
+
+        return self._collective(run)
 
     def leave(self):
         """Close this rank's connections of the group."""
@@ -740,34 +735,32 @@ class _GroupActor:
         ``wrenches`` on rank 0 the root's loop pieces (``root.root_pieces``: the loops that cross
         parts are solved there).  An error on this rank ends the group (the others' calls then
         fail too) and is raised."""
-        eng, ks = self.eng, self.eng_ks
-        if eng is None:
-            raise RuntimeError("this worker's actor is in no socket group (join first)")
-        a = [self.states[key][k] for k in ks] if key is not None else args
-        try:
+        a = [self.states[key][k] for k in self.eng_ks] if key is not None else args
+
+        def run(eng):
             hyb = bool(a) and len(a[0]) > 4
             fs = None if not a or a[0][3] is None else [x[3] for x in a]
             out = eng.evaluate_local([x[0] for x in a], [x[1] for x in a], [x[2] for x in a], fs,
                                      actives=[x[4] for x in a] if hyb else None,
                                      qdds=[x[5] for x in a] if hyb else None)
-            res = []
-            for pk, o in zip(eng.parts, out):
-                qdd = (o[0] if hyb else o).copy()
-                if forces:
-                    res.append((qdd, pk.joint_forces.copy()))
-                elif wrenches:
-                    res.append((qdd,) + tuple(x.copy() for x in pk.wrenches()) + (pk.loop_pieces(),))
-                else:
-                    res.append(qdd)
+            return [_results(pk, o[0] if hyb else o, wrenches, forces) for pk, o in zip(eng.parts, out)]
+
+        res = self._collective(run)
+        root = R.root_pieces(self.eng.tree) if wrenches and self.eng.rank == 0 else []
+        return self._kept(self.eng_ks, keep, res), root
+
+    def _collective(self, run):
+        """``run(engine)`` over the group; an error on this rank ends the group (its connections
+        closed, the others' calls then fail too) and is raised."""
+        eng = self.eng
+        if eng is None:
+            raise RuntimeError("this worker's actor is in no socket group (join first)")
+        try:
+            return run(eng)
         except BaseException:
             eng.comm.Abort()
             self.eng = None
             raise
-        root = R.root_pieces(eng.tree) if wrenches and eng.rank == 0 else []
-        if keep is None:
-            return res, root
-        self.results = {keep: dict(zip(ks, res))}
-        return [None] * len(ks), root
 
     def put_state(self, key, k, q, qd, tau, F):
         self.states.setdefault(key, {})[k] = (q, qd, tau, F)
@@ -785,9 +778,14 @@ class _GroupActor:
 
     def solve(self, ks, key, a_in, g, keep, wrenches, forces):
         out = [_solve(self.pk[k], a, gk, wr, fo) for k, a, gk, wr, fo in zip(ks, a_in, g, wrenches, forces)]
-        if keep[0] is None:
+        return self._kept(ks, keep[0], out)
+
+    def _kept(self, ks, keep, out):
+        """``out`` (one result per part), or with a ``keep`` key None per part, the results kept
+        here (only the latest kept result stays)."""
+        if keep is None:
             return out
-        self.results = {keep[0]: dict(zip(ks, out))}      # only the latest kept result stays
+        self.results = {keep: dict(zip(ks, out))}
         return [None] * len(ks)
 
     def result(self, key):

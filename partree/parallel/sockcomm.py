@@ -434,6 +434,16 @@ class SocketComm:
         return f"<SocketComm rank {self.rank} of {self.size}>"
 
 
+def own_error(errors, also=()):
+    """The first of ``errors`` (rank order) that a rank raised on its own: not the broken
+    channel's consequence on the others (``CommAborted``, a closed connection, a timeout) nor one
+    of ``also``; None if there is none."""
+    for e in errors:
+        if not isinstance(e, (ConnectionError, TimeoutError) + tuple(also)):
+            return e
+    return None
+
+
 def address_host(address):
     """The host of a Dask-style address ``'tcp://host:port'`` (IPv6 brackets removed)."""
     rest = address.split("://", 1)[-1]

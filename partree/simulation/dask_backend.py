@@ -333,7 +333,7 @@ class DaskBackend:
     def _attempt(self, client, model, wopts, inputs, size, workers, step_hook, probe, strip, catcher):
         from distributed import Variable, wait
 
-        from ..parallel.sockcomm import CommAborted, new_token
+        from ..parallel.sockcomm import new_token
 
         token = new_token()
         names = (f"partree-sim-addr-{token}", f"partree-sim-stop-{token}")
@@ -366,7 +366,7 @@ class DaskBackend:
                 if gone or "error" in states.values():
                     failed_at = failed_at or time.monotonic()
                     running = [w for w, s in states.items() if s == "pending" and w not in gone]
-                    err = self._genuine(futs, CommAborted)
+                    err = self._genuine(futs)
                     if gone and not running:
                         if err is not None:
                             raise err
@@ -388,16 +388,14 @@ class DaskBackend:
                 pass
 
     @staticmethod
-    def _genuine(futs, aborted):
+    def _genuine(futs):
         """The error of the lowest rank that failed on its own (not through a broken channel)."""
         from distributed import KilledWorker
 
-        for f in futs.values():                     # rank order (groups in rank order)
-            if f.status == "error":
-                e = f.exception()
-                if not isinstance(e, (aborted, KilledWorker, ConnectionError, TimeoutError)):
-                    return e
-        return None
+        from ..parallel.sockcomm import own_error
+
+        # rank order (groups in rank order)
+        return own_error([f.exception() for f in futs.values() if f.status == "error"], also=(KilledWorker,))
 
 
 _LOST = object()

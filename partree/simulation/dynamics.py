@@ -255,6 +255,14 @@ class Dynamics:
         """The external body wrenches at (t, q, qd): None, an (n, 6) array or a dict."""
         return self._fext_fn(t, q, qd) if self._fext_fn is not None else self._fext
 
+    def body_wrenches(self):
+        """The constant external wrenches at the body origins as an (n, 6) array, or None (what
+        a distributed run's pieces slice, :class:`LocalInputs`)."""
+        if self._fext is None:
+            return None
+        F, has = checks.external_forces(self.model, self._fext)
+        return F if has else None
+
     @property
     def conservative(self):
         """True when nothing but gravity acts (no torques, damping, springs, external forces or
@@ -528,11 +536,8 @@ class LocalInputs:
             self.stiffness = np.zeros(self.nv)
             self.stiffness[self.k_vidx] = dyn.stiffness[dyn._k_vidx[keep]]
             self.q_ref = np.asarray(dyn.q_ref)[keep].copy()
-        self.f_ext = None
-        if dyn._fext is not None:
-            F, has = checks.external_forces(model, dyn._fext)
-            if has:
-                self.f_ext = np.ascontiguousarray(F[np.asarray(bodies, dtype=np.int64)])
+        F = dyn.body_wrenches()
+        self.f_ext = None if F is None else np.ascontiguousarray(F[np.asarray(bodies, dtype=np.int64)])
         # prescribed motion: the piece's flags and its own joints' prescriptions
         self.active = None
         self._presc_joint = self._presc_all = None

@@ -187,6 +187,18 @@ class FlexibleDynamics(Dynamics):
         """(kinetic, gravity potential, elastic) energy of the state."""
         return flexible_energy(self.model, q, v)
 
+    def body_wrenches(self):
+        """The constant wrenches at the body origins (n, 6), or None; loads at the nodes of
+        flexible bodies load the modes, which a distributed run's engine does not take: refused."""
+        loads = self._fext
+        if loads is None:
+            return None
+        if loads.ld_body.shape[0]:
+            raise PartreeInputError(f"model {self.model.name!r}: loads at the nodes of flexible bodies are not "
+                                    f"supported by the distributed backends (the engine takes wrenches at the body "
+                                    f"origins); backend='serial' takes them")
+        return loads.f_ext if loads.f_ext.shape[0] else None
+
     def restrict(self, vsel, qsel, bodies):
         """The inputs of a distributed run's piece (:class:`FlexibleLocalInputs`): ``vsel``,
         ``qsel`` global indices into the full vectors (joints' and modes' entries)."""
@@ -201,30 +213,16 @@ class FlexibleLocalInputs:
     callables of the state need more than the piece and are refused."""
 
     def __init__(self, dyn, vsel, qsel, bodies):
-        import copy
-
         from .dynamics import LocalInputs
 
         model = dyn.model
         vsel = np.asarray(vsel, dtype=np.int64)
         qsel = np.asarray(qsel, dtype=np.int64)
-        bodies = np.asarray(bodies, dtype=np.int64)
         self.nv = vsel.size
         self.jv = np.flatnonzero(vsel < model.nv)          # the piece's joint entries
         self.jq = np.flatnonzero(qsel < model.nq)
-        loads = dyn._fext
-        F = None
-        if loads is not None:
-            if loads.ld_body.shape[0]:
-                raise PartreeInputError(f"model {model.name!r}: loads at the nodes of flexible bodies are not "
-                                        f"supported by the distributed backends (the engine takes wrenches at the "
-                                        f"body origins); backend='serial' takes them")
-            if loads.f_ext.shape[0]:
-                F = loads.f_ext
-        rigid = copy.copy(dyn)
-        rigid._fext = None                                  # the loads are this piece's, below
-        self.rigid = LocalInputs(rigid, vsel[self.jv], qsel[self.jq], bodies)
-        self.f_ext = None if F is None else np.ascontiguousarray(F[bodies])
+        self.rigid = LocalInputs(dyn, vsel[self.jv], qsel[self.jq], bodies)
+        self.f_ext = self.rigid.f_ext                       # (``FlexibleDynamics.body_wrenches``)
         self.active = self.rigid.active
 
     def tau(self, t, q, qd):
