@@ -1,6 +1,7 @@
 """The parallel engine on models with flexible bodies (``partree.parallel.flexible_part``) against
 the serial compiled recursion (``flexible_aba``, ``flexible_hybrid_dynamics``): several parts, cuts
-at flexible handles, nonzero modal coordinates and rates, hybrid masks, the refusals."""
+at flexible handles, nonzero modal coordinates and rates, hybrid masks, external loads at the
+body origins and at the nodes of flexible bodies, the refusals."""
 import numpy as np
 import pytest
 
@@ -164,13 +165,6 @@ def test_what_is_not_built_is_refused():
     eng = SerialEngine(m, 3)
     with pytest.raises(PartreeInputError, match="momentum form.*not built for flexible"):
         eng.momentum_rhs(q, qd)
-    fb = int(np.flatnonzero(np.asarray(m.flexible.nmodes) > 0)[0])
-    node = next(iter(m.flexible.bodies[fb].nodes))
-    for f_ext in ({(fb, node): np.ones(6)}, {(fb, node): np.ones(6), 0: np.ones(6)}):
-        with pytest.raises(PartreeInputError, match="loads at the nodes.*not built for flexible"):
-            eng.forward_dynamics(q, qd, tau, f_ext=f_ext)
-        with pytest.raises(PartreeInputError, match="loads at the nodes.*not built for flexible"):
-            partree.parallel.constraint_forces(m, q, qd, tau, backend="serial", parts=2, f_ext=f_ext)
     with pytest.raises(PartreeInputError, match="wrenches\\(\\) needs a solve"):
         eng.parts[0].wrenches()
     with pytest.raises(PartreeInputError, match="not built for flexible"):
@@ -235,6 +229,67 @@ def test_body_wrenches_equal_the_flexible_functions(model, early):
     assert rel(got, flexible_aba(model, q, qd, tau, one)) < 1e-10
 
 
+def node_loads(model, rng, scale=1e3):
+    """Loads at every other node of the flexible bodies (the nodes where child parts hang among
+    them) and a wrench at the last body's origin, as a dict."""
+    loads = [((b, nd), scale * rng.normal(size=6)) for b, body in model.flexible.bodies.items() for nd in body.nodes]
+    f_ext = dict(loads[::2])
+    f_ext[model.joint_names[model.n - 1]] = scale * rng.normal(size=6)
+    return f_ext
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_node_loads_equal_the_flexible_functions(model, early):
+    """Loads at the nodes of flexible bodies (with a wrench at a body origin): each part applies
+    those on its bodies after its pass 1, as flexible_aba does; forward and hybrid dynamics and
+    the constraint forces against flexible_aba, flexible_hybrid_dynamics and flexible_cfa under the
+    same loads, given as a dict and as packed FlexibleLoads."""
+    from partree.algorithms.flexible_dynamics import flexible_loads
+
+    rng = np.random.default_rng(12)
+    q, qd, tau = full_state(model, rng)
+    qdd = rng.normal(size=qd.size)
+    f_ext = node_loads(model, rng)
+    ref = flexible_aba(model, q, qd, tau, f_ext)
+    assert rel(ref, flexible_aba(model, q, qd, tau)) > 1e-2          # the loads matter
+    mask = rng.random(model.n) < 0.4
+    href = flexible_hybrid_dynamics(model, q, qd, tau, qdd, mask, f_ext)
+    cref = flexible_cfa(model, q, qd, tau, f_ext)
+    roots = 1 + int(np.count_nonzero(model.parent[1:] < 0))
+    for P in sorted({roots + 1, min(roots + 5, model.n)}):
+        eng = SerialEngine(model, P, early_kinematics=early)
+        for loads in (f_ext, flexible_loads(model, f_ext)):
+            assert rel(eng.forward_dynamics(q, qd, tau, f_ext=loads), ref) < 1e-10
+            for x, y in zip(eng.forward_dynamics(q, qd, tau, f_ext=loads, active=mask, qdd_active=qdd), href):
+                assert rel(x, y) < 1e-10
+            check_cfa(eng.constraint_forces(q, qd, tau, f_ext=loads), cref, P)
+        assert rel(eng.forward_dynamics(q, qd, tau), flexible_aba(model, q, qd, tau)) < 1e-10   # none left behind
+    got = partree.parallel.constraint_forces(model, q, qd, tau, backend="serial", parts=roots + 2, f_ext=f_ext)
+    check_cfa(got, cref, "function")
+
+
+def test_an_mpi_engine_takes_node_loads_packed():
+    """An MPIEngine's ranks hold parts, not the model: loads at nodes come packed
+    (``flexible_loads``, built where the model is); by name they are refused with that advice.
+    One rank here (several under mpiexec: tests/mpi_scripts/flexible_check.py)."""
+    pytest.importorskip("mpi4py")
+    from mpi4py import MPI
+
+    from partree.algorithms.flexible_dynamics import flexible_loads
+    from partree.parallel.mpi import MPIEngine
+
+    m = MODELS["random-tree"]()
+    rng = np.random.default_rng(13)
+    q, qd, tau = full_state(m, rng)
+    f_ext = node_loads(m, rng)
+    eng = MPIEngine(m, comm=MPI.COMM_WORLD, parts=4)
+    assert rel(eng.forward_dynamics(q, qd, tau, flexible_loads(m, f_ext)), flexible_aba(m, q, qd, tau, f_ext)) < 1e-10
+    with pytest.raises(PartreeInputError, match="flexible_loads\\(model, f_ext\\)"):
+        eng.forward_dynamics(q, qd, tau, f_ext)
+    with pytest.raises(PartreeInputError, match="loads checked for a model of 3 bodies"):
+        eng.forward_dynamics(q, qd, tau, flexible_loads(MODELS["chain"]().select([0, 1, 2]), None))
+
+
 def test_partition_weights_count_flexible_bodies():
     m = MODELS["chain"]()
     w = default_weights(m)
@@ -294,7 +349,7 @@ def client():
 def test_dask_matches_flexible_aba(client):
     """A real LocalCluster: forward and hybrid dynamics, an engine and a resident state, against
     the serial recursion; the constraint forces (from the client, resident, kept on the workers,
-    hybrid) against flexible_cfa and flexible_hybrid_forces."""
+    hybrid) against flexible_cfa and flexible_hybrid_forces; loads at body origins and at nodes."""
     from partree.parallel.dask_backend import DaskEngine
 
     for name in ("chain", "random-tree"):
@@ -324,21 +379,29 @@ def test_dask_matches_flexible_aba(client):
             assert rel(eng.forward_dynamics(q, qd, tau, F), flexible_aba(m, q, qd, tau, F)) < 1e-10
             check_cfa(eng.constraint_forces_state(eng.scatter_state(q, qd, tau, F)), flexible_cfa(m, q, qd, tau, F),
                       (name, "loads"))
+            loads = node_loads(m, rng)
+            assert rel(eng.forward_dynamics(q, qd, tau, loads), flexible_aba(m, q, qd, tau, loads)) < 1e-10
+            check_cfa(eng.constraint_forces_state(eng.scatter_state(q, qd, tau, loads)),
+                      flexible_cfa(m, q, qd, tau, loads), (name, "node loads"))
 
 
 def test_dask_simulation_equals_the_serial_run(client):
     """``simulate(..., backend='dask')``: the ranks' loop on the workers over the socket channel,
-    with the flexible parts; RK4 and DOPRI5 against the serial run (trajectory, energy, wrenches)."""
+    with the flexible parts; RK4 (wrenches at body origins) and DOPRI5 (loads at nodes too) against
+    the serial run (trajectory, energy, wrenches)."""
     from partree.simulation import simulate
 
     m = MODELS["threearm"]()
     names = list(m.joint_names)
     F = np.zeros((m.n, 6))
     F[-1] = (0.0, 0.0, 0.1, 0.5, 0.0, -0.2)
-    kw = dict(torques={names[1]: lambda t: 2.0 * np.sin(t)}, damping=0.01, f_ext=F,
+    # a wrench at the last body's origin and loads at two tip nodes
+    loads = {names[-1]: F[-1], (names[4], "tip"): (0.0, 0.1, 0.0, 0.0, 0.0, 2.0), (names[2], "tip"): np.ones(6)}
+    kw = dict(torques={names[1]: lambda t: 2.0 * np.sin(t)}, damping=0.01,
               prescribed={names[0]: lambda t: (0.05 * np.sin(t), 0.05 * np.cos(t), -0.05 * np.sin(t))},
               record="q,qd,energy,wrenches", progress=False, verbose=False)
-    for integ, dt in (("rk4", 1e-4), ("dopri5", 1e-3)):
+    for integ, dt, f_ext in (("rk4", 1e-4, F), ("dopri5", 1e-3, loads)):
+        kw["f_ext"] = f_ext
         ref = simulate(m, 0.005, dt, integrator=integ, **kw)
         got = simulate(m, 0.005, dt, integrator=integ, backend="dask", client=client, parts=4, **kw)
         assert got.summary["nparts"] == 4

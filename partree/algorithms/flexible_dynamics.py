@@ -153,6 +153,36 @@ class FlexibleLoads:
     def empty(self):
         return self.f_ext.shape[0] == 0 and self.ld_body.shape[0] == 0
 
+    @property
+    def nbytes(self):
+        """The bytes of the packed arrays."""
+        return int(self.f_ext.nbytes + self.ld_body.nbytes + self.ld_off.nbytes + self.ld_w.nbytes
+                   + self.ld_data.nbytes)
+
+    def node_data(self, which):
+        """(ld_off, ld_data) of the loads at nodes ``which`` (indices into ``ld_body``), packed
+        afresh: each load's data runs from its offset to the next load's (they are packed in
+        order, as :func:`flexible_loads` and this method pack them)."""
+        which = np.asarray(which, dtype=np.int64)
+        size = (np.append(self.ld_off[1:], self.ld_data.size) - self.ld_off)[which]
+        off = np.concatenate(([0], np.cumsum(size)[:-1])).astype(np.int64)
+        if not which.size:
+            return off, np.zeros(1)
+        return off, np.concatenate([self.ld_data[o:o + k] for o, k in zip(self.ld_off[which], size)])
+
+    def of_bodies(self, bodies):
+        """The loads on ``bodies`` (global numbers), numbered as their positions in ``bodies``:
+        a distributed run's piece of them (its bodies in its own order)."""
+        bodies = np.asarray(bodies, dtype=np.int64)
+        pos = -np.ones(self.n, dtype=np.int64)
+        pos[bodies] = np.arange(bodies.size)
+        mine = np.flatnonzero(pos[self.ld_body] >= 0)
+        F = np.ascontiguousarray(self.f_ext[bodies]) if self.f_ext.shape[0] else np.zeros((0, 6))
+        off, data = self.node_data(mine)
+        return FlexibleLoads(bodies.size, F, np.ascontiguousarray(pos[self.ld_body[mine]]), off,
+                             np.ascontiguousarray(self.ld_w[mine]), data,
+                             [(int(pos[self.keys[t][0]]), self.keys[t][1]) for t in mine], self.source)
+
     def on_bodies(self, index, model):
         """The same loads on ``model``, where body i is body ``index[i]`` (its flexible bodies
         the same :class:`~partree.flexible.FlexibleBody` objects)."""

@@ -34,7 +34,7 @@ import numpy as np
 from .. import checks
 from ..errors import DaskEngineError, PartreeInputError
 from . import root as R
-from .flexible_part import engine_forces, flexible_state, full_sizes, refuse_flexible
+from .flexible_part import engine_forces, flexible_state, full_sizes, part_forces, refuse_flexible
 from .part import PartLayout, build_part, early_kinematics_wanted, gravity_a0
 from .partition import PATH_WEIGHT, make_partition
 
@@ -373,7 +373,7 @@ class DaskEngine:
         (mask (n,), qdd (nv,)) of hybrid dynamics (then (qdd, tau))."""
         sel = self.sel
         P = len(self.futures)
-        args = [(q[sel[k][0]], qd[sel[k][1]], tau[sel[k][1]], None if F is None else F[sel[k][2]]) for k in range(P)]
+        args = [(q[sel[k][0]], qd[sel[k][1]], tau[sel[k][1]], part_forces(F, sel[k][2])) for k in range(P)]
         if hybrid is not None:
             mask, qdd = hybrid
             args = [a + (mask[sel[k][2]], qdd[sel[k][1]]) for k, a in enumerate(args)]
@@ -837,7 +837,7 @@ class DaskState:
             qs, vs, bs = eng.sel[k]
             w = eng.workers[k]
             xs = [np.ascontiguousarray(q[qs]), np.ascontiguousarray(qd[vs]), np.ascontiguousarray(tau[vs]),
-                  None if F is None else np.ascontiguousarray(F[bs])]
+                  part_forces(F, bs)]
             calls.append(eng._actor_call(w, "put_state", self.key, k, *xs))
             self._at[k] = w
         for c in calls:

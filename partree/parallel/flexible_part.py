@@ -48,9 +48,10 @@ from numba import njit
 from .. import checks
 from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
-                                           flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
-                                           flexible_pack, flexible_rnea_inward, flexible_rnea_outward,
-                                           joint_velocity, ldl_solve, node_motion_add)
+                                           flexible_apply_loads, flexible_backward_pass, flexible_forward_pass1,
+                                           flexible_forward_pass2, flexible_pack, flexible_rnea_inward,
+                                           flexible_rnea_outward, joint_velocity, ldl_solve, node_motion_add)
+from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.primitives import cross_motion, xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
@@ -628,7 +629,7 @@ class FlexiblePartKernel(Workspace):
         self._g = np.zeros((H, 6))
         self._reduced = False
         self._solved = False         # a solve since the last reduction (what wrenches() works from)
-        self._F = None               # the last reduction's external wrenches (m, 6), or None
+        self._F = None               # the last reduction's external loads: wrenches (m, 6), PartLoads or None
         self._wrench_ws = None       # constraint-force arrays, allocated on first use
         self._kin = False            # the full copy's kinematics done by the velocity step (carrier at rest)
         c = self.pathcopy if self.pathcopy is not None else self.full
@@ -666,11 +667,17 @@ class FlexiblePartKernel(Workspace):
 
     def reduce(self, v_in, tau, f_ext=None, rows="dynamics", active=None, qdd=None):
         """Step (b): the boundary relation (M, m0, Kt, Psi, Lam, beta) for the incoming velocity
-        v_in, the part's own forces tau (joints then modes).  Hybrid dynamics: ``active`` (m,)
-        flags the joints whose acceleration is given in ``qdd`` (the part's own (nv,), read there);
-        a flexible body's modes are always passive."""
+        v_in, the part's own forces tau (joints then modes) and external loads f_ext (the wrenches
+        at its bodies' origins (m, 6), or a :class:`PartLoads` with loads at nodes).  Hybrid
+        dynamics: ``active`` (m,) flags the joints whose acceleration is given in ``qdd`` (the
+        part's own (nv,), read there); a flexible body's modes are always passive."""
         F = None
-        if f_ext is not None:
+        if isinstance(f_ext, PartLoads):
+            F = f_ext
+            if F.F is not None and F.F.shape != (self.m, 6):
+                raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.F.shape}, expected "
+                                        f"({self.m}, 6)")
+        elif f_ext is not None:
             F = np.ascontiguousarray(f_ext, dtype=np.float64)
             if F.shape != (self.m, 6):
                 raise PartreeInputError(f"part {self.part_id}: f_ext slice has shape {F.shape}, expected ({self.m}, 6)")
@@ -711,8 +718,7 @@ class FlexiblePartKernel(Workspace):
             A.set_state(self._q, self._qd, np.ascontiguousarray(v_in, dtype=np.float64))
             A.pass1(self.shared)
         self._kin = False
-        if F is not None:
-            subtract_body_wrenches(self.m, A.body, F, A.pA)
+        self._apply_loads(A)
         bad = flexible_backward_pass(A.parent, A.idx_v, A.nv, A.body, A.mmax, A.act, A.taua, A.qddin, A.E, A.r, A.c,
                                      A.S, A.IA, A.pA, A.Y, A.U, A.u, A.L)
         if bad > 0:
@@ -730,6 +736,14 @@ class FlexiblePartKernel(Workspace):
         self._reduced = True
         self._solved = False
         return self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta
+
+    def _apply_loads(self, A):
+        """The last reduction's external loads into pA of the full copy A, after its pass 1."""
+        F = self._F
+        if isinstance(F, PartLoads):
+            F.apply(self.m, A.body, A.nq, A.qa, A.pA)
+        elif F is not None:
+            subtract_body_wrenches(self.m, A.body, F, A.pA)
 
     def solve(self, a_in, g):
         """Step (c): the part's own accelerations (joints then modes) for the incoming
@@ -810,8 +824,7 @@ class FlexiblePartKernel(Workspace):
                                     f"configuration; its constraint basis is undefined")
         ws["rows_ready"] = True
         A.pass1(self.shared)
-        if self._F is not None:
-            subtract_body_wrenches(self.m, A.body, self._F, A.pA)
+        self._apply_loads(A)
         flexible_rnea_outward(A.parent, A.idx_v, A.nv, A.body, _NO_GRAVITY, A.qdda, A.E, A.r, A.c, A.S, A.IA, A.pA,
                               A.Y, A.a)
         for k in range(self.H):
@@ -887,17 +900,74 @@ def flexible_hybrid_arguments(model, active, qdd_active, tau):
 
 
 def engine_forces(model, f_ext):
-    """(F, has_f) of the engine's external wrenches (``checks.external_forces``): on a model with
-    flexible bodies the wrenches at the body origins ((n, 6), or a dict by body), which act on the
-    bodies' floating frames; loads at the nodes of flexible bodies are refused (they load the
-    modes: the serial flexible functions take them)."""
-    from ..algorithms.flexible_dynamics import FlexibleLoads
-
+    """(F, has_f) of the engine's external loads: the (n, 6) wrenches at the body origins
+    (``checks.external_forces``); on a model with flexible bodies whose loads act at nodes too
+    (dict keys ``(body, node name)``, or a :class:`FlexibleLoads`), F is their
+    :class:`FlexibleLoads` (:func:`partree.algorithms.flexible_dynamics.flexible_loads`), which
+    :func:`part_forces` splits by part."""
     if getattr(model, "flexible", None) is not None and (
             isinstance(f_ext, FlexibleLoads) or (isinstance(f_ext, dict) and any(isinstance(k, tuple) for k in f_ext))):
-        refuse_flexible(model, "loads at the nodes of flexible bodies (f_ext keys (body, node); the wrenches at the "
-                               "body origins, an (n, 6) array, are taken)")
+        loads = flexible_loads(model, f_ext)
+        if loads.ld_body.shape[0]:
+            return loads, True
+        f_ext = loads.f_ext if loads.f_ext.shape[0] else None
     return checks.external_forces(model, f_ext)
+
+
+class PartLoads:
+    """One part's external loads where some act at the nodes of its flexible bodies: ``F`` the
+    wrenches at its bodies' origins (m, 6), or None, and the loads at nodes as
+    ``flexible_apply_loads`` reads them (``ld_body``: the body in the part's augmented copy,
+    the part's own body number + 1; ``ld_off`` into ``ld_data``; ``ld_w`` the wrenches; ``ld_data``
+    each node's point, Psi and Phi).  Built by :func:`part_forces`; small, and sent as it is."""
+
+    __slots__ = ("F", "ld_body", "ld_off", "ld_w", "ld_data")
+
+    def __init__(self, F, ld_body, ld_off, ld_w, ld_data):
+        self.F = F
+        self.ld_body = ld_body
+        self.ld_off = ld_off
+        self.ld_w = ld_w
+        self.ld_data = ld_data
+
+    def __getstate__(self):
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state):
+        for k, x in zip(self.__slots__, state):
+            setattr(self, k, x)
+
+    @property
+    def nbytes(self):
+        return sum(int(getattr(self, k).nbytes) for k in self.__slots__ if getattr(self, k) is not None)
+
+    def apply(self, m, body, nq, q, pA):
+        """Subtract the loads' generalized forces from pA of the augmented copy (``body``, its
+        coordinates q with ``nq`` those of the joints), after pass 1: the wrenches at the origins
+        of its bodies 1..m, then the loads at nodes, as ``flexible_apply_loads`` does serially."""
+        if self.F is not None:
+            subtract_body_wrenches(m, body, self.F, pA)
+        flexible_apply_loads(nq, body, _NO_ROWS, self.ld_body, self.ld_off, self.ld_w, self.ld_data, q, pA)
+
+
+_NO_ROWS = np.zeros((0, 6))
+
+
+def part_forces(F, b):
+    """One part's share of the engine's external loads F (:func:`engine_forces`): the rows ``b``
+    (the part's bodies, or their slice) of the (n, 6) wrenches, or, where F holds loads at nodes
+    (a :class:`FlexibleLoads`), a :class:`PartLoads` of the part's bodies; None without loads."""
+    if F is None:
+        return None
+    if not isinstance(F, FlexibleLoads):
+        return F[b]
+    pos = -np.ones(F.n, dtype=np.int64)
+    pos[b] = np.arange(np.arange(F.n)[b].size)
+    mine = np.flatnonzero(pos[F.ld_body] >= 0)
+    local = pos[F.ld_body[mine]]
+    off, data = F.node_data(mine)
+    return PartLoads(np.ascontiguousarray(F.f_ext[b]) if F.f_ext.shape[0] else None,
+                     np.ascontiguousarray(local + 1, dtype=np.int64), off, np.ascontiguousarray(F.ld_w[mine]), data)
 
 
 @njit(cache=True)

@@ -39,6 +39,7 @@ import traceback
 
 import numpy as np
 
+from ..algorithms.flexible_dynamics import FlexibleLoads
 from ..model import Model
 from ..errors import PartreeInputError
 from . import hierarchical_root as HR
@@ -46,7 +47,7 @@ from . import messages as msg
 from . import root as R
 from .part import (RunIndex, attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted,
                    gravity_a0, index_ranges)
-from .flexible_part import NOT_BUILT, full_sizes, own_selections
+from .flexible_part import NOT_BUILT, PartLoads, full_sizes, own_selections, part_forces
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -120,7 +121,13 @@ class AbortOnError:
 def check_finite(x, name, pk):
     """Raise a PartreeInputError naming the global index, body and part of the first non-finite
     entry of ``x``, a part's own slice of q (``name`` 'q'), of a velocity-sized vector ('qd',
-    'tau') or of its external wrenches ('f_ext', shape (m, 6)).  One dot product when all is well."""
+    'tau') or of its external wrenches ('f_ext', shape (m, 6), or the wrenches at the origins of a
+    ``PartLoads``, whose loads at nodes were checked where they were packed).  One dot product
+    when all is well."""
+    if name == "f_ext" and isinstance(x, PartLoads):
+        if x.F is None:
+            return
+        x = x.F
     x = np.ravel(x)
     if x.size == 0 or math.isfinite(float(x @ x)) or np.isfinite(x).all():
         return
@@ -735,9 +742,22 @@ class MPIEngine:
         return out
 
     def _force_slices(self, f_ext):
-        """Each local part's slice of the external wrenches (n, 6) (checked), or None."""
+        """Each local part's slice of the external wrenches (n, 6) (checked), or None; with flexible
+        bodies, loads at nodes too: each local part's :class:`~.flexible_part.PartLoads` of a
+        :class:`~partree.algorithms.flexible_dynamics.FlexibleLoads`."""
         if f_ext is None:
             return None
+        if self.flexible and isinstance(f_ext, FlexibleLoads):
+            if f_ext.n != self.n:
+                raise PartreeInputError(f"f_ext: loads checked for a model of {f_ext.n} bodies given to an engine of "
+                                        f"{self.n}")
+            return [part_forces(f_ext, pk.bix) for pk in self.parts]
+        if self.flexible and isinstance(f_ext, dict):
+            raise PartreeInputError("f_ext as a dict: an MPIEngine's ranks hold parts, not the model, so they "
+                                    "cannot check loads by name; pass "
+                                    "partree.algorithms.flexible_dynamics.flexible_loads(model, f_ext), built where "
+                                    "the model is (the same on every rank), or the (n, 6) wrenches at the body "
+                                    "origins")
         f_ext = np.asarray(f_ext, dtype=np.float64)
         if f_ext.shape != (self.n, 6):
             raise PartreeInputError(f"f_ext has shape {f_ext.shape}, expected ({self.n}, 6) body wrenches [n; f]")
@@ -877,7 +897,9 @@ def momentum_rhs_mpi(model_or_loader, q, p, tau=None, comm=None, parts=None, pat
 def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather, hybrid=None):
     """An engine for a one-off call: the model built and the arguments checked on every rank
     before any partitioning.  ``hybrid``: None, or (active, qdd_active) of hybrid dynamics,
-    checked too; returns the engine and the active joints' mask (None without ``hybrid``)."""
+    checked too; returns the engine, the active joints' mask (None without ``hybrid``) and the
+    external loads as the engine takes them (with flexible bodies, loads at nodes packed:
+    ``flexible_part.engine_forces``)."""
     if comm is None:
         from mpi4py import MPI
 
@@ -894,7 +916,12 @@ def _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight
 
             check_arguments(model, q, qd, None, parts, f_ext, "mpi")
             mask = hybrid_arguments(model, hybrid[0], hybrid[1], tau)[0]
-    return MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather), mask
+        if model.flexible is not None and f_ext is not None:
+            from .flexible_part import engine_forces
+
+            F, has_f = engine_forces(model, f_ext)
+            f_ext = F if has_f else None
+    return MPIEngine(model, comm=comm, parts=parts, path_weight=path_weight, gather=gather), mask, f_ext
 
 
 def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, path_weight=PATH_WEIGHT, f_ext=None,
@@ -902,7 +929,7 @@ def constraint_forces_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, pa
     """The constraint force algorithm over MPI (collective over ``comm``, default COMM_WORLD):
     a ``CFAResult`` on rank 0, None on the others.  Arguments as for ``forward_dynamics_mpi``."""
     hybrid = None if active is None else (active, qdd_active)
-    eng, mask = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, True, hybrid)
+    eng, mask, f_ext = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, True, hybrid)
     if hybrid is None:
         return eng.constraint_forces(q, qd, tau, f_ext)
     return eng.constraint_forces(q, qd, tau, f_ext, active=mask, qdd_active=qdd_active)
@@ -920,7 +947,7 @@ def forward_dynamics_mpi(model_or_loader, q, qd, tau, comm=None, parts=None, gat
     every rank, which builds the model here); then (qdd, tau) in place of qdd.
     """
     hybrid = None if active is None else (active, qdd_active)
-    eng, mask = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather, hybrid)
+    eng, mask, f_ext = _checked_engine(model_or_loader, q, qd, tau, comm, parts, f_ext, path_weight, gather, hybrid)
     if hybrid is None:
         qdd = eng.forward_dynamics(q, qd, tau, f_ext)
     else:

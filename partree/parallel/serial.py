@@ -11,7 +11,7 @@ from .. import checks
 from . import root as R
 from .part import (PartLayout, assemble_constraint_forces, attach_loop_forces, build_part, check_momentum_parts,
                    early_kinematics_wanted, gravity_a0, hybrid_arguments)
-from .flexible_part import engine_forces, flexible_hybrid_arguments, flexible_state, refuse_flexible
+from .flexible_part import engine_forces, flexible_hybrid_arguments, flexible_state, part_forces, refuse_flexible
 from .partition import PATH_WEIGHT, make_partition
 
 
@@ -94,11 +94,11 @@ class SerialEngine:
         vel = [pk.velocity(q[pk.qix], qd[pk.vix]) for pk in self.parts]
         v_in = R.compose_velocities(self.tree, vel)
         if hyb is None:
-            red = [pk.reduce(v_in[k], tau[pk.vix], None if F is None else F[pk.bix], rows=rows)
+            red = [pk.reduce(v_in[k], tau[pk.vix], part_forces(F, pk.bix), rows=rows)
                    for k, pk in enumerate(self.parts)]
         else:
             mask, qdd_a = hyb
-            red = [pk.reduce(v_in[k], tau[pk.vix], None if F is None else F[pk.bix], rows=rows,
+            red = [pk.reduce(v_in[k], tau[pk.vix], part_forces(F, pk.bix), rows=rows,
                              active=mask[pk.bix], qdd=qdd_a[pk.vix]) for k, pk in enumerate(self.parts)]
         a_in, g = R.solve(self.tree, red, self.a0 if rows == "dynamics" else np.zeros(6), rows=rows)
         qdd = np.empty(qd.size)
@@ -134,7 +134,7 @@ class SerialEngine:
         red, up = [], []
         for k, pk in enumerate(self.parts):
             red.append(pk.reduce(np.zeros(6), p[pk.vix], None, rows="position"))
-            up.append(pk.momentum_forces(g_in[k, 3:], None if F is None else F[pk.bix]).copy())
+            up.append(pk.momentum_forces(g_in[k, 3:], part_forces(F, pk.bix)).copy())
         a_in, g = R.solve(self.tree, red, np.zeros(6), rows="position")
         Fh = R.subtree_totals(self.tree, vel, up)
         v = np.empty(model.nv)

@@ -21,11 +21,12 @@ full state (a load on a deformed body may depend on its deformation).
 The distributed backends (MPI, Dask) run it on the parallel engine's flexible parts: each rank
 integrates its parts' joint and modal coordinates (``LocalLayout``), with the joint inputs of
 its joints (:class:`FlexibleLocalInputs`: per-joint callables of t, tables, constants, springs,
-dampers, prescribed motion of whole joints) and the wrenches at its bodies' origins; rank 0
-gathers the state at the save points for the energy, the wrenches and the files.
+dampers, prescribed motion of whole joints) and the constant loads on its bodies (at their
+origins and at the nodes of flexible bodies); rank 0 gathers the state at the save points for
+the energy, the wrenches and the files.
 
-Not taken: closed loops, the momentum form; on the distributed backends, loads at the nodes of
-flexible bodies, callables of the whole state, and per-rank results files.
+Not taken: closed loops, the momentum form; on the distributed backends, callables of the whole
+state and per-rank results files.
 """
 from __future__ import annotations
 
@@ -188,16 +189,12 @@ class FlexibleDynamics(Dynamics):
         return flexible_energy(self.model, q, v)
 
     def body_wrenches(self):
-        """The constant wrenches at the body origins (n, 6), or None; loads at the nodes of
-        flexible bodies load the modes, which a distributed run's engine does not take: refused."""
+        """The constant wrenches at the body origins (n, 6), or None (the loads at nodes:
+        :class:`FlexibleLocalInputs` takes them from the packed loads)."""
         loads = self._fext
-        if loads is None:
+        if loads is None or not loads.f_ext.shape[0]:
             return None
-        if loads.ld_body.shape[0]:
-            raise PartreeInputError(f"model {self.model.name!r}: loads at the nodes of flexible bodies are not "
-                                    f"supported by the distributed backends (the engine takes wrenches at the body "
-                                    f"origins); backend='serial' takes them")
-        return loads.f_ext if loads.f_ext.shape[0] else None
+        return loads.f_ext
 
     def restrict(self, vsel, qsel, bodies):
         """The inputs of a distributed run's piece (:class:`FlexibleLocalInputs`): ``vsel``,
@@ -209,8 +206,8 @@ class FlexibleLocalInputs:
     """The inputs of a piece of a distributed run of a model with flexible bodies (joints' and
     modal entries of some parts, as ``LocalLayout`` lays them out): the joint inputs of
     :class:`~partree.simulation.dynamics.LocalInputs` on the piece's joint entries, zero on its
-    modes; the wrenches at its bodies' origins.  Loads at the nodes of flexible bodies and
-    callables of the state need more than the piece and are refused."""
+    modes; the external loads on its bodies (at their origins and at the nodes of flexible
+    ones).  Callables of the state need more than the piece and are refused."""
 
     def __init__(self, dyn, vsel, qsel, bodies):
         from .dynamics import LocalInputs
@@ -222,7 +219,13 @@ class FlexibleLocalInputs:
         self.jv = np.flatnonzero(vsel < model.nv)          # the piece's joint entries
         self.jq = np.flatnonzero(qsel < model.nq)
         self.rigid = LocalInputs(dyn, vsel[self.jv], qsel[self.jq], bodies)
-        self.f_ext = self.rigid.f_ext                       # (``FlexibleDynamics.body_wrenches``)
+        # the wrenches at the piece's body origins (``FlexibleDynamics.body_wrenches``), or with
+        # loads at nodes the piece's packed loads (``FlexibleLoads.of_bodies``), which the engine
+        # splits by part (``flexible_part.part_forces``)
+        self.f_ext = self.rigid.f_ext
+        loads = dyn._fext
+        if loads is not None and loads.ld_body.shape[0]:
+            self.f_ext = loads.of_bodies(bodies)
         self.active = self.rigid.active
 
     def tau(self, t, q, qd):

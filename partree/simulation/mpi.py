@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..parallel.flexible_part import part_forces
 from .dynamics import check_momentum_inputs
 from .integrators import StateSpace, make_integrator
 from .local import DistributedBackend, LocalLayout
@@ -94,9 +95,9 @@ class MPILocalDynamics:
         P = len(self.eng.parts)
         hyb = {} if active is None else {"actives": [active[L.bsl[j]] for j in range(P)],
                                          "qdds": [qdd_active[L.vsl[j]] for j in range(P)]}
+        fs = None if f_ext is None else [part_forces(f_ext, L.bsl[j]) for j in range(P)]
         out = self.eng.evaluate_local([q[L.qsl[j]] for j in range(P)], [v[L.vsl[j]] for j in range(P)],
-                                      [tau[L.vsl[j]] for j in range(P)],
-                                      None if f_ext is None else [f_ext[L.bsl[j]] for j in range(P)], **hyb)
+                                      [tau[L.vsl[j]] for j in range(P)], fs, **hyb)
         qdd = np.empty(L.nv)
         self.last_bytes = self.eng.last_boundary_bytes
         if active is None:
@@ -127,7 +128,7 @@ class MPILocalMomentum(MPILocalDynamics):
         P = len(self.eng.parts)
         f_ext = self.inputs.f_ext
         out = self.eng.momentum_local([q[L.qsl[j]] for j in range(P)], [p[L.vsl[j]] for j in range(P)],
-                                      None if f_ext is None else [f_ext[L.bsl[j]] for j in range(P)])
+                                      None if f_ext is None else [part_forces(f_ext, L.bsl[j]) for j in range(P)])
         v = np.empty(L.nv)
         pdot = np.empty(L.nv)
         for j in range(P):

@@ -7,8 +7,9 @@ hybrid dynamics, the full vectors [q; eta], [qd; eta_dot]) against ``flexible_ab
 (the models of tests/test_parallel_flexible.py), several partitions (cuts at flexible handles);
 then the constraint forces (plain and hybrid) against ``flexible_cfa`` and
 ``flexible_hybrid_forces``, with the model on rank 0 and with a loader (the constraint rows then
-gathered from the parts); then wrenches at the body origins.  Prints 'OK <max rel err>' on rank 0 and
-exits 0; aborts with a non-zero code on a mismatch."""
+gathered from the parts); then wrenches at the body origins, and loads at the nodes of the
+flexible bodies (packed with ``flexible_loads`` for an engine, by name for the function).
+Prints 'OK <max rel err>' on rank 0 and exits 0; aborts with a non-zero code on a mismatch."""
 import sys
 from pathlib import Path
 
@@ -17,10 +18,11 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from test_parallel_flexible import MODELS, full_state  # noqa: E402
+from test_parallel_flexible import MODELS, full_state, node_loads  # noqa: E402
 
 from partree.algorithms.flexible_cfa import flexible_cfa, flexible_hybrid_forces  # noqa: E402
-from partree.algorithms.flexible_dynamics import flexible_aba, flexible_hybrid_dynamics  # noqa: E402
+from partree.algorithms.flexible_dynamics import (flexible_aba, flexible_hybrid_dynamics,  # noqa: E402
+                                                  flexible_loads)
 from partree.parallel import forward_dynamics  # noqa: E402
 from partree.parallel.mpi import MPIEngine  # noqa: E402
 
@@ -72,5 +74,14 @@ for name in ("chain", "random-tree", "random-tree-fixed", "threearm"):
     check(eng.forward_dynamics(q, qd, tau, F), flexible_aba(m, q, qd, tau, F), f"{name} loads")
     got = eng.constraint_forces(q, qd, tau, F)
     check(None if got is None else got.joint_wrench, flexible_cfa(m, q, qd, tau, F).joint_wrench, f"{name} loads cfa")
+    loads = node_loads(m, rng)              # at nodes: packed for the engine, by name for the function
+    packed = flexible_loads(m, loads)
+    check(eng.forward_dynamics(q, qd, tau, packed), flexible_aba(m, q, qd, tau, loads), f"{name} node loads")
+    got = eng.constraint_forces(q, qd, tau, packed, active=mask, qdd_active=qdd)
+    ref_h = flexible_hybrid_forces(m, q, qd, tau, qdd, mask, loads)[2]
+    for attr in ("qdd", "joint_wrench", "constraint_force", "drive_force"):
+        check(None if got is None else getattr(got, attr), getattr(ref_h, attr), f"{name} node loads hybrid {attr}")
+    check(forward_dynamics(m, q, qd, tau, backend="mpi", comm=comm, parts=P, f_ext=loads),
+          flexible_aba(m, q, qd, tau, loads), f"{name} node loads function")
 if comm.rank == 0:
     print(f"OK {worst:.3e}", flush=True)

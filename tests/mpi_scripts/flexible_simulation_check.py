@@ -3,9 +3,10 @@ serial run of the same inputs.
 
 The flexible three-arm (fixed base) with joint torques of t on some joints, prescribed motion of
 whole joints on others, damping and wrenches at the body origins, and a random tree of beams and
-rigid bodies (floating base, spherical and universal joints) with constant torques: RK4 and
-DOPRI5 over 0.01 s, one and several parts per rank.  The trajectories (joints' and modal coordinates),
-the energy series and the recorded joint wrenches must equal the serial run's to 1e-9 relative.
+rigid bodies (floating base, spherical and universal joints) with constant torques, then with
+loads at the nodes of its beams and at a body origin: RK4 and DOPRI5 over 0.01 s, one and
+several parts per rank.  The trajectories (joints' and modal coordinates), the energy series
+and the recorded joint wrenches must equal the serial run's to 1e-9 relative.
 Prints 'OK <max rel err>' on rank 0 and exits 0; aborts with a non-zero code on a mismatch."""
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from test_parallel_flexible import MODELS  # noqa: E402
+from test_parallel_flexible import MODELS, node_loads  # noqa: E402
 
 from partree.simulation import simulate  # noqa: E402
 
@@ -54,6 +55,8 @@ def runs():
     rng = np.random.default_rng(3)
     yield "random-tree", m, dict(torques=0.1 * rng.normal(size=m.nv), qd0=0.1 * rng.normal(size=m.nv),
                                  record="q,qd,energy")
+    # loads at the nodes of flexible bodies (and at a body origin), each rank's on its parts
+    yield "random-tree node loads", m, dict(f_ext=node_loads(m, rng, scale=1.0), record="q,qd,wrenches")
 
 
 for name, m, kw in runs():
