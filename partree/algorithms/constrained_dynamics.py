@@ -51,7 +51,7 @@ from ..errors import PartreeInputError
 from .aba import PASS1_SCRATCH, aba_forward_pass1_in, articulated_project
 from .linalg import spd_inverse
 from .kinematics import world_poses
-from .loop_constraints import TERMS_SCRATCH, loop_terms_at
+from .loop_constraints import TERMS_SCRATCH, distance_error, end_poses, loop_terms_at
 from .packed import (ERR_DATA, ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, raw_view, restrict,
                      workspace_views)
 from .primitives import congruence_add, xform_force_T_add, xform_motion
@@ -943,13 +943,7 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
     aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                          fext, has_fext, E, r, v, c, IA, pA, S, work)
     world_poses(parent, E, r, Rw, pw)
-    for l in range(kind.shape[0]):         # the ends' poses (the world's: identity)
-        for side in range(2):
-            x = body_a[l] if side == 0 else body_b[l]
-            for i in range(3):
-                for j in range(3):
-                    Re[l, side, i, j] = Rw[x, i, j] if x >= 0 else (1.0 if i == j else 0.0)
-                pe[l, side, i] = pw[x, i] if x >= 0 else 0.0
+    end_poses(body_a, body_b, Rw, pw, Re, pe)
     bad = loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0, Re, pe, v,
                         G, gamma, phi, vel, T, work)
     if bad >= 0:
@@ -1543,8 +1537,7 @@ def _checked(model, q, qd, tau, f_ext, rank_tol, delta):
                                 f"along the joint's motion; forward dynamics is undefined")
     if code <= ERR_DISTANCE_AT:
         l = ERR_DISTANCE_AT - code
-        raise PartreeInputError(f"distance loop {loops.names[l]!r}: its two points coincide, so the rod has no "
-                                f"direction")
+        raise PartreeInputError(distance_error(loops, l))
     if code != OK:
         raise PartreeInputError(f"constrained_dynamics: the compiled call refused checked inputs (code {code}; an "
                                 f"internal error)")

@@ -73,24 +73,29 @@ TERMS_SCRATCH = 296
 
 
 @njit(cache=True)
-def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
-                      Rw, pw, v, G, gamma, phi, vel, T):
-    """Each loop's rows at one state (see the module docstring): G (L, 2, 6, 6), gamma, phi,
-    vel (R,) and T (L, 6, 6), from the bodies' world poses Rw, pw and body-frame velocities v.
-    Returns -1, or the first distance loop whose two points coincide (no direction).  The ends'
-    poses are gathered from Rw, pw (the world's: identity) and :func:`loop_terms_at` does the rest."""
-    L = kind.shape[0]
-    Re = np.empty((L, 2, 3, 3))
-    pe = np.empty((L, 2, 3))
-    for l in range(L):
+def end_poses(body_a, body_b, Rw, pw, Re, pe):
+    """Re (L, 2, 3, 3), pe (L, 2, 3): each loop's two end bodies' axes and origins in the world,
+    gathered from the bodies' world poses Rw, pw (an end on the world: the identity)."""
+    for l in range(body_a.shape[0]):
         for side in range(2):
             x = body_a[l] if side == 0 else body_b[l]
             for a in range(3):
                 for b in range(3):
                     Re[l, side, a, b] = Rw[x, a, b] if x >= 0 else (1.0 if a == b else 0.0)
                 pe[l, side, a] = pw[x, a] if x >= 0 else 0.0
+
+
+@njit(cache=True)
+def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
+                      Rw, pw, v, G, gamma, phi, vel, T, Re, pe, sc):
+    """Each loop's rows at one state (see the module docstring): G (L, 2, 6, 6), gamma, phi,
+    vel (R,) and T (L, 6, 6), from the bodies' world poses Rw, pw and body-frame velocities v.
+    Returns -1, or the first distance loop whose two points coincide (no direction).  The ends'
+    poses are gathered into Re, pe (:func:`end_poses`) and :func:`loop_terms_at` does the rest,
+    with its scratch ``sc`` (TERMS_SCRATCH values)."""
+    end_poses(body_a, body_b, Rw, pw, Re, pe)
     return loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
-                         Re, pe, v, G, gamma, phi, vel, T, np.empty(TERMS_SCRATCH))
+                         Re, pe, v, G, gamma, phi, vel, T, sc)
 
 
 @njit(cache=True)
@@ -408,22 +413,38 @@ class LoopTerms:
         self.G, self.gamma, self.phi, self.velocity, self.T = G, gamma, phi, velocity, T
 
 
-def loop_terms(loops, Rw, pw, v):
+class LoopTermsWorkspace:
+    """The arrays :func:`loop_terms` fills for a set of loops, kept for repeated calls (the
+    parallel engine's loop parts): ``terms`` (a :class:`LoopTerms` over them), the ends' poses and
+    the scratch."""
+
+    def __init__(self, loops):
+        L, R = len(loops), loops.nrow
+        self.terms = LoopTerms(np.empty((L, 2, 6, 6)), np.empty(R), np.empty(R), np.empty(R), np.empty((L, 6, 6)))
+        self.Re = np.empty((L, 2, 3, 3))
+        self.pe = np.empty((L, 2, 3))
+        self.sc = np.empty(TERMS_SCRATCH)
+
+
+def distance_error(loops, l):
+    """The message of distance loop ``l`` whose two points coincide."""
+    return f"distance loop {loops.names[l]!r}: its two points coincide, so the rod has no direction"
+
+
+def loop_terms(loops, Rw, pw, v, ws=None):
     """:class:`LoopTerms` of the loops (a ``LoopSet``) from the bodies' world poses Rw (n, 3, 3),
-    pw (n, 3) and body-frame velocities v (n, 6) (:func:`loop_terms_kernel`)."""
-    L = len(loops)
-    R = loops.nrow
-    G = np.empty((L, 2, 6, 6))
-    gamma, phi, vel = np.empty(R), np.empty(R), np.empty(R)
-    T = np.empty((L, 6, 6))
-    if L:
+    pw (n, 3) and body-frame velocities v (n, 6) (:func:`loop_terms_kernel`): new arrays, or
+    those of ``ws`` (a :class:`LoopTermsWorkspace` of the same loops), filled again."""
+    if ws is None:
+        ws = LoopTermsWorkspace(loops)
+    t = ws.terms
+    if len(loops):
         bad = loop_terms_kernel(loops.kind, loops.body_a, loops.body_b, loops.R_a, loops.p_a, loops.R_b, loops.p_b,
                                 loops.axis, loops.axis2, loops.length, loops.nrows, loops.row0, Rw, pw, v,
-                                G, gamma, phi, vel, T)
+                                t.G, t.gamma, t.phi, t.velocity, t.T, ws.Re, ws.pe, ws.sc)
         if bad >= 0:
-            raise ValueError(f"distance loop {loops.names[bad]!r}: its two points coincide, so the rod has no "
-                             f"direction")
-    return LoopTerms(G, gamma, phi, vel, T)
+            raise ValueError(distance_error(loops, bad))
+    return t
 
 
 @njit(cache=True)

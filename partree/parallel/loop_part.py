@@ -35,11 +35,12 @@ import numpy as np
 from numba import njit
 
 from ..algorithms.aba import articulated_project
-from ..algorithms.constrained_dynamics import (LoopTopology, constrained_dynamics, loop_backward_pass,
-                                                loop_forward_pass, loop_wrench_kernel, lower_solve, upper_solve)
+from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, LoopTopology, constrained_dynamics,
+                                                loop_backward_pass_in, loop_forward_pass_in, loop_wrench_kernel,
+                                                lower_solve, upper_solve)
 from ..algorithms.kinematics import world_poses
-from ..algorithms.loop_constraints import loop_terms
-from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
+from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_terms
+from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
@@ -116,7 +117,8 @@ class LoopPartKernel(PartKernel):
     ``loop_ids``)."""
 
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
-                                          "Ac", "lamc", "lam", "_terms", "_gamma", "_uact", "_kwact")
+                                          "Ac", "lamc", "lam", "_terms", "_gamma", "_uact", "_kwact", "_tws",
+                                          "_bsc", "_fsc", "_none_f", "_none_i")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
                  root_loops=None, poses=False):
@@ -160,6 +162,15 @@ class LoopPartKernel(PartKernel):
         self._gamma = None
         self._uact = np.zeros(max(nv, 1))
         self._kwact = np.zeros(nrw)
+        # the arrays each evaluation fills again: the loop terms, the passes' scratch
+        self._tws = LoopTermsWorkspace(self.loops)
+        self._bsc = np.empty(BACKWARD_FIXED + t.zwork)
+        self._fsc = np.empty(FORWARD_FIXED + max(t.zmax, 1))
+        self._none_f = np.zeros(1)
+        self._none_i = np.zeros(1, dtype=np.int64)
+        # the nodes whose rows hold the handle wrenches' columns of k (kwg): the path bodies and
+        # the world node; the other rows stay zero
+        self.path_nodes = np.append(np.asarray(self.pbod, dtype=np.int64), m).astype(np.int64)
 
     # ---------------------------------------------------------------- the steps
     def reduce(self, v_in, tau, f_ext=None, rows="dynamics"):
@@ -176,7 +187,7 @@ class LoopPartKernel(PartKernel):
         rigid_inertias(self.mass, self.com, self.I_com, self.IA)
         world_poses(self.parent, self.E, self.r, self.Rw, self.pw)     # relative to the root's parent frame
         try:
-            terms = loop_terms(self.loops, self.Rw, self.pw, self.v)
+            terms = loop_terms(self.loops, self.Rw, self.pw, self.v, self._tws)
         except ValueError as e:
             raise PartreeInputError(str(e)) from None
         self._terms = terms
@@ -185,16 +196,16 @@ class LoopPartKernel(PartKernel):
         self.Cw[:] = 0.0
         self.Kw[:] = 0.0
         self.kw[:] = 0.0
-        self.SC[:] = 0.0
-        bad = loop_backward_pass(self.parent, self.idx_v, self._tau, self.E, self.r, self.c, self.IA, self.pA, self.S,
-                                 self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap,
-                                 t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, t.eptr, t.eloop, t.eside, t.epos,
-                                 self.loops.nrows, terms.G, gamma, self.rank_tol ** 2, self.Cw, self.Kw, self.kw,
-                                 self.SC, self.perm, self.rank)
+        bad = loop_backward_pass_in(self.parent, self.idx_v, self._tau, self.E, self.r, self.c, self.IA, self.pA,
+                                    self.S, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow,
+                                    t.wrows, t.prmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, t.eptr, t.eloop,
+                                    t.eside, t.epos, self.loops.nrows, terms.G, gamma, self.rank_tol ** 2, self.Cw,
+                                    self.Kw, self.kw, self.SC, self.perm, self.rank, self._bsc, 0.0, self._none_f,
+                                    self._none_i, self._none_i)
         if bad >= 0:
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
                                     f"joint's motion; forward dynamics is undefined")
-        self.kwg[:] = 0.0
+        zero_node_rows(self.kwg, t.rptr, self.path_nodes)
         loop_sensitivities(self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S,
                            self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl,
                            t.prow, t.wrows, t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows,
@@ -219,13 +230,13 @@ class LoopPartKernel(PartKernel):
         if self.H:
             gv = g.reshape(-1)
             u[self.path_v] += self.ug[self.path_v] @ gv
-            kw += self.kwg @ gv
-        lam = np.zeros(self.loops.nrow)
-        loop_forward_pass(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
-                          self.S, self.c, self.U, self.Dinv, u, self.a, self.qdd, lam, t.prow, t.wrows, t.wglob,
-                          t.rptr, t.cptr, t.kptr, t.sptr, self._gamma, self.Cw, self.Kw, kw, self.SC, self.perm,
-                          self.rank)
-        self.lam = lam
+            add_node_rows(kw, self.kwg, gv, t.rptr, self.path_nodes)
+        lam = self.lam
+        lam[:] = 0.0
+        loop_forward_pass_in(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
+                             self.S, self.c, self.U, self.Dinv, u, self.a, self.qdd, lam, t.prow, t.wrows, t.wglob,
+                             t.rptr, t.cptr, t.kptr, t.sptr, self._gamma, self.Cw, self.Kw, kw, self.SC, self.perm,
+                             self.rank, self._fsc)
         return self.qdd
 
     def loop_violation(self):
@@ -265,6 +276,26 @@ class LoopPartKernel(PartKernel):
 
 
 @njit(cache=True)
+def zero_node_rows(X, rptr, nodes):
+    """X[rows of each of ``nodes``] = 0 (node x's rows: rptr[x] .. rptr[x + 1])."""
+    for x in nodes:
+        for i in range(rptr[x], rptr[x + 1]):
+            for j in range(X.shape[1]):
+                X[i, j] = 0.0
+
+
+@njit(cache=True)
+def add_node_rows(y, X, g, rptr, nodes):
+    """y[i] += X[i] . g over the rows i of ``nodes``."""
+    for x in nodes:
+        for i in range(rptr[x], rptr[x + 1]):
+            s = 0.0
+            for j in range(X.shape[1]):
+                s += X[i, j] * g[j]
+            y[i] += s
+
+
+@njit(cache=True)
 def rigid_inertias(mass, com, I_com, IA):
     """IA[i] = body i's spatial inertia about its origin."""
     for i in range(mass.shape[0]):
@@ -272,12 +303,10 @@ def rigid_inertias(mass, com, I_com, IA):
 
 
 @njit(cache=True)
-def _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm):
+def _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm, W1, W2, col):
     """W1 = L^-1 C_Z (rk x 6) and W2 = L^-1 K_ZP (rk x p) of the loops eliminated at node x, from
-    the factor the serial pass left (rows in pivot order)."""
-    W1 = np.empty((rk, 6))
-    W2 = np.empty((rk, max(p, 1)))
-    col = np.empty(rk)
+    the factor the serial pass left (rows in pivot order), into the first rows of W1, W2; ``col``
+    at least rk values of scratch."""
     for k in range(6):
         for j in range(rk):
             col[j] = Cw[oc + (p + perm[orr + p + j]) * 6 + k]
@@ -295,10 +324,12 @@ def _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm):
 
 @njit(cache=True)
 def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
-                           perm, rank):
+                           perm, rank, h):
     """The columns of the multipliers of the loops eliminated at node x (see
     ``constrained_dynamics.solve_eliminated``): column 0 the constant part (gamma - k), the
-    others g's (their k in kwg)."""
+    others g's (their k in kwg); ``h`` (at least the eliminated rows, ncol) of scratch.  Each
+    column's sums in the order of the one-column solve; the loops run over the columns inside,
+    which are independent."""
     w = wrows[x]
     p = prow[x]
     z = w - p
@@ -313,23 +344,73 @@ def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kp
             lamc[wglob[orr + p + j], cc] = 0.0
     if rk == 0:
         return
-    h = np.empty(rk)
+    for j in range(rk):
+        zr = p + perm[orr + p + j]
+        h[j, 0] = gamma[wglob[orr + zr]] - kw[orr + zr]
+        for cc in range(1, ncol):
+            h[j, cc] = -kwg[orr + zr, cc - 1]
+        for k in range(6):
+            f = Cw[oc + zr * 6 + k]
+            for cc in range(ncol):
+                h[j, cc] -= f * ax[k, cc]
+        for t in range(p):
+            f = Kw[ok + zr * w + t]
+            row = wglob[orr + t]
+            for cc in range(ncol):
+                h[j, cc] -= f * lamc[row, cc]
+    # L^-1, then L^-T, on every column (as lower_solve and upper_solve)
+    for i in range(rk):
+        for j in range(i):
+            f = Kw[ok + (p + i) * w + p + j]
+            for cc in range(ncol):
+                h[i, cc] -= f * h[j, cc]
+        d = Kw[ok + (p + i) * w + p + i]
+        for cc in range(ncol):
+            h[i, cc] = h[i, cc] / d
+    for i in range(rk - 1, -1, -1):
+        for j in range(i + 1, rk):
+            f = Kw[ok + (p + j) * w + p + i]
+            for cc in range(ncol):
+                h[i, cc] -= f * h[j, cc]
+        d = Kw[ok + (p + i) * w + p + i]
+        for cc in range(ncol):
+            h[i, cc] = h[i, cc] / d
+    for j in range(rk):
+        row = wglob[orr + p + perm[orr + p + j]]
+        for cc in range(ncol):
+            lamc[row, cc] = h[j, cc]
+
+
+@njit(cache=True, inline="always")
+def motion_cols(E, r, src, dst, ncol):
+    """dst[:, cc] = X src[:, cc] for the first ncol columns (``xform_motion`` on each)."""
     for cc in range(ncol):
-        for j in range(rk):
-            zr = p + perm[orr + p + j]
-            if cc == 0:
-                s = gamma[wglob[orr + zr]] - kw[orr + zr]
-            else:
-                s = -kwg[orr + zr, cc - 1]
-            for k in range(6):
-                s -= Cw[oc + zr * 6 + k] * ax[k, cc]
-            for t in range(p):
-                s -= Kw[ok + zr * w + t] * lamc[wglob[orr + t], cc]
-            h[j] = s
-        lower_solve(Kw, ok, w, p, rk, h)
-        upper_solve(Kw, ok, w, p, rk, h)
-        for j in range(rk):
-            lamc[wglob[orr + p + perm[orr + p + j]], cc] = h[j]
+        w0, w1, w2 = src[0, cc], src[1, cc], src[2, cc]
+        u0 = src[3, cc] - (r[1] * w2 - r[2] * w1)
+        u1 = src[4, cc] - (r[2] * w0 - r[0] * w2)
+        u2 = src[5, cc] - (r[0] * w1 - r[1] * w0)
+        for i in range(3):
+            dst[i, cc] = E[i, 0] * w0 + E[i, 1] * w1 + E[i, 2] * w2
+            dst[3 + i, cc] = E[i, 0] * u0 + E[i, 1] * u1 + E[i, 2] * u2
+
+
+@njit(cache=True, inline="always")
+def force_cols_T_add(E, r, f, out, ncol):
+    """out[:, cc] += X^T f[:, cc] for the first ncol columns (``xform_force_T_add`` on each)."""
+    for cc in range(ncol):
+        f0, f1, f2, f3, f4, f5 = f[0, cc], f[1, cc], f[2, cc], f[3, cc], f[4, cc], f[5, cc]
+        n0 = E[0, 0] * f0 + E[1, 0] * f1 + E[2, 0] * f2
+        n1 = E[0, 1] * f0 + E[1, 1] * f1 + E[2, 1] * f2
+        n2 = E[0, 2] * f0 + E[1, 2] * f1 + E[2, 2] * f2
+        g0 = E[0, 0] * f3 + E[1, 0] * f4 + E[2, 0] * f5
+        g1 = E[0, 1] * f3 + E[1, 1] * f4 + E[2, 1] * f5
+        g2 = E[0, 2] * f3 + E[1, 2] * f4 + E[2, 2] * f5
+        out[0, cc] += n0 + r[1] * g2 - r[2] * g1
+        out[1, cc] += n1 + r[2] * g0 - r[0] * g2
+        out[2, cc] += n2 + r[0] * g1 - r[1] * g0
+        out[3, cc] += g0
+        out[4, cc] += g1
+        out[5, cc] += g2
 
 
 @njit(cache=True)
@@ -358,6 +439,18 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     col6 = np.empty(6)
     out6 = np.empty(6)
     dg = np.empty((6, max(nc, 1)))
+    # the eliminations' scratch, sized for the path nodes' and the world's rows
+    zm = max(1, wrows[n] - prow[n])
+    pm = max(1, prow[n])
+    for s in range(ns):
+        zm = max(zm, wrows[pbod[s]] - prow[pbod[s]])
+        pm = max(pm, prow[pbod[s]])
+    W1 = np.empty((zm, 6))
+    W2 = np.empty((zm, pm))
+    w3 = np.empty((zm, max(nc, 1)))
+    colr = np.empty(zm)
+    hz = np.empty((zm, nf))
+    sd = np.empty(nf)
     for s in range(ns):
         for k in range(6):
             for cc in range(nc):
@@ -378,9 +471,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         z = w - p
         if z > 0 and rank[x] > 0 and nc > 0:
             rk = rank[x]
-            W1, W2 = _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm)
-            w3 = np.empty((rk, nc))
-            colr = np.empty(rk)
+            _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm, W1, W2, colr)
             for cc in range(nc):
                 for j in range(rk):
                     colr[j] = -kwg[orr + p + perm[orr + p + j], cc]
@@ -406,33 +497,32 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         si = slot[x]
         iv = idx_v[x]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
+        # (the loops over the columns inside: independent, each summed in the one-column order)
         for d in range(nv):
             for cc in range(nc):
-                s = 0.0
-                for k in range(6):
-                    s -= S[iv + d, k] * PAg[si, k, cc]
-                ug[iv + d, cc] = s
+                ug[iv + d, cc] = 0.0
+            for k in range(6):
+                f = S[iv + d, k]
+                for cc in range(nc):
+                    ug[iv + d, cc] -= f * PAg[si, k, cc]
         # pa's columns: PAg + U D^-1 ug
         for k in range(6):
             for cc in range(nc):
                 dg[k, cc] = PAg[si, k, cc]
         for d in range(nv):
             for cc in range(nc):
-                s = 0.0
-                for e2 in range(nv):
-                    s += Dinv[iv + d, e2] * ug[iv + e2, cc]
-                for k in range(6):
-                    dg[k, cc] += U[iv + d, k] * s
+                sd[cc] = 0.0
+            for e2 in range(nv):
+                f = Dinv[iv + d, e2]
+                for cc in range(nc):
+                    sd[cc] += f * ug[iv + e2, cc]
+            for k in range(6):
+                f = U[iv + d, k]
+                for cc in range(nc):
+                    dg[k, cc] += f * sd[cc]
         up = parent[x]
         if up >= 0:
-            sp = slot[up]
-            for cc in range(nc):
-                for k in range(6):
-                    col6[k] = dg[k, cc]
-                    out6[k] = 0.0
-                xform_force_T_add(E[x], r[x], col6, out6)
-                for k in range(6):
-                    PAg[sp, k, cc] += out6[k]
+            force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nc)
         elif x == 0:
             for hk in range(H):
                 for j in range(6):
@@ -482,7 +572,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         for k in range(6):
             ab[k, 0] = a0[k]
     _solve_eliminated_cols(n, ab, lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg, perm,
-                           rank)
+                           rank, hz)
     hq = np.empty((6, nf))
     for s_ in range(ns):
         x = pbod[s_]
@@ -490,34 +580,39 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         up = parent[x]
         iv = idx_v[x]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
-        for cc in range(nf):
-            for k in range(6):
-                col6[k] = ab[k, cc] if up < 0 else Ac[slot[up], k, cc]
-            xform_motion(E[x], r[x], col6, out6)
-            for k in range(6):
-                Ac[si, k, cc] = out6[k] + (c[x, k] if cc == 0 else 0.0)
+        motion_cols(E[x], r[x], ab if up < 0 else Ac[slot[up]], Ac[si], nf)
+        for k in range(6):
+            Ac[si, k, 0] += c[x, k]
         p = prow[x]
         orr = rptr[x]
         os_ = sptr[x]
-        for cc in range(nf):
-            for d in range(nv):
-                if cc == 0:
-                    s = u[iv + d]
-                else:
-                    s = ug[iv + d, cc - 1]
-                for k in range(6):
-                    s -= U[iv + d, k] * Ac[si, k, cc]
-                for t in range(p):
-                    s += SC[os_ + t * nv + d] * lamc[wglob[orr + t], cc]
-                hq[d, cc] = s
-            for d in range(nv):
-                s = 0.0
-                for e2 in range(nv):
-                    s += Dinv[iv + d, e2] * hq[e2, cc]
-                for k in range(6):
-                    Ac[si, k, cc] += S[iv + d, k] * s
+        # (the loops over the columns inside, each summed in the one-column order)
+        for d in range(nv):
+            hq[d, 0] = u[iv + d]
+            for cc in range(1, nf):
+                hq[d, cc] = ug[iv + d, cc - 1]
+            for k in range(6):
+                f = U[iv + d, k]
+                for cc in range(nf):
+                    hq[d, cc] -= f * Ac[si, k, cc]
+            for t in range(p):
+                f = SC[os_ + t * nv + d]
+                row = wglob[orr + t]
+                for cc in range(nf):
+                    hq[d, cc] += f * lamc[row, cc]
+        for d in range(nv):
+            for cc in range(nf):
+                sd[cc] = 0.0
+            for e2 in range(nv):
+                f = Dinv[iv + d, e2]
+                for cc in range(nf):
+                    sd[cc] += f * hq[e2, cc]
+            for k in range(6):
+                f = S[iv + d, k]
+                for cc in range(nf):
+                    Ac[si, k, cc] += f * sd[cc]
         _solve_eliminated_cols(x, Ac[si], lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
-                               perm, rank)
+                               perm, rank, hz)
     for hk in range(H):
         sh = slot[handles[hk]]
         for k in range(6):
