@@ -359,22 +359,17 @@ def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kp
             for cc in range(ncol):
                 h[j, cc] -= f * lamc[row, cc]
     # L^-1, then L^-T, on every column (as lower_solve and upper_solve)
-    for i in range(rk):
-        for j in range(i):
-            f = Kw[ok + (p + i) * w + p + j]
+    for upper in (False, True):
+        for i0 in range(rk):
+            i = rk - 1 - i0 if upper else i0
+            for j0 in range(i0):
+                j = i + 1 + j0 if upper else j0
+                f = Kw[ok + (p + j) * w + p + i] if upper else Kw[ok + (p + i) * w + p + j]
+                for cc in range(ncol):
+                    h[i, cc] -= f * h[j, cc]
+            d = Kw[ok + (p + i) * w + p + i]
             for cc in range(ncol):
-                h[i, cc] -= f * h[j, cc]
-        d = Kw[ok + (p + i) * w + p + i]
-        for cc in range(ncol):
-            h[i, cc] = h[i, cc] / d
-    for i in range(rk - 1, -1, -1):
-        for j in range(i + 1, rk):
-            f = Kw[ok + (p + j) * w + p + i]
-            for cc in range(ncol):
-                h[i, cc] -= f * h[j, cc]
-        d = Kw[ok + (p + i) * w + p + i]
-        for cc in range(ncol):
-            h[i, cc] = h[i, cc] / d
+                h[i, cc] = h[i, cc] / d
     for j in range(rk):
         row = wglob[orr + p + perm[orr + p + j]]
         for cc in range(ncol):
@@ -383,7 +378,8 @@ def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kp
 
 @njit(cache=True, inline="always")
 def motion_cols(E, r, src, dst, ncol):
-    """dst[:, cc] = X src[:, cc] for the first ncol columns (``xform_motion`` on each)."""
+    """dst[:, cc] = X src[:, cc] for the first ncol columns: ``xform_motion``'s arithmetic on
+    each, written out so that the loop over the (independent) columns vectorises."""
     for cc in range(ncol):
         w0, w1, w2 = src[0, cc], src[1, cc], src[2, cc]
         u0 = src[3, cc] - (r[1] * w2 - r[2] * w1)
@@ -396,21 +392,26 @@ def motion_cols(E, r, src, dst, ncol):
 
 @njit(cache=True, inline="always")
 def force_cols_T_add(E, r, f, out, ncol):
-    """out[:, cc] += X^T f[:, cc] for the first ncol columns (``xform_force_T_add`` on each)."""
+    """out[:, cc] += X^T f[:, cc] for the first ncol columns."""
     for cc in range(ncol):
-        f0, f1, f2, f3, f4, f5 = f[0, cc], f[1, cc], f[2, cc], f[3, cc], f[4, cc], f[5, cc]
-        n0 = E[0, 0] * f0 + E[1, 0] * f1 + E[2, 0] * f2
-        n1 = E[0, 1] * f0 + E[1, 1] * f1 + E[2, 1] * f2
-        n2 = E[0, 2] * f0 + E[1, 2] * f1 + E[2, 2] * f2
-        g0 = E[0, 0] * f3 + E[1, 0] * f4 + E[2, 0] * f5
-        g1 = E[0, 1] * f3 + E[1, 1] * f4 + E[2, 1] * f5
-        g2 = E[0, 2] * f3 + E[1, 2] * f4 + E[2, 2] * f5
-        out[0, cc] += n0 + r[1] * g2 - r[2] * g1
-        out[1, cc] += n1 + r[2] * g0 - r[0] * g2
-        out[2, cc] += n2 + r[0] * g1 - r[1] * g0
-        out[3, cc] += g0
-        out[4, cc] += g1
-        out[5, cc] += g2
+        xform_force_T_add(E, r, f[:, cc], out[:, cc])
+
+
+@njit(cache=True, inline="always")
+def add_dinv_cols(Dinv, B, iv, nv, X, x0, out, ncol, sd):
+    """out[k, cc] += sum over the joint's dofs d of B[iv + d, k] (D^-1 X)[d, cc], X's rows from x0,
+    for the first ncol columns (``sd``: ncol values of scratch)."""
+    for d in range(nv):
+        for cc in range(ncol):
+            sd[cc] = 0.0
+        for e2 in range(nv):
+            f = Dinv[iv + d, e2]
+            for cc in range(ncol):
+                sd[cc] += f * X[x0 + e2, cc]
+        for k in range(6):
+            f = B[iv + d, k]
+            for cc in range(ncol):
+                out[k, cc] += f * sd[cc]
 
 
 @njit(cache=True)
@@ -509,17 +510,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         for k in range(6):
             for cc in range(nc):
                 dg[k, cc] = PAg[si, k, cc]
-        for d in range(nv):
-            for cc in range(nc):
-                sd[cc] = 0.0
-            for e2 in range(nv):
-                f = Dinv[iv + d, e2]
-                for cc in range(nc):
-                    sd[cc] += f * ug[iv + e2, cc]
-            for k in range(6):
-                f = U[iv + d, k]
-                for cc in range(nc):
-                    dg[k, cc] += f * sd[cc]
+        add_dinv_cols(Dinv, U, iv, nv, ug, iv, dg, nc, sd)
         up = parent[x]
         if up >= 0:
             force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nc)
@@ -600,17 +591,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 row = wglob[orr + t]
                 for cc in range(nf):
                     hq[d, cc] += f * lamc[row, cc]
-        for d in range(nv):
-            for cc in range(nf):
-                sd[cc] = 0.0
-            for e2 in range(nv):
-                f = Dinv[iv + d, e2]
-                for cc in range(nf):
-                    sd[cc] += f * hq[e2, cc]
-            for k in range(6):
-                f = S[iv + d, k]
-                for cc in range(nf):
-                    Ac[si, k, cc] += f * sd[cc]
+        add_dinv_cols(Dinv, S, iv, nv, hq, 0, Ac[si], nf, sd)
         _solve_eliminated_cols(x, Ac[si], lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
                                perm, rank, hz)
     for hk in range(H):
