@@ -49,7 +49,7 @@ from numba import njit
 from .. import checks
 from ..errors import PartreeInputError
 from .aba import PASS1_SCRATCH, aba_forward_pass1_in, articulated_project
-from .linalg import spd_inverse
+from .linalg import spd_inverse, spd_inverse_trace
 from .kinematics import world_poses
 from .loop_constraints import TERMS_SCRATCH, distance_error, end_poses, loop_terms_at
 from .packed import (ERR_DATA, ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, raw_view, restrict,
@@ -401,10 +401,9 @@ def elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, inv):
     for b in range(lo, hi):
         if x == n and parent[b] >= 0:
             continue
-        if spd_inverse(IA[b], 6, inv):
-            t = inv[0, 0] + inv[1, 1] + inv[2, 2] + inv[3, 3] + inv[4, 4] + inv[5, 5]
-            if t > iota:
-                iota = t
+        t = spd_inverse_trace(IA[b], 6, inv)
+        if t > iota:
+            iota = t
     return g2 * iota
 
 

@@ -57,6 +57,31 @@ def cholesky(A, m):
 
 
 @njit(cache=True, inline="always")
+def spd_inverse_trace(D, n, work):
+    """trace(D^-1) of the symmetric positive-definite n x n block D (lower triangle read), as
+    |L^-1|_F^2 with D = L L^T (:func:`cholesky`): about a third of :func:`spd_inverse`'s work.
+    ``work`` (n x n) holds the factor in its lower triangle and the columns of L^-1 in its upper
+    one.  Returns -1.0 when D is not positive definite."""
+    for i in range(n):
+        for j in range(i + 1):
+            work[i, j] = D[i, j]
+    if not cholesky(work, n):
+        return -1.0
+    t = 0.0
+    for j in range(n):          # column j of L^-1: x_j = 1 / L_jj, x_i (i > j) in work[j, i]
+        xj = work[j, j]
+        t += xj * xj
+        for i in range(j + 1, n):
+            s = -work[i, j] * xj
+            for k in range(j + 1, i):
+                s -= work[i, k] * work[j, k]
+            x = s * work[i, i]
+            work[j, i] = x
+            t += x * x
+    return t
+
+
+@njit(cache=True, inline="always")
 def lsolve_cols(Lf, m, B, nc):
     """B[:m, :nc] := L^-1 B (L from :func:`cholesky`)."""
     for col in range(nc):
