@@ -86,8 +86,11 @@ def forward_dynamics(model, q, qd, tau, backend="serial", parts=None, comm=None,
         MPI only; default ``MPI.COMM_WORLD``.
     client : distributed.Client, optional
         Dask only; default a LocalCluster with 2 single-threaded workers, closed afterwards.
-    f_ext : ndarray, optional
+    f_ext : ndarray or dict, optional
         (n, 6) external body wrenches [n; f] in body coordinates, as for :func:`partree.aba`.
+        With flexible bodies also loads at their nodes, as the flexible functions take them
+        (``partree.algorithms.flexible_dynamics.flexible_loads``: dict keys ``(body, node
+        name)``); each part applies its bodies' share.
     active : array_like of bool, or list of str, optional
         Hybrid dynamics: the joints whose acceleration is given, a boolean mask of (n,) (one flag
         per joint, fixed joints included) or joint names, as :func:`partree.hybrid_dynamics`

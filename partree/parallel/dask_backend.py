@@ -303,7 +303,8 @@ class DaskEngine:
     # ------------------------------------------------------------------ rounds
     def forward_dynamics(self, q, qd, tau, f_ext=None, active=None, qdd_active=None):
         """qdd (gathered to the client) for the state (q, qd), joint forces tau and optional
-        external body wrenches f_ext, as ``partree.aba``.
+        external body wrenches f_ext, as ``partree.aba`` (with flexible bodies also loads at their
+        nodes, as the flexible functions take them; each part gets its bodies' share).
 
         Hybrid dynamics with ``active`` (a boolean mask over the joints or joint names, as
         ``partree.hybrid_dynamics`` takes it) and ``qdd_active`` ((nv,), read at the active

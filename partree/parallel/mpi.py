@@ -430,7 +430,9 @@ class MPIEngine:
     # ------------------------------------------------------------------ one evaluation
     def forward_dynamics(self, q, qd, tau, f_ext=None, gather=None, active=None, qdd_active=None):
         """q, qd, tau: full vectors on every rank (each rank reads only its parts' entries);
-        f_ext: None or (n, 6) external body wrenches (body coordinates), also full on every rank.
+        f_ext: None or (n, 6) external body wrenches (body coordinates), also full on every rank;
+        with flexible bodies, loads at their nodes too, packed by
+        ``partree.algorithms.flexible_dynamics.flexible_loads`` (the same on every rank).
         ``gather``: collect qdd on rank 0 (default: the engine's ``gather``).  Returns qdd on
         rank 0 when gathered, else None; each rank's pieces stay in ``local_qdd``.
 

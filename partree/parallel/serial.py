@@ -48,7 +48,9 @@ class SerialEngine:
 
     def forward_dynamics(self, q, qd, tau, f_ext=None, active=None, qdd_active=None):
         """qdd for the state (q, qd), joint forces tau and optional external body wrenches f_ext
-        ((n, 6) in body coordinates, or a dict {joint: wrench}, as for ``partree.aba``).
+        ((n, 6) in body coordinates, or a dict {joint: wrench}, as for ``partree.aba``; with
+        flexible bodies also loads at their nodes, keys ``(body, node name)``, as the flexible
+        functions take them).
 
         Hybrid dynamics with ``active`` (a boolean mask over the joints or joint names, as
         ``partree.hybrid_dynamics`` takes it): the active joints' accelerations are given in
