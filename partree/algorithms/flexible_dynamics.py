@@ -165,7 +165,7 @@ class FlexibleLoads:
         order, as :func:`flexible_loads` and this method pack them)."""
         which = np.asarray(which, dtype=np.int64)
         size = (np.append(self.ld_off[1:], self.ld_data.size) - self.ld_off)[which]
-        off = np.concatenate(([0], np.cumsum(size)[:-1])).astype(np.int64)
+        off = (np.cumsum(size) - size).astype(np.int64)
         if not which.size:
             return off, np.zeros(1)
         return off, np.concatenate([self.ld_data[o:o + k] for o, k in zip(self.ld_off[which], size)])
