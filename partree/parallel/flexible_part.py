@@ -955,16 +955,23 @@ _NO_ROWS = np.zeros((0, 6))
 
 def part_forces(F, b):
     """One part's share of the engine's external loads F (:func:`engine_forces`): the rows ``b``
-    (the part's bodies, or their slice) of the (n, 6) wrenches, or, where F holds loads at nodes
-    (a :class:`FlexibleLoads`), a :class:`PartLoads` of the part's bodies; None without loads."""
+    (the part's bodies in increasing order, or their slice) of the (n, 6) wrenches, or, where F
+    holds loads at nodes (a :class:`FlexibleLoads`), a :class:`PartLoads` of the part's bodies;
+    None without loads."""
     if F is None:
         return None
     if not isinstance(F, FlexibleLoads):
         return F[b]
-    pos = -np.ones(F.n, dtype=np.int64)
-    pos[b] = np.arange(np.arange(F.n)[b].size)
-    mine = np.flatnonzero(pos[F.ld_body] >= 0)
-    local = pos[F.ld_body[mine]]
+    # the loads on the part's bodies (a run, or increasing numbers): O(loads), not O(bodies)
+    if isinstance(b, slice):
+        lo = b.start or 0
+        mine = np.flatnonzero((F.ld_body >= lo) & (F.ld_body < b.stop))
+        local = F.ld_body[mine] - lo
+    else:
+        bodies = np.asarray(b, dtype=np.int64)
+        j = np.minimum(np.searchsorted(bodies, F.ld_body), max(bodies.size - 1, 0))
+        mine = np.flatnonzero(bodies[j] == F.ld_body) if bodies.size else np.zeros(0, dtype=np.int64)
+        local = j[mine]
     off, data = F.node_data(mine)
     return PartLoads(np.ascontiguousarray(F.f_ext[b]) if F.f_ext.shape[0] else None,
                      np.ascontiguousarray(local + 1, dtype=np.int64), off, np.ascontiguousarray(F.ld_w[mine]), data)

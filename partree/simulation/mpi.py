@@ -75,6 +75,7 @@ class MPILocalDynamics:
         self.eng, self.layout, self.inputs = engine, layout, inputs
         self.last_tau = None
         self.nevals = 0
+        self._split = (None, None)      # (the piece's loads, their parts' shares): split once
 
     def __call__(self, t, q, v):
         tau = self.inputs.tau(t, q, v)
@@ -86,6 +87,16 @@ class MPILocalDynamics:
         qdd, self.last_tau = self.evaluate(q, v, tau, self.inputs.f_ext, active, self.inputs.prescribed_qdd(t))
         return qdd
 
+    def _part_loads(self, f_ext):
+        """Each part's share of the piece's external loads (``flexible_part.part_forces``), or
+        None; the run's constant loads are split once, not at every evaluation."""
+        if f_ext is None:
+            return None
+        if f_ext is not self._split[0]:
+            L = self.layout
+            self._split = (f_ext, [part_forces(f_ext, L.bsl[j]) for j in range(len(self.eng.parts))])
+        return self._split[1]
+
     def evaluate(self, q, v, tau, f_ext=None, active=None, qdd_active=None):
         """qdd of this rank's joints for given local q, v, tau (and external forces); with
         ``active`` (the flags of this rank's bodies) and ``qdd_active`` (the given accelerations
@@ -95,9 +106,8 @@ class MPILocalDynamics:
         P = len(self.eng.parts)
         hyb = {} if active is None else {"actives": [active[L.bsl[j]] for j in range(P)],
                                          "qdds": [qdd_active[L.vsl[j]] for j in range(P)]}
-        fs = None if f_ext is None else [part_forces(f_ext, L.bsl[j]) for j in range(P)]
         out = self.eng.evaluate_local([q[L.qsl[j]] for j in range(P)], [v[L.vsl[j]] for j in range(P)],
-                                      [tau[L.vsl[j]] for j in range(P)], fs, **hyb)
+                                      [tau[L.vsl[j]] for j in range(P)], self._part_loads(f_ext), **hyb)
         qdd = np.empty(L.nv)
         self.last_bytes = self.eng.last_boundary_bytes
         if active is None:
@@ -128,7 +138,7 @@ class MPILocalMomentum(MPILocalDynamics):
         P = len(self.eng.parts)
         f_ext = self.inputs.f_ext
         out = self.eng.momentum_local([q[L.qsl[j]] for j in range(P)], [p[L.vsl[j]] for j in range(P)],
-                                      None if f_ext is None else [part_forces(f_ext, L.bsl[j]) for j in range(P)])
+                                      self._part_loads(f_ext))
         v = np.empty(L.nv)
         pdot = np.empty(L.nv)
         for j in range(P):
