@@ -15,16 +15,25 @@ Every loop's constraint rows are the components of the relative motion of B with
 expressed in A's axes, that its kind forbids: rows = T^T [w_rel; v_rel], where w_rel is B's
 angular velocity minus A's and v_rel the velocity of B's origin minus that of A's origin.
 
-==========  ====  ==========================================================================
-kind        rows  forbidden relative motion (u: ``axis`` in frame A, default z)
-==========  ====  ==========================================================================
-revolute    5     all translation; rotation about the two directions normal to u
-prismatic   5     all rotation; translation along the two directions normal to u
-universal   4     all translation; rotation about u2 x u1 (u1 in frame A, u2 in frame B)
-spherical   3     all translation
-weld        6     everything
-distance    1     the change of the distance between the two origins (a massless rod)
-==========  ====  ==========================================================================
+=============  ====  =======================================================================
+kind           rows  forbidden relative motion (u: ``axis`` in frame A, default z)
+=============  ====  =======================================================================
+revolute       5     all translation; rotation about the two directions normal to u
+prismatic      5     all rotation; translation along the two directions normal to u
+universal      4     all translation; rotation about u2 x u1 (u1 in frame A, u2 in frame B)
+spherical      3     all translation
+weld           6     everything
+distance       1     the change of the distance between the two origins (a massless rod)
+point_on_line  2     translation normal to u: B's origin moves only along the line through
+                     A's origin along u
+=============  ====  =======================================================================
+
+In a planar mechanism whose joints all turn about axes parallel to u (and slide normal to it),
+a ``point_on_line`` loop is the pin of the plane: a ``revolute`` loop's three other rows (the
+translation along u, the rotations about the in-plane axes) repeat what the tree's joints
+already enforce.  The elimination finds such rows dependent and drops them, but carries them
+to the body where the loop is solved, so pins of planar linkages (four-bars, scissor masts) are
+cheaper as ``point_on_line`` loops, with the same motion and the same in-plane forces.
 
 The loop's force (``constrained_dynamics(...).loop_force``) is the wrench [n; f] that body a
 exerts on body b through the cut joint, in frame A's axes at its origin: T lambda.
@@ -36,9 +45,9 @@ import numpy as np
 from .errors import PartreeInputError
 
 #: loop kinds, their codes (index) and their numbers of constraint rows
-KINDS = ("revolute", "prismatic", "universal", "spherical", "weld", "distance")
-REVOLUTE, PRISMATIC, UNIVERSAL, SPHERICAL, WELD, DISTANCE = range(6)
-ROWS = np.array([5, 5, 4, 3, 6, 1], dtype=np.int64)
+KINDS = ("revolute", "prismatic", "universal", "spherical", "weld", "distance", "point_on_line")
+REVOLUTE, PRISMATIC, UNIVERSAL, SPHERICAL, WELD, DISTANCE, POINT_ON_LINE = range(7)
+ROWS = np.array([5, 5, 4, 3, 6, 1, 2], dtype=np.int64)
 
 #: the name a loop end uses for the fixed world
 WORLD = "world"
@@ -91,17 +100,18 @@ class Loop:
     name : str
         The loop's name (unique in a model).
     kind : str
-        'revolute', 'prismatic', 'universal', 'spherical', 'weld' or 'distance' (see the module
-        docstring for the rows each removes).
+        'revolute', 'prismatic', 'universal', 'spherical', 'weld', 'distance' or 'point_on_line'
+        (see the module docstring for the rows each removes).
     body_a, body_b : str, int or None
         The two bodies, by name or number; None (or 'world') for the fixed world.
     placement_a, placement_b : optional
         Frame A in body a, frame B in body b: a position (3,), a pair (R, p) or a 4x4 matrix
         (R's columns the frame's axes in body coordinates, p its origin); identity by default.
     axis : optional
-        revolute and prismatic: the joint axis u in frame A (= in frame B when the loop is
-        closed), default (0, 0, 1).  universal: the pair (u1 in frame A, u2 in frame B), the cross
-        axes, default ((1, 0, 0), (0, 1, 0)).  Ignored by the other kinds.
+        revolute, prismatic and point_on_line: the joint axis (the line) u in frame A (= in
+        frame B when the loop is closed), default (0, 0, 1).  universal: the pair (u1 in frame
+        A, u2 in frame B), the cross axes, default ((1, 0, 0), (0, 1, 0)).  Ignored by the
+        other kinds.
     length : float, optional
         distance: the rod's length (> 0), required.
     """
@@ -120,7 +130,7 @@ class Loop:
         code = KINDS.index(self.kind)
         self.axis = np.array([0.0, 0.0, 1.0])
         self.axis2 = np.zeros(3)
-        if code in (REVOLUTE, PRISMATIC) and axis is not None:
+        if code in (REVOLUTE, PRISMATIC, POINT_ON_LINE) and axis is not None:
             self.axis = _unit(axis, f"loop {self.name!r}: axis")
         elif code == UNIVERSAL:
             u1, u2 = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)) if axis is None else axis
@@ -158,7 +168,7 @@ class LoopSet:
     R_a, p_a, R_b, p_b : float[L, 3, 3], float[L, 3]
         Placements of frames A and B in their bodies.
     axis, axis2 : float[L, 3]
-        u (revolute, prismatic, universal's u1, in frame A) and u2 (universal, in frame B).
+        u (revolute, prismatic, point_on_line, universal's u1, in frame A) and u2 (universal, in frame B).
     length : float[L]
         Rod lengths of distance loops (0 elsewhere).
     nrows, row0 : int64[L]
@@ -225,7 +235,7 @@ class LoopSet:
 
         code = int(self.kind[k])
         axis = None
-        if code in (REVOLUTE, PRISMATIC):
+        if code in (REVOLUTE, PRISMATIC, POINT_ON_LINE):
             axis = self.axis[k]
         elif code == UNIVERSAL:
             axis = (self.axis[k], self.axis2[k])

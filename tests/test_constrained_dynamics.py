@@ -69,7 +69,7 @@ def closed_loop(kin, name, kind, a, b, rng):
     Rb_w, pb_w = (np.eye(3), np.zeros(3)) if b is None else (kin.R[b], kin.p[b])
     Rb, pb = Rb_w.T @ RA, Rb_w.T @ (oA - pb_w)
     axis, length = None, None
-    if kind in ("revolute", "prismatic"):
+    if kind in ("revolute", "prismatic", "point_on_line"):
         axis = unit(rng)
     elif kind == "universal":
         u1 = unit(rng)
@@ -246,7 +246,7 @@ def test_against_pinocchio_on_a_tree_not_numbered_depth_first():
 
 # ---------------------------------------------------------------- every loop kind, dense KKT
 #: loops per kind, so that their rows are independent on a 14-body tree
-KIND_LOOPS = {"revolute": 2, "prismatic": 2, "universal": 2, "spherical": 3, "weld": 2, "distance": 4}
+KIND_LOOPS = {"revolute": 2, "prismatic": 2, "universal": 2, "spherical": 3, "weld": 2, "distance": 4, "point_on_line": 3}
 
 
 @functools.lru_cache(maxsize=None)
@@ -500,6 +500,51 @@ def test_planar_four_bar_redundant_rows_against_the_minimum_norm_kkt(theta):
     assert np.abs(f[[0, 1, 5]]).max() < 1e-12 * np.abs(f).max() and np.abs(f[3:5]).max() > 1.0
 
 
+def test_point_on_line_loop_measures_the_distance_from_the_line():
+    """A point_on_line loop's Phi: B's origin's offset from the line through A's origin along u,
+    in A's axes: its two components normal to u, whose squares sum to the offset's squared
+    distance from the line (computed from the world positions)."""
+    from partree.models.generators import random_tree
+
+    rng = np.random.default_rng(11)
+    u = unit(rng)
+    m = random_tree(10, seed=4).with_loops([Loop("L", "point_on_line", 3, 9, (rotation(rng), (0.1, 0.2, 0.0)),
+                                                 (rotation(rng), (0.0, 0.1, 0.3)), axis=u)])
+    lp = m.loops
+    for _ in range(3):
+        q = m.random_configuration(rng)
+        kin = partree.forward_kinematics(m, q)
+        RA, oA = frame_pose(kin, 3, lp.R_a[0], lp.p_a[0])
+        oB = frame_pose(kin, 9, lp.R_b[0], lp.p_b[0])[1]
+        d = RA.T @ (oB - oA)
+        phi = partree.loop_constraints(m, q).phi
+        assert phi.shape == (2,)
+        assert np.isclose(phi @ phi, d @ d - (d @ u) ** 2, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("theta", [0.3, -2.0])
+def test_planar_four_bar_with_the_pin_as_point_on_line(theta):
+    """The planar four-bar's pin as a point_on_line loop about z: 2 rows, both independent (no
+    dependent rows), the dense KKT system regular; the same motion and the same in-plane pin force
+    as with the 3-D revolute pin."""
+    rng = np.random.default_rng(4)
+    m5 = planar_four_bar()
+    lp = m5.loops
+    m2 = m5.with_loops([Loop("pin", "point_on_line", "coupler", "rocker", (lp.R_a[0], lp.p_a[0]),
+                             (lp.R_b[0], lp.p_b[0]), axis=(0.0, 0.0, 1.0))], replace=True)
+    q, qd = closed_state(m5, four_bar_closure(theta), rng, speed=2.0)
+    tau = rng.normal(size=3)
+    r2, r5 = partree.constrained_dynamics(m2, q, qd, tau), partree.constrained_dynamics(m5, q, qd, tau)
+    assert m2.loops.nrow == 2 and r2.rank == 2 and r2.independent.all()
+    qdd, lam, J, gamma, M, h = kkt(m2, q, qd, tau)
+    assert J.shape == (2, 3) and np.linalg.matrix_rank(J) == 2
+    assert rel(r2.qdd, qdd) < 1e-10 and rel(r2.multipliers, lam) < 1e-10
+    assert rel(r2.qdd, r5.qdd) < 1e-10
+    assert rel(r2.loop_force_of("pin"), r5.loop_force_of("pin")) < 1e-10
+    f = r2.loop_force_of("pin")
+    assert np.abs(f[[0, 1, 2, 5]]).max() < 1e-13 * np.abs(f).max()        # no moment, no force along z
+
+
 def test_singular_configuration_is_reported_through_the_rank():
     """A planar two-link arm whose tip is pinned (spherical loop) to a point of the world at the
     arm's full reach: stretched out, the tip can only move across the arm, one independent row of
@@ -636,7 +681,8 @@ def test_bad_input_is_refused_clearly(case):
         fn(_chain())
 
 
-@pytest.mark.parametrize("kind", ["weld", "prismatic", "revolute", "universal", "spherical", "distance"])
+@pytest.mark.parametrize("kind", ["weld", "prismatic", "revolute", "universal", "spherical", "distance",
+                                  "point_on_line"])
 def test_loop_constraints_are_the_derivatives_of_phi_off_closure(kind):
     """J = Phi_q and gamma = -J' qd at a configuration that does not close the loop (the
     rotation-vector rows of weld and prismatic loops through the inverse left Jacobian of

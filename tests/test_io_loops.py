@@ -34,6 +34,7 @@ def looped_model(seed=0):
     b.add_loop("sph", "spherical", "l4", None, pose(), pose())
     b.add_loop("weld", "weld", "world", "l3", pose(), pose())
     b.add_loop("rod", "distance", "l1", "l2", pose(), pose(), length=0.75)
+    b.add_loop("line", "point_on_line", "l0", "l4", pose(), pose(), axis=rng.normal(size=3))
     return b.build()
 
 
@@ -57,7 +58,7 @@ def test_loops_round_trip_bitwise(tmp_path, suffix, compressed):
     path = save_model(m, tmp_path / f"m{suffix}", compressed=compressed)
     back = load_model(path)
     assert_same_loops(m, back)
-    assert repr(back) == repr(m) and back.loops.nrow == 5 + 5 + 4 + 3 + 6 + 1
+    assert repr(back) == repr(m) and back.loops.nrow == 5 + 5 + 4 + 3 + 6 + 1 + 2
     for k in ("parent", "jtype", "E_tree", "r_tree", "I_com"):
         assert getattr(back, k).tobytes() == getattr(m, k).tobytes()
     # loop by loop, as partree.Loop objects with the bodies by name
@@ -73,7 +74,7 @@ def test_model_without_loops_is_version_1_and_loads_without_loops(tmp_path, suff
     if suffix == ".json":
         assert json.loads((tmp_path / f"c{suffix}").read_text())["version"] == 1
     looped = load_model(save_model(looped_model(), tmp_path / f"l{suffix}"))
-    assert len(looped.loops) == 6
+    assert len(looped.loops) == 7
 
 
 def test_loops_of_a_four_bar_survive_and_still_close(tmp_path):
@@ -193,8 +194,8 @@ def test_h5_loop_datasets(tmp_path):
     path = save_model(looped_model(), tmp_path / "m.h5")
     with h5py.File(path, "r") as f:
         meta = json.loads(f.attrs["meta"])
-        assert meta["version"] == 2 and meta["loops"]["names"] == ["rev", "pri", "uni", "sph", "weld", "rod"]
-        assert f["loop_R_a"].shape == (6, 3, 3) and f["loop_body_a"].dtype == np.int64
+        assert meta["version"] == 2 and meta["loops"]["names"] == ["rev", "pri", "uni", "sph", "weld", "rod", "line"]
+        assert f["loop_R_a"].shape == (7, 3, 3) and f["loop_body_a"].dtype == np.int64
     with h5py.File(path, "a") as f:
         del f["loop_axis"]
     with pytest.raises(PartreeInputError, match="array 'loop_axis' is missing"):

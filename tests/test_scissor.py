@@ -53,7 +53,7 @@ def test_closed_planar_mast_is_closed_at_q0(units, support, hub):
         assert np.abs(partree.loop_constraints(m, m.neutral(), v).velocity).max() < 1e-12
     # every pin of the mechanism: the loops are the tree's left-out ones, named readably
     assert m.loops.names == ["pin_A0_ground"] + [f"pin_B{k}_B{k + 1}" for k in range(units - 1)]
-    assert all(k == "revolute" for k in (lp.kind for lp in m.loops))
+    assert all(k == "point_on_line" for k in (lp.kind for lp in m.loops))         # the plane's pins, 2 rows
     # unit labels: unit 0 holds the carriage (slider), B_0, A_0 (and hub_0); one unit per label
     per = 3 if hub else 2
     c0 = 1 if support == "slider" else 0
@@ -141,6 +141,29 @@ def test_constrained_dynamics_satisfies_the_loops(kw):
     M, h = partree.crba(m, q0), partree.bias_forces(m, q0, qd)
     res = M @ r.qdd + h - tau - lc.J.T @ r.multipliers
     assert np.abs(res).max() < 1e-9 * max(np.abs(tau).max(), np.abs(h).max())
+
+
+@pytest.mark.parametrize("support,hub", [("slider", 0.0), ("pinned", 0.0), ("slider", 0.1)])
+def test_planar_pins_and_revolute_pins_are_the_same_mechanism(support, hub):
+    """pins='point_on_line' (2 rows a pin, the default) and pins='revolute' (5 rows, 3 of them
+    repeating the tree's planar joints): the same rank and mobility, the same motion, the same
+    pin forces (the revolute pins' out-of-plane rows carry none)."""
+    units = 6
+    m2 = scissor_mast(units, closed=True, support=support, hub_mass=hub)
+    m5 = scissor_mast(units, closed=True, support=support, hub_mass=hub, pins="revolute")
+    assert m2.loops.names == m5.loops.names
+    assert m2.loops.nrow == 2 * len(m2.loops) and m5.loops.nrow == 5 * len(m5.loops)
+    r2, N = rank_and_null(dense_J(m2)[1])
+    assert r2 == rank_and_null(dense_J(m5)[1])[0] == m2.loops.nrow          # the 2-row pins: independent
+    rng = np.random.default_rng(8)
+    qd = N @ rng.normal(size=N.shape[1]) if N.shape[1] else np.zeros(m2.nv)
+    tau = rng.normal(size=m2.nv)
+    a, b = (partree.constrained_dynamics(m, m.neutral(), qd, tau) for m in (m2, m5))
+    assert a.rank == b.rank == m2.loops.nrow and a.independent.all()
+    assert np.abs(a.qdd - b.qdd).max() < 1e-9 * max(np.abs(b.qdd).max(), 1.0)
+    assert np.abs(a.loop_force - b.loop_force).max() < 1e-9 * np.abs(b.loop_force).max()
+    out_of_plane = np.abs(a.loop_force[:, [0, 1, 2, 4]]).max()       # moments and the force along the pin (y)
+    assert out_of_plane < 1e-14 * np.abs(a.loop_force).max()
 
 
 def test_holding_force_of_the_drive_is_the_static_balance():
@@ -231,7 +254,8 @@ def test_height_of_the_top_follows_the_planar_geometry(kw):
 # ----------------------------------------------------------------------------- specs, inputs
 def test_spec_strings():
     m = partree.resolve_model("scissor:units=3,closed=true,support=slider")
-    assert m.nv == 7 and len(m.loops) == 3 and m.scissor.support == "slider"
+    assert m.nv == 7 and len(m.loops) == 3 and m.scissor.support == "slider" and m.loops.nrow == 6
+    assert partree.resolve_model("scissor:units=3,closed=true,pins=revolute").loops.nrow == 15
     p = partree.resolve_model("scissor:units=5,closed=true,support=pinned")
     assert p.nv == 10 and p.scissor.support == "pinned"
     t = partree.resolve_model("scissor:units=2,section=triangle")
@@ -261,6 +285,9 @@ def test_spec_strings():
     ({"section": "triangle", "hub_mass": 0.0}, "hubs"),
     ({"closed": True, "carriage_mass": 0.0}, "carriage_mass"),
     ({"closed": True, "length": -1.0}, "length"),
+    ({"closed": True, "pins": "spherical"}, "unknown pins"),
+    ({"pins": "revolute"}, "closed"),
+    ({"section": "square", "pins": "point_on_line"}, "planar"),
 ])
 def test_bad_input_is_refused(kw, match):
     with pytest.raises(ValueError, match=match):

@@ -39,7 +39,7 @@ def test_figures_and_numbers_are_written(short):
             with open(f, "rb") as fh:
                 assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
     saved = json.loads((out / "scissor_seed004.json").read_text())
-    assert saved["model"]["nv"] == 7 and saved["model"]["loop_rows"] == 15 and saved["model"]["rank"] == 6
+    assert saved["model"]["nv"] == 7 and saved["model"]["loop_rows"] == 6 and saved["model"]["rank"] == 6
     assert saved["run"]["t_end_s"] == pytest.approx(0.2)
     assert len(saved["series"]["t"]) == saved["run"]["samples"] == 41
 

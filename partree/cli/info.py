@@ -68,7 +68,7 @@ def _print_loops(m, limit):
 
     for k in range(min(len(lp), limit)):
         r = lp.rows_of(k)
-        print(f"  {lp.names[k]:24s} {KINDS[int(lp.kind[k])]:10s} {body(lp.body_a[k])} -> {body(lp.body_b[k])}   "
+        print(f"  {lp.names[k]:24s} {KINDS[int(lp.kind[k])]:13s} {body(lp.body_a[k])} -> {body(lp.body_b[k])}   "
               f"rows [{r.start}:{r.stop}]")
     if len(lp) > limit:
         print(f"  ... {len(lp) - limit} more (--loops K lists more)")

@@ -54,6 +54,9 @@ HUB_RADIUS = 0.02                # m, chosen: hubs are uniform solid spheres
 LOCKUP_MARGIN = 1e-6
 
 SUPPORTS = ("slider", "pinned")
+#: the loop kinds a closed planar mast's pins may take (``pins``): the plane's pin (2 rows) or the
+#: 3-D revolute joint (5 rows, of which the tree makes 3 dependent)
+PINS = ("point_on_line", "revolute")
 SECTIONS = {"planar": 1, "triangle": 3, "square": 4}
 
 
@@ -247,7 +250,7 @@ def _sphere(mass, radius):
 
 
 def _closed_planar(U, length, bar_mass, I_bar, theta, hub_mass, hub_radius, support, carriage_mass,
-                   gravity, name, validate):
+                   gravity, name, validate, pins):
     hubs = hub_mass > 0
     c0 = 1 if support == "slider" else 0
     m = 3 if hubs else 2
@@ -276,10 +279,9 @@ def _closed_planar(U, length, bar_mass, I_bar, theta, hub_mass, hub_radius, supp
     if c0:                        # the carriage: slides along -x (towards the fixed pin) from B_0's lower end
         asm.body(0, -1, J.PRISMATIC, -ex, np.eye(3), B_low[0], carriage_mass, B_low[0],
                  np.eye(3) * carriage_mass * CARRIAGE_SIZE ** 2 / 6.0)
-    asm.loop(0, 0, ["pin_A0_ground"], "revolute", A[0], -1, A_low[0], ey)
+    asm.loop(0, 0, ["pin_A0_ground"], pins, A[0], -1, A_low[0], ey)
     if U > 1:
-        asm.loop(k[:-1], 1, [f"pin_B{i}_B{i + 1}" for i in range(U - 1)], "revolute", B[:-1], B[1:], B_up[:-1],
-                 ey)
+        asm.loop(k[:-1], 1, [f"pin_B{i}_B{i + 1}" for i in range(U - 1)], pins, B[:-1], B[1:], B_up[:-1], ey)
     model = asm.model(np.concatenate((np.zeros(n0, dtype=np.int64), np.repeat(np.arange(1, U), m))),
                       name or f"scissor_mast(units={U}, closed, {support})", gravity, validate)
     return model, lay
@@ -434,7 +436,7 @@ def _positive(key, v):
 def scissor_mast(units=SCISSOR_UNITS, length=SCISSOR_BAR_LENGTH, thickness=SCISSOR_BAR_THICKNESS,
                  depth=SCISSOR_BAR_DEPTH, density=SCISSOR_DENSITY, angle_deg=None, hub_mass=None,
                  hub_radius=HUB_RADIUS, gravity=(0.0, 0.0, -9.81), name=None, validate=None, closed=None,
-                 support=None, section="planar", carriage_mass=CARRIAGE_MASS, unit_height=None):
+                 support=None, section="planar", carriage_mass=CARRIAGE_MASS, unit_height=None, pins=None):
     """Seed 004's scissor-like deployable mast: ``units`` scissor units, each kept whole in one part.
 
     Three forms, all with ``model.units`` labelling every body with its scissor unit (the
@@ -443,7 +445,7 @@ def scissor_mast(units=SCISSOR_UNITS, length=SCISSOR_BAR_LENGTH, thickness=SCISS
 
     * **open** (the default, ``closed=False``): the planar mechanism's spanning tree, one pin per
       unit left out (below).
-    * **closed planar** (``closed=True``): every pin, the left-out ones as revolute loops
+    * **closed planar** (``closed=True``): every pin, the left-out ones as loops
       (:class:`partree.Loop`), supported as the paper's one-degree-of-freedom mechanism.
     * **spatial** (``section="triangle"`` or ``"square"``, always closed): a prism whose faces
       are planar scissor stacks, joined at corner hubs; one degree of freedom.
@@ -479,8 +481,15 @@ def scissor_mast(units=SCISSOR_UNITS, length=SCISSOR_BAR_LENGTH, thickness=SCISS
       from body 3 (4 with hubs) on.  theta_1 = angle + q of B_0's joint (q > 0 deploys).
     - ``support="pinned"`` (locked, 0 degrees of freedom): no carriage; B_0 (body 0) pinned to
       the ground at its lower end, A_0 (body 1), and on as above.
-    - loops, all revolute about y: ``pin_A0_ground`` (A_0's lower end to the ground at
+    - loops, all about y: ``pin_A0_ground`` (A_0's lower end to the ground at
       (-l cos(angle) / 2, 0, 0)) and ``pin_B{k}_B{k+1}`` (B_k's upper end to B_{k+1}'s lower end).
+      ``pins="point_on_line"`` (the default) makes each the pin of the plane, 2 rows: the two
+      in-plane components of the pinned ends' relative translation, as a planar formulation (and
+      the paper's) writes a pin.  ``pins="revolute"`` makes each a 3-D revolute joint, 5 rows:
+      the same two, plus the translation along y and the rotations about x and z, which every
+      joint of the tree (revolute about y, the slider along x) already keeps at zero; the loops'
+      Jacobian then has 3 dependent rows a pin.  The motion and the in-plane pin forces are the
+      same; the 2-row pins cost less (``scripts/benchmarks/bench_scissor.py --breakdown``).
     - hubs (``hub_mass > 0``) are welded to A_k's upper end (fixed joints: a lumped node mass),
       so that they add no spinning degree of freedom.
 
@@ -523,7 +532,9 @@ def scissor_mast(units=SCISSOR_UNITS, length=SCISSOR_BAR_LENGTH, thickness=SCISS
     section orientation             the 5 mm side along the pin axis (y of every bar), the 30   chosen
                                     mm side in the scissor's plane (a flat bar)
     loop closures                   open: one pin per unit left out (a tree); closed: every     chosen
-                                    pin, the tree's left-out ones as revolute loops
+                                    pin, the tree's left-out ones as loops: planar pins
+                                    (``pins="point_on_line"``, 2 rows) or 3-D revolute
+                                    joints (``pins="revolute"``, 5 rows); spatial: revolute
     bars' plane                     all bars of a face in one plane (no offset along the pin)   chosen
     ground support (closed)         ``support="slider"``: one base end pinned to the ground,    chosen
                                     the other pinned to a carriage sliding horizontally
@@ -544,8 +555,9 @@ def scissor_mast(units=SCISSOR_UNITS, length=SCISSOR_BAR_LENGTH, thickness=SCISS
     Raises ``ValueError`` for an angle at or past lock-up (angle_deg <= 0: the bars flat, >= 90:
     upright; closed masts also within ``LOCKUP_MARGIN`` of them), a ``unit_height`` the bars
     cannot reach (the pins cannot meet: 0 < unit_height < length), both ``angle_deg`` and
-    ``unit_height``, an unknown ``support`` or ``section``, a support or section for an open mast,
-    and non-positive sizes or masses.
+    ``unit_height``, an unknown ``support``, ``section`` or ``pins``, a support, section or pins for
+    an open mast, ``pins`` for a spatial mast (its hubs join faces of different planes: 3-D
+    revolute pins), and non-positive sizes or masses.
 
     Large masts (more than ``VALIDATE_LIMIT`` bodies) skip ``Model.validate`` unless
     ``validate=True``; the arrays are valid by construction.
@@ -573,6 +585,16 @@ def scissor_mast(units=SCISSOR_UNITS, length=SCISSOR_BAR_LENGTH, thickness=SCISS
         support = "slider" if support is None else str(support).lower()
         if support not in SUPPORTS:
             raise ValueError(f"scissor_mast: unknown support {support!r}; the supports are {', '.join(SUPPORTS)}")
+    if pins is not None:
+        if not closed:
+            raise ValueError(f"scissor_mast: pins={pins!r} is for closed masts (the open tree leaves its loop pins "
+                             f"out); pass closed=True")
+        if N > 1:
+            raise ValueError(f"scissor_mast: pins={pins!r} is for the planar mast; a {sec} mast's hubs join faces "
+                             f"of different planes, so its pins are 3-D revolute loops")
+        pins = str(pins).lower()
+        if pins not in PINS:
+            raise ValueError(f"scissor_mast: unknown pins {pins!r}; the pins are {', '.join(PINS)}")
 
     # the angle: given, or from the units' height
     if unit_height is not None:
@@ -615,7 +637,7 @@ def scissor_mast(units=SCISSOR_UNITS, length=SCISSOR_BAR_LENGTH, thickness=SCISS
         I_bar = rectangular_bar_inertia(bar_mass, length, thickness, depth)
         if N == 1:
             model, lay = _closed_planar(U, length, bar_mass, I_bar, theta, hub_mass, hub_radius, support,
-                                        carriage_mass, gravity, name, validate)
+                                        carriage_mass, gravity, name, validate, pins or PINS[0])
         else:
             model, lay = _polygon(U, N, length, bar_mass, I_bar, theta, hub_mass, hub_radius, support, gravity,
                                   name, validate)

@@ -2,8 +2,8 @@
 """Deployable scissor masts: how the cost of the dynamics grows with the number of units.
 
 Models: the closed planar mast ``scissor:units=U,closed=true,support=slider`` (2U + 1 bodies: a
-slider carriage and two bars per unit; U revolute loops: the pins between units and A_0's pin to
-the ground; one degree of freedom) and the same mast as a tree, ``scissor:units=U`` (2U bodies,
+slider carriage and two bars per unit; U loops: the pins between units and A_0's pin to the
+ground, each the plane's pin, a ``point_on_line`` loop of 2 rows; one degree of freedom) and the same mast as a tree, ``scissor:units=U`` (2U bodies,
 the pins left out).
 
 Modes (``--mode``; each runs on its own, ``--units`` picks the sizes):
@@ -14,8 +14,9 @@ Modes (``--mode``; each runs on its own, ``--units`` picks the sizes):
             (linearity); partree's constraint residual max |J qdd - gamma| / max |a| (bodies); the
             set-up (model build) and the peak memory.  ``--breakdown``: where one closed call's
             time goes (the compiled kernel's pieces, ``bench_loops.breakdown``) and the same call
-            with the pins declared as spherical loops (3 rows, of which the tree makes 1
-            dependent, instead of a revolute pin's 5 rows with 3 dependent: the same mechanism).
+            with the pins declared as 3-D revolute loops (``pins=revolute``: 5 rows, 3 of them
+            repeating the tree's) and as spherical loops (3 rows, 1 repeating): the same
+            mechanism, the same qdd.
 ``sparse``  a general sparse Lagrange-multiplier solve of the same closed mast, as a user would
             write it with scipy.sparse (below), against ``constrained_dynamics``: both results
             compared, the assembly and the solve timed apart, interleaved with partree's call.
@@ -596,7 +597,8 @@ def mode_eval(a):
 
 def breakdown(a):
     """Where one closed call's time goes, at the largest size (bench_loops' kernel pieces), and
-    the same call with the pins declared as spherical loops (3 rows each instead of 5)."""
+    the same call with the pins declared as revolute loops (5 rows each instead of 2) and as
+    spherical loops (3 rows)."""
     sys.path.insert(0, HERE)
     from bench_loops import breakdown as pieces
     U = max(a.units)
@@ -610,27 +612,31 @@ def breakdown(a):
     for k, v in t.items():
         log(f"  {k:62s} {1e3 * v:10.3f}")
     log(f"  loop rows {info['loop_rows']}, rank {info['rank']}")
-    # the same pins as spherical loops: 3 rows each (1 dependent) instead of 5 (3 dependent); in
-    # a planar mast the same mechanism, so the same qdd
+    # the same pins as revolute loops (pins=revolute: 5 rows, 3 repeating the tree's) and as
+    # spherical loops (3 rows, 1 repeating); in a planar mast the same mechanism, so the same qdd
     from partree.loops import LoopSet
-    lp = mc.loops
+    mr = partree.resolve_model(f"scissor:units={U},closed=true,support=slider,pins=revolute")
+    lp = mr.loops
     L = len(lp)
-    ms = mc.with_loops(LoopSet(list(lp.names), np.full(L, KINDS.index("spherical"), dtype=np.int8), lp.body_a,
+    ms = mr.with_loops(LoopSet(list(lp.names), np.full(L, KINDS.index("spherical"), dtype=np.int8), lp.body_a,
                                lp.body_b, lp.R_a, lp.p_a, lp.R_b, lp.p_b, lp.axis, lp.axis2, lp.length), replace=True)
     mt = tree_mast(U)
     qt, qdt, taut = tree_state(mt)
-    x_rev = partree.constrained_dynamics(mc, q, qd, tau).qdd
-    x_sph = partree.constrained_dynamics(ms, q, qd, tau).qdd
-    t = timed({"revolute": lambda: partree.constrained_dynamics(mc, q, qd, tau),
+    x = {k: partree.constrained_dynamics(m, q, qd, tau).qdd for k, m in (("line", mc), ("revolute", mr),
+                                                                          ("spherical", ms))}
+    t = timed({"line": lambda: partree.constrained_dynamics(mc, q, qd, tau),
+               "revolute": lambda: partree.constrained_dynamics(mr, q, qd, tau),
                "spherical": lambda: partree.constrained_dynamics(ms, q, qd, tau),
                "tree": lambda: partree.aba(mt, qt, qdt, taut)}, max(3, a.repeat), a.sample)
-    info["spherical_pins"] = {"ms_revolute": 1e3 * t["revolute"], "ms_spherical": 1e3 * t["spherical"],
-                              "ms_tree_aba": 1e3 * t["tree"], "qdd_rel_diff": rel(x_sph, x_rev),
-                              "loop_rows": int(3 * L)}
-    log(f"  the pins as spherical loops (3 rows each, {3 * L} rows): {1e3 * t['spherical']:.3f} ms against "
-        f"{1e3 * t['revolute']:.3f} ms with revolute pins (5 rows each) and {1e3 * t['tree']:.3f} ms for ABA on the "
-        f"tree mast: {t['spherical'] / t['revolute']:.2f} of the time, {t['spherical'] / t['tree']:.2f}x the tree; "
-        f"qdd differs by {info['spherical_pins']['qdd_rel_diff']:.1e}")
+    info["pin_kinds"] = {"ms_point_on_line": 1e3 * t["line"], "ms_revolute": 1e3 * t["revolute"],
+                         "ms_spherical": 1e3 * t["spherical"], "ms_tree_aba": 1e3 * t["tree"],
+                         "qdd_rel_diff_revolute": rel(x["revolute"], x["line"]),
+                         "qdd_rel_diff_spherical": rel(x["spherical"], x["line"]),
+                         "loop_rows": {"point_on_line": 2 * L, "revolute": 5 * L, "spherical": 3 * L}}
+    for k, nm, rows in (("line", "point_on_line", 2), ("revolute", "revolute", 5), ("spherical", "spherical", 3)):
+        diff = "" if k == "line" else f"; qdd differs by {rel(x[k], x['line']):.1e}"
+        log(f"  the pins as {nm} loops ({rows} rows each, {rows * L} rows): {1e3 * t[k]:9.3f} ms, "
+            f"{t[k] / t['tree']:.2f}x ABA on the tree mast ({1e3 * t['tree']:.3f} ms){diff}")
     return info
 
 

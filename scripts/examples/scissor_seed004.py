@@ -9,9 +9,9 @@ The mechanism: ``partree.models.scissor_mast(3, closed=True, support="slider")``
 (``scissor:units=3,closed=true,support=slider``): three scissor units of two 1 m bars each,
 5 mm x 30 mm section, 2750 kg/m^3 (0.4125 kg per bar), theta_1 = 30 deg at rest.  Bar A_0's lower
 end (A) is pinned to the ground, bar B_0's lower end (C) to a 0.01 kg carriage on a horizontal
-slider, and every pin between units is closed (the pins the spanning tree leaves out are
-revolute loops): 7 coordinates, 15 loop rows of rank 6, one degree of freedom.  Gravity acts
-along -z, along the mast.
+slider, and every pin between units is closed (the pins the spanning tree leaves out are loops,
+each the plane's pin: a ``point_on_line`` loop of 2 rows): 7 coordinates, 6 independent loop
+rows, one degree of freedom.  Gravity acts along -z, along the mast.
 
 The drive: ``ScissorDrive(model, gain=0.05, ramp=0.1)``: A and C are pulled horizontally towards
 each other, each with F(t) = F_hold (1 + 0.05 min(1, t / 0.1 s)), F_hold the force that holds the
