@@ -57,8 +57,9 @@ slider's force u tau at the joint).  Constraint rows C x = gamma, forces C^T lam
   for the parent) and no relative angular acceleration across the axis (2 rows: n . (alpha_i -
   alpha_p) = -(w_p x n) . (w_i - w_p), n perpendicular to u, fixed in the parent); the
   carriage's slider (on the ground): no rotation (3 rows) and no motion across the rail (2).
-* every loop pin (revolute): the pin point of both bodies with equal accelerations, only across
-  the pin axis (2 rows).  The mast is planar but declared in 3-D: the tree's revolute joints about
+* every loop pin: the pin point of both bodies with equal accelerations, only across the pin axis
+  (2 rows, the rows of partree's default ``point_on_line`` pins).  The mast is planar but declared
+  in 3-D: the tree's revolute joints about
   y already hold every bar in the x-z plane, so a pin's 3 out-of-plane rows (the point along y,
   the rotations about x and z) repeat rows of the tree joints; with them C loses 3 rows of rank
   per pin and the KKT matrix is singular (checked by a dense SVD on a small mast, ``--rank-check``).
@@ -326,8 +327,8 @@ class SparseLagrange:
 
     def __init__(self, model, solver="spsolve"):
         lp = model.loops
-        if not np.all(lp.kind == KINDS.index("revolute")):
-            raise ValueError("this sparse solve knows revolute loop pins only")
+        if not np.all(np.isin(lp.kind, (KINDS.index("revolute"), KINDS.index("point_on_line")))):
+            raise ValueError("this sparse solve knows pins only (revolute or point_on_line loops: 2 in-plane rows)")
         self.model, self.solver = model, solver
         jt, par = model.jtype, model.parent
         self.rev = np.flatnonzero(jt == J.REVOLUTE)
