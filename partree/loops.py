@@ -168,7 +168,8 @@ class LoopSet:
     R_a, p_a, R_b, p_b : float[L, 3, 3], float[L, 3]
         Placements of frames A and B in their bodies.
     axis, axis2 : float[L, 3]
-        u (revolute, prismatic, point_on_line, universal's u1, in frame A) and u2 (universal, in frame B).
+        u (revolute, prismatic, point_on_line, universal's u1, in frame A) and u2 (universal,
+        in frame B).
     length : float[L]
         Rod lengths of distance loops (0 elsewhere).
     nrows, row0 : int64[L]

@@ -3,8 +3,8 @@
 
 Models: the closed planar mast ``scissor:units=U,closed=true,support=slider`` (2U + 1 bodies: a
 slider carriage and two bars per unit; U loops: the pins between units and A_0's pin to the
-ground, each the plane's pin, a ``point_on_line`` loop of 2 rows; one degree of freedom) and the same mast as a tree, ``scissor:units=U`` (2U bodies,
-the pins left out).
+ground, each the plane's pin, a ``point_on_line`` loop of 2 rows; one degree of freedom) and the
+same mast as a tree, ``scissor:units=U`` (2U bodies, the pins left out).
 
 Modes (``--mode``; each runs on its own, ``--units`` picks the sizes):
 
@@ -59,11 +59,11 @@ slider's force u tau at the joint).  Constraint rows C x = gamma, forces C^T lam
   carriage's slider (on the ground): no rotation (3 rows) and no motion across the rail (2).
 * every loop pin: the pin point of both bodies with equal accelerations, only across the pin axis
   (2 rows, the rows of partree's default ``point_on_line`` pins).  The mast is planar but declared
-  in 3-D: the tree's revolute joints about
-  y already hold every bar in the x-z plane, so a pin's 3 out-of-plane rows (the point along y,
-  the rotations about x and z) repeat rows of the tree joints; with them C loses 3 rows of rank
-  per pin and the KKT matrix is singular (checked by a dense SVD on a small mast, ``--rank-check``).
-  The solve keeps the 2 in-plane rows of every pin, the choice a user of a planar mechanism makes.
+  in 3-D: the tree's revolute joints about y already hold every bar in the x-z plane, so a pin's
+  3 out-of-plane rows (the point along y, the rotations about x and z) repeat rows of the tree
+  joints; with them C loses 3 rows of rank per pin and the KKT matrix is singular (checked by a
+  dense SVD on a small mast, ``--rank-check``).  The solve keeps the 2 in-plane rows of every
+  pin, the choice a user of a planar mechanism makes.
 
 KKT: [[M, -C^T], [C, 0]] [x; lambda] = [b; gamma], assembled in COO and converted to CSC with
 scipy.sparse, solved by ``scipy.sparse.linalg.spsolve`` (SuperLU, COLAMD ordering; ``--solver
