@@ -364,6 +364,32 @@ def tree_for_copies(kinds):
     return m, [joint_copy(m, i, f"copy{i}") for i in picks]
 
 
+def test_the_elimination_floors_bound_is_the_rigid_inertias_inverse_trace():
+    """The bound the inward pass tries before the floor's factorisation: trace(I^-1) of a body's
+    spatial inertia in closed form, against numpy's inverse; at least trace(IA^-1) of any inertia
+    that adds positive semi-definite terms to it; inf for a massless or flat body."""
+    from partree.algorithms.constrained_dynamics import elimination_floor, elimination_floor_bound
+    from partree.algorithms.primitives import inertia_from_compact, inertia_inverse_trace
+
+    rng = np.random.default_rng(12)
+    I6 = np.empty((6, 6))
+    for _ in range(20):
+        m, c = rng.uniform(0.1, 5.0), rng.normal(size=3)
+        R = rotation(rng)
+        Ic = R @ np.diag(rng.uniform(1e-4, 1.0, size=3)) @ R.T
+        inertia_from_compact(m, c, Ic, I6)
+        t = inertia_inverse_trace(m, c, Ic)
+        assert np.isclose(t, np.trace(np.linalg.inv(I6)), rtol=1e-9)
+        B = rng.normal(size=(6, 4))
+        IA = (I6 + B @ B.T)[None]
+        g2 = rng.uniform(0.5, 2.0)
+        bound = elimination_floor_bound(0, 1, np.array([-1]), np.array([m]), c[None], Ic[None], g2)
+        assert bound == pytest.approx(g2 * t) and bound >= elimination_floor(0, 1, np.array([-1]), IA, g2,
+                                                                              np.empty((6, 6)))
+    assert inertia_inverse_trace(0.0, np.zeros(3), np.eye(3)) == np.inf
+    assert inertia_inverse_trace(1.0, np.zeros(3), np.diag([1.0, 1.0, 0.0])) == np.inf
+
+
 def test_spherical_loops_the_tree_already_satisfies_change_nothing():
     m, copies = tree_for_copies(["spherical"])
     assert_copies_change_nothing(m, copies, np.random.default_rng(7))

@@ -54,7 +54,7 @@ from .kinematics import world_poses
 from .loop_constraints import TERMS_SCRATCH, distance_error, end_poses, loop_terms_at
 from .packed import (ERR_DATA, ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, raw_view, restrict,
                      workspace_views)
-from .primitives import congruence_add, xform_force_T_add, xform_motion
+from .primitives import congruence_add, inertia_inverse_trace, xform_force_T_add, xform_motion
 
 
 # ---------------------------------------------------------------------------------- topology
@@ -348,7 +348,7 @@ def backward_work(wrows, prow):
 
 
 @njit(cache=True)
-def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
+def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr,
                        eptr, eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank):
     """Inward pass: ABA's, with the loops' rows carried (C, K, k) and eliminated where their
@@ -357,10 +357,12 @@ def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
     G (L, 2, 6, 6): the loop ends' rows (``LoopTerms.G``); gamma (R,): the rows' accelerations
     (frame part: the bodies' accelerations a enter through G); tol: pivots below tol times the
     largest are dependent rows.  Cw, Kw, kw, SC: the flat workspaces (zeroed by the caller);
-    perm (rows of all nodes), rank (n + 1): the factorisations' pivots and ranks.  The work
-    arrays are allocated here (:func:`loop_backward_pass_in` takes them from a scratch array)."""
+    perm (rows of all nodes), rank (n + 1): the factorisations' pivots and ranks; mass, com,
+    I_com: the bodies' inertias (the elimination floor's bound).  The work arrays are allocated
+    here (:func:`loop_backward_pass_in` takes them from a scratch array)."""
     prmap = pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr)
-    return loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl, prow,
+    return loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr, wloop,
+                                 wpos, npl, prow,
                                  wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, nrows, G,
                                  gamma, tol, Cw, Kw, kw, SC, perm, rank,
                                  np.empty(BACKWARD_FIXED + backward_work(wrows, prow)), 0.0, np.zeros(1),
@@ -380,11 +382,8 @@ def pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr):
 
 
 @njit(cache=True)
-def elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, inv):
-    """The size K_ZZ's diagonal would have at node x if the rows of the loops eliminated there
-    did not cancel: the largest |G_A row|^2 + |G_B row|^2 of those loops times trace(IA^-1), IA
-    x's articulated inertia (at the world: the largest over the roots), a bound on a row's
-    K = G IA^-1 G^T.  ``inv`` is 6x6 scratch."""
+def eliminated_rows_size(x, wptr, wloop, npl, nrows, G):
+    """The largest |G_A row|^2 + |G_B row|^2 of the loops eliminated at node x."""
     g2 = 0.0
     for j in range(wptr[x] + npl[x], wptr[x + 1]):
         l = wloop[j]
@@ -395,6 +394,17 @@ def elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, inv):
                     s += G[l, side, rr, k] * G[l, side, rr, k]
             if s > g2:
                 g2 = s
+    return g2
+
+
+@njit(cache=True)
+def elimination_floor(x, n, parent, IA, g2, inv):
+    """The size K_ZZ's diagonal would have at node x if the rows of the loops eliminated there
+    did not cancel: g2, the largest |G_A row|^2 + |G_B row|^2 of those loops
+    (:func:`eliminated_rows_size`), times trace(IA^-1), IA x's articulated inertia (at the world:
+    the largest over the roots), a bound on a row's K = G IA^-1 G^T.  ``inv`` is 6x6 scratch."""
+    if g2 == 0.0:
+        return 0.0
     iota = 0.0
     lo = x if x < n else 0
     hi = x + 1 if x < n else n
@@ -402,6 +412,27 @@ def elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, inv):
         if x == n and parent[b] >= 0:
             continue
         t = spd_inverse_trace(IA[b], 6, inv)
+        if t > iota:
+            iota = t
+    return g2 * iota
+
+
+@njit(cache=True)
+def elimination_floor_bound(x, n, parent, mass, com, I_com, g2):
+    """An upper bound of :func:`elimination_floor` that needs no factorisation: IA, x's
+    articulated inertia, is its own rigid inertia I plus positive semi-definite terms (its
+    subtree's, the loops eliminated below), so trace(IA^-1) <= trace(I^-1), which the body's
+    mass, CoM and inertia give in closed form (``inertia_inverse_trace``; inf for a massless
+    body).  At the world: the largest over the roots."""
+    if g2 == 0.0:
+        return 0.0
+    iota = 0.0
+    lo = x if x < n else 0
+    hi = x + 1 if x < n else n
+    for b in range(lo, hi):
+        if x == n and parent[b] >= 0:
+            continue
+        t = inertia_inverse_trace(mass[b], com[b], I_com[b])
         if t > iota:
             iota = t
     return g2 * iota
@@ -551,7 +582,7 @@ def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, pe
 
 
 @njit(cache=True)
-def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
+def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com,
                           wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                           eptr, eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, sc,
                           delta, reg, kept, rrank):
@@ -632,9 +663,18 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u,
                 for rr in range(nrows[l]):
                     for k in range(6):
                         Cw[o6 + rr * 6 + k] += g[rr, k]
-            # eliminate the loops whose paths meet at x
+            # eliminate the loops whose paths meet at x.  The floor (elimination_floor: a 6x6
+            # factorisation) only decides where NOISE times it exceeds tol times the largest
+            # K_jj: below, every pivot the relative test keeps is above the noise, and the
+            # bound decides as the floor does
             if w > p:
-                dfloor = elimination_floor(x, n, parent, IA, wptr, wloop, npl, nrows, G, Dn)
+                g2 = eliminated_rows_size(x, wptr, wloop, npl, nrows, G)
+                dfloor = elimination_floor_bound(x, n, parent, mass, com, I_com, g2)
+                dmax = 0.0
+                for j in range(p, w):
+                    dmax = max(dmax, Kw[ok + j * w + j])
+                if not NOISE * dfloor <= tol * dmax:
+                    dfloor = elimination_floor(x, n, parent, IA, g2, Dn)
                 eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work, dfloor,
                           delta, reg, kept, rrank)
         if x == n:
@@ -964,10 +1004,10 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
             Kw[k] = 0.0
         for k in range(kw.shape[0]):
             kw[k] = 0.0
-        bad = loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl,
-                                    prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos,
-                                    nrows, G, gsh, tol_it, Cw, Kw, kw, SC, perm, rank, work, delta, reg,
-                                    kept, rrank)
+        bad = loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr, wloop,
+                                    wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside,
+                                    epos, nrows, G, gsh, tol_it, Cw, Kw, kw, SC, perm, rank, work, delta, reg, kept,
+                                    rrank)
         if bad >= 0:
             return bad
         a0[0] = 0.0

@@ -4,6 +4,7 @@ Transforms are compact (E, r) pairs (see ``partree.spatial``); motion vectors [w
 [n; f]; 6x6 inertias are full arrays.  Every routine writes into caller-owned arrays so the
 kernels never allocate inside their loops.
 """
+import numpy as np
 from numba import njit
 
 
@@ -30,6 +31,29 @@ def inertia_from_compact(m, c, Ic, out):
     for i in range(3):
         for j in range(3):
             out[3 + j, i] = out[i, 3 + j]
+
+
+@njit(cache=True, inline="always")
+def inertia_inverse_trace(m, c, Ic):
+    """trace(I^-1) of the spatial inertia I about the body origin (mass m, CoM c, inertia Ic about
+    the CoM), from Ic^-1 alone: I = X^T blockdiag(Ic, m 1) X with X = [[1, 0], [-c~, 1]], so
+    trace(I^-1) = (1 + |c|^2) trace(Ic^-1) - c^T Ic^-1 c + 3 / m.  Returns inf where I is not
+    positive definite (m <= 0 or Ic singular or indefinite)."""
+    a00, a01, a02 = Ic[0, 0], Ic[0, 1], Ic[0, 2]
+    a11, a12, a22 = Ic[1, 1], Ic[1, 2], Ic[2, 2]
+    b00 = a11 * a22 - a12 * a12
+    b01 = a02 * a12 - a01 * a22
+    b02 = a01 * a12 - a02 * a11
+    det = a00 * b00 + a01 * b01 + a02 * b02
+    if not (m > 0.0 and a00 > 0.0 and a00 * a11 - a01 * a01 > 0.0 and det > 0.0):
+        return np.inf
+    b11 = a00 * a22 - a02 * a02
+    b12 = a01 * a02 - a00 * a12
+    b22 = a00 * a11 - a01 * a01
+    c0, c1, c2 = c[0], c[1], c[2]
+    tr = (b00 + b11 + b22) / det
+    cbc = (b00 * c0 * c0 + b11 * c1 * c1 + b22 * c2 * c2 + 2.0 * (b01 * c0 * c1 + b02 * c0 * c2 + b12 * c1 * c2)) / det
+    return (1.0 + c0 * c0 + c1 * c1 + c2 * c2) * tr - cbc + 3.0 / m
 
 
 @njit(cache=True, inline="always")

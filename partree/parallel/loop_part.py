@@ -197,9 +197,9 @@ class LoopPartKernel(PartKernel):
         self.Kw[:] = 0.0
         self.kw[:] = 0.0
         bad = loop_backward_pass_in(self.parent, self.idx_v, self._tau, self.E, self.r, self.c, self.IA, self.pA,
-                                    self.S, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow,
-                                    t.wrows, t.prmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, t.eptr, t.eloop,
-                                    t.eside, t.epos, self.loops.nrows, terms.G, gamma, self.rank_tol ** 2, self.Cw,
+                                    self.S, self.U, self.Dinv, self.u, self.mass, self.com, self.I_com, t.wptr,
+                                    t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.prmap, t.wglob, t.rptr, t.cptr,
+                                    t.kptr, t.sptr, t.eptr, t.eloop, t.eside, t.epos, self.loops.nrows, terms.G, gamma, self.rank_tol ** 2, self.Cw,
                                     self.Kw, self.kw, self.SC, self.perm, self.rank, self._bsc, 0.0, self._none_f,
                                     self._none_i, self._none_i)
         if bad >= 0:
