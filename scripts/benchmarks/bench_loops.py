@@ -450,10 +450,10 @@ def _pieces(count, which, parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                 Kw[k] = 0.0
             for k in range(kw.shape[0]):
                 kw[k] = 0.0
-            cdyn.loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, wptr, wloop, wpos, npl,
-                                       prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos,
-                                       nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, work, delta, reg, kept,
-                                       rrank)
+            cdyn.loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr,
+                                       wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr,
+                                       eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, work,
+                                       delta, reg, kept, rrank)
         elif which == 4:
             cdyn.loop_forward_pass_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, lam, prow, wrows, wglob,
                                       rptr, cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, work)
