@@ -381,7 +381,7 @@ def pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr):
     return prmap
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def eliminated_rows_size(x, wptr, wloop, npl, nrows, G):
     """The largest |G_A row|^2 + |G_B row|^2 of the loops eliminated at node x."""
     g2 = 0.0
@@ -417,7 +417,7 @@ def elimination_floor(x, n, parent, IA, g2, inv):
     return g2 * iota
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def elimination_floor_bound(x, n, parent, mass, com, I_com, g2):
     """An upper bound of :func:`elimination_floor` that needs no factorisation: IA, x's
     articulated inertia, is its own rigid inertia I plus positive semi-definite terms (its
@@ -845,7 +845,7 @@ def solve_eliminated(x, a, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw,
                         np.empty(max(wrows[x] - prow[x], 1)))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def solve_eliminated_in(x, a, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, h):
     """:func:`solve_eliminated` with its work vector ``h`` (at least the rows eliminated at x)."""
     w = wrows[x]
