@@ -110,7 +110,6 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
     oF = raw_view(sc, 18, (2, 3))
     wF = raw_view(sc, 24, (2, 3))
     voF = raw_view(sc, 30, (2, 3))
-    XF = raw_view(sc, 36, (2, 6, 6))
     Rb = raw_view(sc, 108, (3, 3))
     pb = raw_view(sc, 117, (3,))
     vb = raw_view(sc, 120, (6,))
@@ -129,8 +128,6 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
     w = raw_view(sc, 210, (3,))
     u2 = raw_view(sc, 213, (3,))
     m3 = raw_view(sc, 216, (3,))
-    Rot = raw_view(sc, 219, (6, 6))
-    M6 = raw_view(sc, 255, (6, 6))
     for l in range(L):
         for side in range(2):
             x = body_a[l] if side == 0 else body_b[l]
@@ -160,27 +157,6 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
                     sv += Rp[b, a] * (vb[3 + b] + t3[b])
                 wF[side, a] = sw
                 voF[side, a] = sv
-            # X(F <- body): E = Rp^T, r = pp: [[E, 0], [-E rx, E]]
-            for a in range(6):
-                for b in range(6):
-                    XF[side, a, b] = 0.0
-            for a in range(3):
-                for b in range(3):
-                    XF[side, a, b] = Rp[b, a]
-                    XF[side, 3 + a, 3 + b] = Rp[b, a]
-            for a in range(3):
-                # -(E rx)[a, b] = -sum_c E[a, c] rx[c, b], rx e_b = pp x e_b
-                for b in range(3):
-                    if b == 0:
-                        t4[0], t4[1], t4[2] = 0.0, pp[2], -pp[1]
-                    elif b == 1:
-                        t4[0], t4[1], t4[2] = -pp[2], 0.0, pp[0]
-                    else:
-                        t4[0], t4[1], t4[2] = pp[1], -pp[0], 0.0
-                    s = 0.0
-                    for c in range(3):
-                        s += Rp[c, a] * t4[c]
-                    XF[side, 3 + a, b] = -s
         for a in range(3):
             for b in range(3):
                 s = 0.0
@@ -343,38 +319,47 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
             gamma[r0 + j] = sg
             vel[r0 + j] = sv
             phi[r0 + j] = ph[j]
-        for a in range(3):
-            for b in range(3):
-                Rot[a, b] = RAB[a, b]
-                Rot[3 + a, 3 + b] = RAB[a, b]
-                Rot[a, 3 + b] = 0.0
-                Rot[3 + a, b] = 0.0
-        # M6 = Rot XF_B and G = T^T XF: the terms with a factor that is exactly zero (Rot's
-        # off-diagonal blocks, T's zeros) are left out, which changes no sum (each starts at +0)
-        for a in range(6):
-            o = 0 if a < 3 else 3
-            for b in range(6):
-                s = 0.0
-                for c in range(o, o + 3):
-                    s += Rot[a, c] * XF[1, c, b]
-                M6[a, b] = s
+        # G's rows: row j of end A is -t^T X(F_A <- a) with t = T's column j less [c; 0] (c = Td's
+        # angular rows: the c . w_A term), of end B t^T Rot X(F_B <- b) with t = T's column j and
+        # Rot = blockdiag(R_AB, R_AB).  With X(F <- x) = [[E, 0], [-E rx, E]], E = Rp^T, rx e_b =
+        # pp x e_b: t^T X = [Rp t_ang - (Rp t_lin) x pp; Rp t_lin], and t^T Rot = (Rot^T t)^T
         for j in range(6):
-            for b in range(6):
-                if j < m:
-                    sa = 0.0
-                    sb = 0.0
-                    for a in range(6):
-                        ta = T[l, a, j]
-                        if ta != 0.0:
-                            sa += ta * XF[0, a, b]
-                            sb += ta * M6[a, b]
+            if j >= m:
+                for side in range(2):
+                    for b in range(6):
+                        G[l, side, j, b] = 0.0
+                continue
+            for side in range(2):
+                Rp = R_a[l] if side == 0 else R_b[l]
+                pp = p_a[l] if side == 0 else p_b[l]
+                if side == 0:
                     for a in range(3):
-                        sa -= Td[a, j] * XF[0, a, b]      # + c . w_A on end A
-                    G[l, 0, j, b] = -sa
-                    G[l, 1, j, b] = sb
+                        t3[a] = T[l, a, j] - Td[a, j]
+                        t4[a] = T[l, 3 + a, j]
                 else:
-                    G[l, 0, j, b] = 0.0
-                    G[l, 1, j, b] = 0.0
+                    for a in range(3):
+                        sw = 0.0
+                        sv = 0.0
+                        for b in range(3):
+                            sw += RAB[b, a] * T[l, b, j]
+                            sv += RAB[b, a] * T[l, 3 + b, j]
+                        t3[a] = sw
+                        t4[a] = sv
+                for a in range(3):
+                    sw = 0.0
+                    sv = 0.0
+                    for b in range(3):
+                        sw += Rp[a, b] * t3[b]
+                        sv += Rp[a, b] * t4[b]
+                    w[a] = sw
+                    m3[a] = sv
+                sg = -1.0 if side == 0 else 1.0
+                G[l, side, j, 0] = sg * (w[0] - (m3[1] * pp[2] - m3[2] * pp[1]))
+                G[l, side, j, 1] = sg * (w[1] - (m3[2] * pp[0] - m3[0] * pp[2]))
+                G[l, side, j, 2] = sg * (w[2] - (m3[0] * pp[1] - m3[1] * pp[0]))
+                G[l, side, j, 3] = sg * m3[0]
+                G[l, side, j, 4] = sg * m3[1]
+                G[l, side, j, 5] = sg * m3[2]
         # the cut-joint wrench at frame A's origin: the force acts at B's origin, d from A's, so
         # its moment there is n + d x f = (T_ang - c) lambda
         for j in range(m):
