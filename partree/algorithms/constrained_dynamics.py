@@ -70,6 +70,8 @@ class LoopTopology:
     workspace offsets are ``cptr`` (C, 6 per row), ``kptr`` (K, rows squared), ``rptr`` (rows)
     and ``sptr`` (C S, pending rows times the joint's degrees of freedom).  Loop ends on x are
     ``eloop[eptr[x]:eptr[x+1]]`` with their side (0 = A, 1 = B) and first row ``epos``.
+    ``zfirst[x]``: the node that first writes x's rows in the inward pass (the child of the
+    highest number that hands rows to x, or x itself), which zeroes them first.
     ``enodes``: the nodes that eliminate loops; ``zmax``, ``zwork`` and ``scratch``: the most
     rows one node eliminates, the backward pass's work values (:func:`backward_work`) and the
     scratch a whole call takes (:func:`constrained_kernel_in`)."""
@@ -78,11 +80,12 @@ class LoopTopology:
         loops = model.loops
         n = model.n
         nvj = np.concatenate((np.asarray(model.nv_j), [0])).astype(np.int64)
-        (self.lca, self.wptr, self.npl, self.prow, self.wrows, self.wloop, self.wpos, self.pmap, self.rptr,
-         self.kptr, self.sptr, self.wglob, self.eptr, self.eloop, self.eside, self.epos) = topology_arrays(
+        arrs = topology_arrays(
             np.ascontiguousarray(model.parent, dtype=np.int64), np.ascontiguousarray(model.depth(), dtype=np.int64),
             np.ascontiguousarray(loops.body_a, dtype=np.int64), np.ascontiguousarray(loops.body_b, dtype=np.int64),
             np.ascontiguousarray(loops.nrows, dtype=np.int64), np.ascontiguousarray(loops.row0, dtype=np.int64), nvj)
+        (self.lca, self.wptr, self.npl, self.prow, self.wrows, self.wloop, self.wpos, self.pmap, self.rptr,
+         self.kptr, self.sptr, self.wglob, self.eptr, self.eloop, self.eside, self.epos, self.zfirst) = arrs
         self.cptr = 6 * self.rptr
         nrows = loops.nrows
         wrows, prow = self.wrows, self.prow
@@ -116,9 +119,9 @@ def _position(wloop, lo, hi, l):
 @njit(cache=True)
 def topology_arrays(parent, depth, body_a, body_b, nrows, row0, nvj):
     """The arrays of :class:`LoopTopology` (lca, wptr, npl, prow, wrows, wloop, wpos, pmap, rptr,
-    kptr, sptr, wglob, eptr, eloop, eside, epos) in two walks of every loop's paths: each node
-    lists its pending loops, then the loops eliminated there, each group in loop order.  Cost:
-    the bodies plus the loops' path lengths."""
+    kptr, sptr, wglob, eptr, eloop, eside, epos, zfirst) in two walks of every loop's paths: each
+    node lists its pending loops, then the loops eliminated there, each group in loop order.
+    Cost: the bodies plus the loops' path lengths."""
     n = parent.shape[0]
     L = body_a.shape[0]
     lca = np.empty(L, dtype=np.int64)
@@ -224,7 +227,20 @@ def topology_arrays(parent, depth, body_a, body_b, nrows, row0, nvj):
             if k >= wptr[x] + npl[x] or wloop[k] != l:
                 k = _position(wloop, wptr[x] + npl[x], wptr[x + 1], l)
             epos[e] = wpos[k]
-    return lca, wptr, npl, prow, wrows, wloop, wpos, pmap, rptr, kptr, sptr, wglob, eptr, eloop, eside, epos
+    # the first writer of each node's rows in the inward pass (leaf to root): its child of the
+    # highest number that hands rows up, or the node itself (its loop ends)
+    zfirst = np.arange(n + 1, dtype=np.int64)
+    zfirst[n] = -1
+    for x in range(n):
+        if prow[x] > 0:
+            up = parent[x] if parent[x] >= 0 else n
+            if up == n:
+                zfirst[n] = max(zfirst[n], x)
+            else:
+                zfirst[up] = max(zfirst[up], x)
+    if zfirst[n] < 0:
+        zfirst[n] = n
+    return lca, wptr, npl, prow, wrows, wloop, wpos, pmap, rptr, kptr, sptr, wglob, eptr, eloop, eside, epos, zfirst
 
 
 def loop_topology(model):
@@ -350,20 +366,21 @@ def backward_work(wrows, prow):
 @njit(cache=True)
 def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr,
-                       eptr, eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank):
+                       eptr, eloop, eside, epos, zfirst, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank):
     """Inward pass: ABA's, with the loops' rows carried (C, K, k) and eliminated where their
     paths meet (world last).  Returns -1, or the body whose joint-space inertia is singular.
 
     G (L, 2, 6, 6): the loop ends' rows (``LoopTerms.G``); gamma (R,): the rows' accelerations
     (frame part: the bodies' accelerations a enter through G); tol: pivots below tol times the
-    largest are dependent rows.  Cw, Kw, kw, SC: the flat workspaces (zeroed by the caller);
+    largest are dependent rows.  Cw, Kw, kw, SC: the flat workspaces (each node's rows of Cw,
+    Kw and kw zeroed by the pass where they are first written: ``zfirst``, LoopTopology.zfirst);
     perm (rows of all nodes), rank (n + 1): the factorisations' pivots and ranks; mass, com,
     I_com: the bodies' inertias (the elimination floor's bound).  The work arrays are allocated
     here (:func:`loop_backward_pass_in` takes them from a scratch array)."""
     prmap = pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr)
     return loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr, wloop,
                                  wpos, npl, prow,
-                                 wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, nrows, G,
+                                 wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, zfirst, nrows, G,
                                  gamma, tol, Cw, Kw, kw, SC, perm, rank,
                                  np.empty(BACKWARD_FIXED + backward_work(wrows, prow)), 0.0, np.zeros(1),
                                  np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
@@ -379,6 +396,19 @@ def pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr):
             for rr in range(nrows[wloop[j]]):
                 prmap[rptr[x] + wpos[j] + rr] = pmap[j] + rr
     return prmap
+
+
+@njit(cache=True, inline="always")
+def zero_node_block(Cw, Kw, kw, oc, ok, orr, w):
+    """Zero a node's rows in the inward pass's workspaces: C (6 w at oc), K (w^2 at ok), k (w at
+    orr).  Each node's are zeroed by their first writer (``LoopTopology.zfirst``), so that a
+    call writes every value it reads and no sweep over the whole workspace is needed."""
+    for k in range(6 * w):
+        Cw[oc + k] = 0.0
+    for k in range(w * w):
+        Kw[ok + k] = 0.0
+    for k in range(w):
+        kw[orr + k] = 0.0
 
 
 @njit(cache=True, inline="always")
@@ -584,7 +614,7 @@ def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, pe
 @njit(cache=True)
 def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com,
                           wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                          eptr, eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, sc,
+                          eptr, eloop, eside, epos, zfirst, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, sc,
                           delta, reg, kept, rrank):
     """:func:`loop_backward_pass` with its work arrays taken from ``sc`` (BACKWARD_FIXED values,
     then :func:`backward_work`: ``LoopTopology.zwork``), and the pending rows' parent rows
@@ -655,6 +685,8 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
             ok = kptr[x]
             orr = rptr[x]
             os_ = sptr[x]
+            if zfirst[x] == x:      # no child handed rows to x: its rows start here
+                zero_node_block(Cw, Kw, kw, oc, ok, orr, w)
             # the rows of the loop ends on x
             for e in range(eptr[x], eptr[x + 1]):
                 l = eloop[e]
@@ -758,6 +790,8 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
         ocq = cptr[q_]
         okq = kptr[q_]
         orq = rptr[q_]
+        if zfirst[q_] == x:         # the first rows handed to the parent: its rows start here
+            zero_node_block(Cw, Kw, kw, ocq, okq, orq, wq)
         # the pending rows' relation handed to the parent: C' = C - SC D^-1 U^T (then X),
         # K' = K + SC D^-1 SC^T, k' = k + C' c + SC D^-1 u, each value summed in the order of
         # its formula
@@ -960,14 +994,15 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                           q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                           kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                           wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                          eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
+                          eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept,
                           Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta,
                           qdd, lam, phi, vel, indep, lforce, G, info):
     """One evaluation: ABA's pass 1, the bodies' world poses (Rw, pw), the loop terms
     (``loop_terms_at``: G, gamma, phi, vel, T), the inward and outward loop passes, then the rows
     the pivoting kept (``indep``, 1.0 or 0.0, from ``kept``), the loops' forces T lambda
-    (``lforce``) and the total rank (``info[0]``, from ``rrank``).  The loop passes' workspaces
-    (Cw, Kw, kw) are zeroed here; the scratch ``sc`` holds LoopTopology.scratch values.
+    (``lforce``) and the total rank (``info[0]``, from ``rrank``).  The inward pass zeroes each
+    node's rows of the workspaces (Cw, Kw, kw) where it first writes them (``zfirst``); the
+    scratch ``sc`` holds LoopTopology.scratch values.
 
     With ``delta`` > 0 (SHARE_DELTA) redundant groups share their force (:func:`eliminate`): their rows then
     solve J qdd + eps lambda = gsh, and the passes run again with gsh = gamma + eps lambda of the
@@ -998,16 +1033,10 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
         if it > 0:      # IA and pA afresh: the inward pass changed them
             aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                                  fext, has_fext, E, r, v, c, IA, pA, S, work)
-        for k in range(Cw.shape[0]):
-            Cw[k] = 0.0
-        for k in range(Kw.shape[0]):
-            Kw[k] = 0.0
-        for k in range(kw.shape[0]):
-            kw[k] = 0.0
         bad = loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr, wloop,
                                     wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside,
-                                    epos, nrows, G, gsh, tol_it, Cw, Kw, kw, SC, perm, rank, work, delta, reg, kept,
-                                    rrank)
+                                    epos, zfirst, nrows, G, gsh, tol_it, Cw, Kw, kw, SC, perm, rank, work, delta, reg,
+                                    kept, rrank)
         if bad >= 0:
             return bad
         a0[0] = 0.0
@@ -1067,7 +1096,7 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
 
 
 #: first word of a loop buffer ('ptrloop' and the layout's version)
-LOOP_MAGIC = 0x7074726C6F6F7002
+LOOP_MAGIC = 0x7074726C6F6F7003
 LOOP_HEADER = 16
 
 
@@ -1075,7 +1104,7 @@ LOOP_HEADER = 16
 def loop_views(ib):
     """The loops' and the topology's arrays as raw views of the loop buffer ``ib``
     (:class:`LoopBuffers`): kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow,
-    wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank
+    wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank
     (the ranks the pivoting found) and kept (its kept rows)."""
     n = ib[1]
     L = ib[2]
@@ -1114,9 +1143,10 @@ def loop_views(ib):
     eloop = raw_view(ib, o, (ne,))
     eside = raw_view(ib, o + ne, (ne,))
     epos = raw_view(ib, o + 2 * ne, (ne,))
-    enodes = raw_view(ib, o + 3 * ne, (nen,))
+    zfirst = raw_view(ib, o + 3 * ne, (n + 1,))
+    enodes = raw_view(ib, o + 3 * ne + n + 1, (nen,))
     return (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr,
-            kptr, sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept)
+            kptr, sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept)
 
 
 @njit(cache=True)
@@ -1206,14 +1236,14 @@ def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, 
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
     E, r, v, c, IA, pA, a, S, U, Dinv, u, _, _, _ = workspace_views(wb, n, nv)
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
-     sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept) = loop_views(ib)
+     sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept) = loop_views(ib)
     Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
     return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                                  q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                                 eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
+                                 eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept,
                                  Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
                                  indep,
                                  lforce,
@@ -1231,14 +1261,14 @@ def constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, 
     L = ib[2]
     R = ib[3]
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
-     sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept) = loop_views(ib)
+     sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept) = loop_views(ib)
     Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
     return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                                  q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
-                                 eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept,
+                                 eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept,
                                  Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
                                  indep,
                                  lforce,
@@ -1280,7 +1310,7 @@ class LoopBuffers:
         nw, nk, ns = int(t.rptr[-1]), int(t.kptr[-1]), int(t.sptr[-1])
         nwl, ne, nen = t.wloop.size, t.eloop.size, t.enodes.size
         fsize = 12 * n + 24 * L + R + 36 * L + 6 * nw + nk + nw + max(ns, 1) + (n + 1) + R + t.scratch
-        ib = np.zeros(LOOP_HEADER + 5 * L + 6 * (n + 2) + 5 * (n + 1) + 2 * nwl + 4 * nw + 3 * ne + nen,
+        ib = np.zeros(LOOP_HEADER + 5 * L + 6 * (n + 2) + 6 * (n + 1) + 2 * nwl + 4 * nw + 3 * ne + nen,
                       dtype=np.int64)
         ib[:11] = (LOOP_MAGIC, n, L, R, nw, nk, ns, nwl, ne, nen, fsize)
         o = LOOP_HEADER
@@ -1292,14 +1322,14 @@ class LoopBuffers:
                         ("rank", np.zeros(n + 1)), ("rrank", np.zeros(n + 1)), ("wloop", t.wloop),
                         ("wpos", t.wpos), ("wglob", t.wglob), ("prmap", t.prmap), ("perm", np.zeros(nw)),
                         ("kept", np.zeros(nw)), ("eloop", t.eloop),
-                        ("eside", t.eside), ("epos", t.epos), ("enodes", t.enodes)):
+                        ("eside", t.eside), ("epos", t.epos), ("zfirst", t.zfirst), ("enodes", t.enodes)):
             k = a.shape[0]
             ib[o:o + k] = a
             views[name] = ib[o:o + k]
             o += k
         assert o == ib.shape[0]
         for name in ("wptr", "rptr", "cptr", "kptr", "sptr", "eptr", "npl", "prow", "wrows", "wloop", "wpos",
-                     "wglob", "prmap", "eloop", "eside", "epos", "enodes"):
+                     "wglob", "prmap", "eloop", "eside", "epos", "zfirst", "enodes"):
             setattr(t, name, views[name])
         self.loops = loops
         self.topo = t

@@ -193,15 +193,12 @@ class LoopPartKernel(PartKernel):
         self._terms = terms
         self._gamma = gamma = np.ascontiguousarray(loop_rhs(terms, rows))
         t = self.topo
-        self.Cw[:] = 0.0
-        self.Kw[:] = 0.0
-        self.kw[:] = 0.0
         bad = loop_backward_pass_in(self.parent, self.idx_v, self._tau, self.E, self.r, self.c, self.IA, self.pA,
                                     self.S, self.U, self.Dinv, self.u, self.mass, self.com, self.I_com, t.wptr,
                                     t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.prmap, t.wglob, t.rptr, t.cptr,
-                                    t.kptr, t.sptr, t.eptr, t.eloop, t.eside, t.epos, self.loops.nrows, terms.G, gamma, self.rank_tol ** 2, self.Cw,
-                                    self.Kw, self.kw, self.SC, self.perm, self.rank, self._bsc, 0.0, self._none_f,
-                                    self._none_i, self._none_i)
+                                    t.kptr, t.sptr, t.eptr, t.eloop, t.eside, t.epos, t.zfirst, self.loops.nrows,
+                                    terms.G, gamma, self.rank_tol ** 2, self.Cw, self.Kw, self.kw, self.SC,
+                                    self.perm, self.rank, self._bsc, 0.0, self._none_f, self._none_i, self._none_i)
         if bad >= 0:
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
                                     f"joint's motion; forward dynamics is undefined")

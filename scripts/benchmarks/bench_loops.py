@@ -425,11 +425,11 @@ def _pieces(count, which, parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
             E, r, v, c, IA, pA, a, S, U, Dinv, u, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, q, qd, tau,
             fext, ob, tol, delta):
     """``count`` runs of one piece of a call (which: 0 pass 1, 1 world poses, 2 loop terms, 3 pass 1
-    + zeroing + the inward loop pass, 4 the outward loop pass, 5 the whole kernel); ``delta``: the
+    + the inward loop pass, 4 the outward loop pass, 5 the whole kernel); ``delta``: the
     redundant groups' regularisation (``constrained_dynamics``' ``redundant``)."""
     n, nv, L, R = parent.shape[0], S.shape[0], ib[2], ib[3]
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
-     sptr, eptr, eloop, eside, epos, enodes, perm, rank, rrank, kept) = cdyn.loop_views(ib)
+     sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept) = cdyn.loop_views(ib)
     Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = cdyn.loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = cdyn.result_views(ob, nv, R, L)
     work = raw_view(sc, 6, (sc.shape[0] - 6,))
@@ -444,16 +444,10 @@ def _pieces(count, which, parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
             loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0, Re, pe, v,
                           G, gamma, phi, vel, T, work)
         elif which == 3:
-            for k in range(Cw.shape[0]):
-                Cw[k] = 0.0
-            for k in range(Kw.shape[0]):
-                Kw[k] = 0.0
-            for k in range(kw.shape[0]):
-                kw[k] = 0.0
             cdyn.loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr,
                                        wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr,
-                                       eloop, eside, epos, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank, work,
-                                       delta, reg, kept, rrank)
+                                       eloop, eside, epos, zfirst, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank,
+                                       work, delta, reg, kept, rrank)
         elif which == 4:
             cdyn.loop_forward_pass_in(parent, idx_v, a0, E, r, S, c, U, Dinv, u, a, qdd, lam, prow, wrows, wglob,
                                       rptr, cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, work)
@@ -489,14 +483,14 @@ def breakdown(m, q, qd, tau, rounds, sample, inner):
         args = (pk.buf, d._buf, lb.ib, lb.fb, *geometry, q, qd, tau, NO_FORCES, ob, 1e-14, cdyn.SHARE_DELTA)
         v["compiled call from Python (constrained_call, 19 arguments)"] = lambda: cdyn.constrained_call(*args, True)
         v["empty compiled function, the same 19 arguments"] = lambda: _empty_call(*args, True)
-    names = ("pass 1 (ABA's)", "world poses", "loop terms (G, gamma, phi, T)", "inward pass (+ zeroing C, K, k)",
+    names = ("pass 1 (ABA's)", "world poses", "loop terms (G, gamma, phi, T)", "inward pass",
              "outward pass", "kernel whole (pieces, rank, loop forces)")
     for k, nm in enumerate(names):
         v[nm] = (lambda k=k: _pieces(inner, k, *kargs))
     t = timed(v, rounds, sample)
     for nm in names:
         t[nm] /= inner
-    t["inward pass (+ zeroing C, K, k)"] -= t["pass 1 (ABA's)"]
+    t["inward pass"] -= t["pass 1 (ABA's)"]
     return t
 
 
