@@ -368,7 +368,7 @@ def test_the_elimination_floors_bound_is_the_rigid_inertias_inverse_trace():
     """The bound the inward pass tries before the floor's factorisation: trace(I^-1) of a body's
     spatial inertia in closed form, against numpy's inverse; at least trace(IA^-1) of any inertia
     that adds positive semi-definite terms to it; inf for a massless or flat body."""
-    from partree.algorithms.constrained_dynamics import elimination_floor, elimination_floor_bound
+    from partree.algorithms.constrained_dynamics import elimination_floor
     from partree.algorithms.primitives import inertia_from_compact, inertia_inverse_trace
 
     rng = np.random.default_rng(12)
@@ -383,9 +383,9 @@ def test_the_elimination_floors_bound_is_the_rigid_inertias_inverse_trace():
         B = rng.normal(size=(6, 4))
         IA = (I6 + B @ B.T)[None]
         g2 = rng.uniform(0.5, 2.0)
-        bound = elimination_floor_bound(0, 1, np.array([-1]), np.array([m]), c[None], Ic[None], g2)
-        assert bound == pytest.approx(g2 * t) and bound >= elimination_floor(0, 1, np.array([-1]), IA, g2,
-                                                                              np.empty((6, 6)))
+        args = (0, 1, np.array([-1]), IA, np.array([m]), c[None], Ic[None], g2)
+        bound = elimination_floor(*args, True, np.empty((6, 6)))
+        assert bound == pytest.approx(g2 * t) and bound >= elimination_floor(*args, False, np.empty((6, 6)))
     assert inertia_inverse_trace(0.0, np.zeros(3), np.eye(3)) == np.inf
     assert inertia_inverse_trace(1.0, np.zeros(3), np.diag([1.0, 1.0, 0.0])) == np.inf
 

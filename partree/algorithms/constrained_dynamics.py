@@ -427,12 +427,17 @@ def eliminated_rows_size(x, wptr, wloop, npl, nrows, G):
     return g2
 
 
-@njit(cache=True)
-def elimination_floor(x, n, parent, IA, g2, inv):
+@njit(cache=True, inline="always")
+def elimination_floor(x, n, parent, IA, mass, com, I_com, g2, bound, inv):
     """The size K_ZZ's diagonal would have at node x if the rows of the loops eliminated there
     did not cancel: g2, the largest |G_A row|^2 + |G_B row|^2 of those loops
     (:func:`eliminated_rows_size`), times trace(IA^-1), IA x's articulated inertia (at the world:
-    the largest over the roots), a bound on a row's K = G IA^-1 G^T.  ``inv`` is 6x6 scratch."""
+    the largest over the roots), a bound on a row's K = G IA^-1 G^T.  ``inv`` is 6x6 scratch.
+
+    With ``bound`` an upper bound of it that needs no factorisation: IA is the body's own rigid
+    inertia I plus positive semi-definite terms (its subtree's, the loops eliminated below), so
+    trace(IA^-1) <= trace(I^-1), which the body's mass, CoM and inertia give in closed form
+    (``inertia_inverse_trace``; inf for a massless body)."""
     if g2 == 0.0:
         return 0.0
     iota = 0.0
@@ -441,28 +446,10 @@ def elimination_floor(x, n, parent, IA, g2, inv):
     for b in range(lo, hi):
         if x == n and parent[b] >= 0:
             continue
-        t = spd_inverse_trace(IA[b], 6, inv)
-        if t > iota:
-            iota = t
-    return g2 * iota
-
-
-@njit(cache=True, inline="always")
-def elimination_floor_bound(x, n, parent, mass, com, I_com, g2):
-    """An upper bound of :func:`elimination_floor` that needs no factorisation: IA, x's
-    articulated inertia, is its own rigid inertia I plus positive semi-definite terms (its
-    subtree's, the loops eliminated below), so trace(IA^-1) <= trace(I^-1), which the body's
-    mass, CoM and inertia give in closed form (``inertia_inverse_trace``; inf for a massless
-    body).  At the world: the largest over the roots."""
-    if g2 == 0.0:
-        return 0.0
-    iota = 0.0
-    lo = x if x < n else 0
-    hi = x + 1 if x < n else n
-    for b in range(lo, hi):
-        if x == n and parent[b] >= 0:
-            continue
-        t = inertia_inverse_trace(mass[b], com[b], I_com[b])
+        if bound:
+            t = inertia_inverse_trace(mass[b], com[b], I_com[b])
+        else:
+            t = spd_inverse_trace(IA[b], 6, inv)
         if t > iota:
             iota = t
     return g2 * iota
@@ -701,12 +688,12 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
             # bound decides as the floor does
             if w > p:
                 g2 = eliminated_rows_size(x, wptr, wloop, npl, nrows, G)
-                dfloor = elimination_floor_bound(x, n, parent, mass, com, I_com, g2)
+                dfloor = elimination_floor(x, n, parent, IA, mass, com, I_com, g2, True, Dn)
                 dmax = 0.0
                 for j in range(p, w):
                     dmax = max(dmax, Kw[ok + j * w + j])
                 if not NOISE * dfloor <= tol * dmax:
-                    dfloor = elimination_floor(x, n, parent, IA, g2, Dn)
+                    dfloor = elimination_floor(x, n, parent, IA, mass, com, I_com, g2, False, Dn)
                 eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, work, dfloor,
                           delta, reg, kept, rrank)
         if x == n:
