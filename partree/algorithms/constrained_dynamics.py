@@ -379,9 +379,8 @@ def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass,
     here (:func:`loop_backward_pass_in` takes them from a scratch array)."""
     prmap = pending_row_map(wptr, wloop, wpos, npl, pmap, nrows, rptr)
     return loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr, wloop,
-                                 wpos, npl, prow,
-                                 wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside, epos, zfirst, nrows, G,
-                                 gamma, tol, Cw, Kw, kw, SC, perm, rank,
+                                 wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr, eloop, eside,
+                                 epos, zfirst, nrows, G, gamma, tol, Cw, Kw, kw, SC, perm, rank,
                                  np.empty(BACKWARD_FIXED + backward_work(wrows, prow)), 0.0, np.zeros(1),
                                  np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
