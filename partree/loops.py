@@ -47,6 +47,8 @@ from .errors import PartreeInputError
 #: loop kinds, their codes (index) and their numbers of constraint rows
 KINDS = ("revolute", "prismatic", "universal", "spherical", "weld", "distance", "point_on_line")
 REVOLUTE, PRISMATIC, UNIVERSAL, SPHERICAL, WELD, DISTANCE, POINT_ON_LINE = range(7)
+#: the kinds whose rows are set by one axis u in frame A (``axis``); universal takes two
+AXIAL = (REVOLUTE, PRISMATIC, POINT_ON_LINE)
 ROWS = np.array([5, 5, 4, 3, 6, 1, 2], dtype=np.int64)
 
 #: the name a loop end uses for the fixed world
@@ -130,7 +132,7 @@ class Loop:
         code = KINDS.index(self.kind)
         self.axis = np.array([0.0, 0.0, 1.0])
         self.axis2 = np.zeros(3)
-        if code in (REVOLUTE, PRISMATIC, POINT_ON_LINE) and axis is not None:
+        if code in AXIAL and axis is not None:
             self.axis = _unit(axis, f"loop {self.name!r}: axis")
         elif code == UNIVERSAL:
             u1, u2 = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)) if axis is None else axis
@@ -236,7 +238,7 @@ class LoopSet:
 
         code = int(self.kind[k])
         axis = None
-        if code in (REVOLUTE, PRISMATIC, POINT_ON_LINE):
+        if code in AXIAL:
             axis = self.axis[k]
         elif code == UNIVERSAL:
             axis = (self.axis[k], self.axis2[k])

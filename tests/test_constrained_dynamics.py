@@ -29,7 +29,7 @@ import pytest
 import partree
 from partree import Loop, ModelBuilder
 from partree.errors import PartreeInputError
-from partree.loops import KINDS, LoopSet
+from partree.loops import AXIAL, KINDS, LoopSet
 from partree.models import random_tree
 from partree.models.scissor import scissor_mast
 from partree.spatial import axis_angle
@@ -69,7 +69,7 @@ def closed_loop(kin, name, kind, a, b, rng):
     Rb_w, pb_w = (np.eye(3), np.zeros(3)) if b is None else (kin.R[b], kin.p[b])
     Rb, pb = Rb_w.T @ RA, Rb_w.T @ (oA - pb_w)
     axis, length = None, None
-    if kind in ("revolute", "prismatic", "point_on_line"):
+    if KINDS.index(kind) in AXIAL:
         axis = unit(rng)
     elif kind == "universal":
         u1 = unit(rng)

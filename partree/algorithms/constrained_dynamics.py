@@ -229,17 +229,14 @@ def topology_arrays(parent, depth, body_a, body_b, nrows, row0, nvj):
             epos[e] = wpos[k]
     # the first writer of each node's rows in the inward pass (leaf to root): its child of the
     # highest number that hands rows up, or the node itself (its loop ends)
-    zfirst = np.arange(n + 1, dtype=np.int64)
-    zfirst[n] = -1
+    zfirst = np.full(n + 1, -1, dtype=np.int64)
     for x in range(n):
         if prow[x] > 0:
             up = parent[x] if parent[x] >= 0 else n
-            if up == n:
-                zfirst[n] = max(zfirst[n], x)
-            else:
-                zfirst[up] = max(zfirst[up], x)
-    if zfirst[n] < 0:
-        zfirst[n] = n
+            zfirst[up] = max(zfirst[up], x)
+    for x in range(n + 1):
+        if zfirst[x] < 0:
+            zfirst[x] = x
     return lca, wptr, npl, prow, wrows, wloop, wpos, pmap, rptr, kptr, sptr, wglob, eptr, eloop, eside, epos, zfirst
 
 

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from .. import checks
-from ..loops import DISTANCE, POINT_ON_LINE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, WELD
+from ..loops import AXIAL, DISTANCE, POINT_ON_LINE, PRISMATIC, REVOLUTE, SPHERICAL, UNIVERSAL, WELD
 from .aba import aba_forward_pass1
 from .kinematics import world_poses
 from .packed import raw_view
@@ -199,7 +199,7 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
                 Td[a, b] = 0.0
         code = kind[l]
         u = axis[l]
-        if code == REVOLUTE or code == PRISMATIC or code == POINT_ON_LINE:
+        if code in AXIAL:           # e1, e2: the directions normal to u
             if abs(u[0]) < 0.9:
                 t3[0], t3[1], t3[2] = 1.0, 0.0, 0.0
             else:

@@ -415,7 +415,7 @@ def _loop_set(err, model, names, kinds, arrs):
         bad = np.flatnonzero((orth > 1e-6) | (np.linalg.det(R) < 0)) if L else []
         if len(bad):
             raise err(f"loop {names[int(bad[0])]!r}: {key} is not a rotation matrix")
-    needs = np.isin(codes, (LP.REVOLUTE, LP.PRISMATIC, LP.UNIVERSAL, LP.POINT_ON_LINE))
+    needs = np.isin(codes, LP.AXIAL + (LP.UNIVERSAL,))
     bad = np.flatnonzero(needs & (np.abs(np.linalg.norm(arrs["axis"], axis=1) - 1.0) > 1e-9))
     bad2 = np.flatnonzero((codes == LP.UNIVERSAL) & (np.abs(np.linalg.norm(arrs["axis2"], axis=1) - 1.0) > 1e-9))
     if bad.size or bad2.size:
@@ -612,8 +612,7 @@ def _json_loops(loops):
              "body_b": int(loops.body_b[k]),
              "placement_a": {"R": loops.R_a[k].tolist(), "p": loops.p_a[k].tolist()},
              "placement_b": {"R": loops.R_b[k].tolist(), "p": loops.p_b[k].tolist()}}
-        axial = (LP.REVOLUTE, LP.PRISMATIC, LP.UNIVERSAL, LP.POINT_ON_LINE)
-        if code in axial or np.any(loops.axis[k] != (0.0, 0.0, 1.0)):
+        if code in LP.AXIAL + (LP.UNIVERSAL,) or np.any(loops.axis[k] != (0.0, 0.0, 1.0)):
             d["axis"] = loops.axis[k].tolist()
         if code == LP.UNIVERSAL or np.any(loops.axis2[k] != 0.0):
             d["axis2"] = loops.axis2[k].tolist()
