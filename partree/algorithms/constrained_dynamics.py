@@ -51,7 +51,7 @@ from ..errors import PartreeInputError
 from .aba import PASS1_SCRATCH, aba_forward_pass1_in, articulated_project
 from .linalg import spd_inverse, spd_inverse_trace
 from .kinematics import world_poses
-from .loop_constraints import TERMS_SCRATCH, distance_error, end_poses, loop_terms_at
+from .loop_constraints import TERMS_SCRATCH, distance_error, end_poses, loop_force_kernel, loop_terms_at
 from .packed import (ERR_DATA, ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, raw_view, restrict,
                      workspace_views)
 from .primitives import congruence_add, inertia_inverse_trace, xform_force_T_add, xform_motion
@@ -367,7 +367,7 @@ def loop_backward_pass(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass,
     """Inward pass: ABA's, with the loops' rows carried (C, K, k) and eliminated where their
     paths meet (world last).  Returns -1, or the body whose joint-space inertia is singular.
 
-    G (L, 2, 6, 6): the loop ends' rows (``LoopTerms.G``); gamma (R,): the rows' accelerations
+    G (R, 2, 6): the loop ends' rows (``LoopTerms.G``); gamma (R,): the rows' accelerations
     (frame part: the bodies' accelerations a enter through G); tol: pivots below tol times the
     largest are dependent rows.  Cw, Kw, kw, SC: the flat workspaces (each node's rows of Cw,
     Kw and kw zeroed by the pass where they are first written: ``zfirst``, LoopTopology.zfirst);
@@ -408,18 +408,19 @@ def zero_node_block(Cw, Kw, kw, oc, ok, orr, w):
 
 
 @njit(cache=True, inline="always")
-def eliminated_rows_size(x, wptr, wloop, npl, nrows, G):
-    """The largest |G_A row|^2 + |G_B row|^2 of the loops eliminated at node x."""
+def eliminated_rows_size(x, prow, wrows, wglob, rptr, G):
+    """The largest |G_A row|^2 + |G_B row|^2 of the rows eliminated at node x (its rows
+    prow[x] .. wrows[x] - 1, whose global numbers ``wglob`` holds)."""
     g2 = 0.0
-    for j in range(wptr[x] + npl[x], wptr[x + 1]):
-        l = wloop[j]
-        for rr in range(nrows[l]):
-            s = 0.0
-            for side in range(2):
-                for k in range(6):
-                    s += G[l, side, rr, k] * G[l, side, rr, k]
-            if s > g2:
-                g2 = s
+    o = rptr[x]
+    for j in range(prow[x], wrows[x]):
+        g = wglob[o + j]
+        s = 0.0
+        for side in range(2):
+            for k in range(6):
+                s += G[g, side, k] * G[g, side, k]
+        if s > g2:
+            g2 = s
     return g2
 
 
@@ -672,18 +673,19 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
                 zero_node_block(Cw, Kw, kw, oc, ok, orr, w)
             # the rows of the loop ends on x
             for e in range(eptr[x], eptr[x + 1]):
-                l = eloop[e]
-                g = G[l, eside[e]]
+                side = eside[e]
                 o6 = oc + epos[e] * 6
-                for rr in range(nrows[l]):
+                og = orr + epos[e]
+                for rr in range(nrows[eloop[e]]):
+                    g = wglob[og + rr]
                     for k in range(6):
-                        Cw[o6 + rr * 6 + k] += g[rr, k]
+                        Cw[o6 + rr * 6 + k] += G[g, side, k]
             # eliminate the loops whose paths meet at x.  The floor (elimination_floor: a 6x6
             # factorisation) only decides where NOISE times it exceeds tol times the largest
             # K_jj: below, every pivot the relative test keeps is above the noise, and the
             # bound decides as the floor does
             if w > p:
-                g2 = eliminated_rows_size(x, wptr, wloop, npl, nrows, G)
+                g2 = eliminated_rows_size(x, prow, wrows, wglob, rptr, G)
                 dfloor = elimination_floor(x, n, parent, IA, mass, com, I_com, g2, True, Dn)
                 dmax = 0.0
                 for j in range(p, w):
@@ -1067,14 +1069,7 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
             for j in range(rank[x]):
                 indep[wglob[o + perm[o + j]]] = 1.0
     info[0] = total
-    for l in range(nrows.shape[0]):
-        m = nrows[l]
-        r0 = row0[l]
-        for k in range(6):
-            s = 0.0
-            for j in range(m):
-                s += T[l, k, j] * lam[r0 + j]
-            lforce[l, k] = s
+    loop_force_kernel(nrows, row0, T, lam, lforce)
     return OK
 
 
@@ -1152,8 +1147,8 @@ def loop_work_views(ib, fb):
     o += 6 * L
     gamma = raw_view(fb, o, (R,))
     o += R
-    T = raw_view(fb, o, (L, 6, 6))
-    o += 36 * L
+    T = raw_view(fb, o, (R, 6))
+    o += 6 * R
     Cw = raw_view(fb, o, (6 * nw,))
     o += 6 * nw
     Kw = raw_view(fb, o, (nk,))
@@ -1172,13 +1167,13 @@ def loop_work_views(ib, fb):
 
 def result_size(nv, R, L):
     """Length of a result buffer: qdd (nv), lambda, phi, J qd and the kept rows (R each), the
-    loops' forces (6 L), the ends' rows G (72 L) and the rank (1)."""
-    return nv + 4 * R + 78 * L + 1
+    loops' forces (6 L), the ends' rows G (12 R) and the rank (1)."""
+    return nv + 16 * R + 6 * L + 1
 
 
 @njit(cache=True)
 def result_views(ob, nv, R, L):
-    """qdd, lam, phi, vel, indep, lforce (L, 6), G (L, 2, 6, 6) and info (1,) as raw views of ``ob``."""
+    """qdd, lam, phi, vel, indep, lforce (L, 6), G (R, 2, 6) and info (1,) as raw views of ``ob``."""
     qdd = raw_view(ob, 0, (nv,))
     o = nv
     lam = raw_view(ob, o, (R,))
@@ -1188,8 +1183,8 @@ def result_views(ob, nv, R, L):
     o += 4 * R
     lforce = raw_view(ob, o, (L, 6))
     o += 6 * L
-    G = raw_view(ob, o, (L, 2, 6, 6))
-    o += 72 * L
+    G = raw_view(ob, o, (R, 2, 6))
+    o += 12 * R
     info = raw_view(ob, o, (1,))
     return qdd, lam, phi, vel, indep, lforce, G, info
 
@@ -1214,7 +1209,7 @@ def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, 
             or R_b.shape[0] != L or p_b.shape[0] != L or laxis.shape[0] != L or laxis2.shape[0] != L \
             or length.shape[0] != L:
         return ERR_DATA
-    if ob.shape[0] != nv + 4 * R + 78 * L + 1:
+    if ob.shape[0] != nv + 16 * R + 6 * L + 1:
         return ERR_SHAPE
     parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity, _, _ = model_views(mb)
     E, r, v, c, IA, pA, a, S, U, Dinv, u, _, _, _ = workspace_views(wb, n, nv)
@@ -1271,7 +1266,7 @@ def loop_wrench_kernel(body_a, body_b, nrows, row0, G, lam, W):
             for k in range(6):
                 s = 0.0
                 for j in range(m):
-                    s += G[l, side, j, k] * lam[r0 + j]
+                    s += G[r0 + j, side, k] * lam[r0 + j]
                 W[x, k] += s
 
 
@@ -1292,7 +1287,7 @@ class LoopBuffers:
         t = topo
         nw, nk, ns = int(t.rptr[-1]), int(t.kptr[-1]), int(t.sptr[-1])
         nwl, ne, nen = t.wloop.size, t.eloop.size, t.enodes.size
-        fsize = 12 * n + 24 * L + R + 36 * L + 6 * nw + nk + nw + max(ns, 1) + (n + 1) + R + t.scratch
+        fsize = 12 * n + 24 * L + R + 6 * R + 6 * nw + nk + nw + max(ns, 1) + (n + 1) + R + t.scratch
         ib = np.zeros(LOOP_HEADER + 5 * L + 6 * (n + 2) + 6 * (n + 1) + 2 * nwl + 4 * nw + 3 * ne + nen,
                       dtype=np.int64)
         ib[:11] = (LOOP_MAGIC, n, L, R, nw, nk, ns, nwl, ne, nen, fsize)
@@ -1362,7 +1357,7 @@ class _ResultView:
         elif part == 5:
             v = b[nv + 4 * R:nv + 4 * R + 6 * L].reshape(L, 6)
         else:
-            v = b[nv + 4 * R + 6 * L:nv + 4 * R + 78 * L].reshape(L, 2, 6, 6)
+            v = b[nv + 4 * R + 6 * L:nv + 16 * R + 6 * L].reshape(R, 2, 6)
         obj.__dict__[self.name] = v
         return v
 

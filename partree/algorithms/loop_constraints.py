@@ -88,9 +88,9 @@ def end_poses(body_a, body_b, Rw, pw, Re, pe):
 @njit(cache=True)
 def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
                       Rw, pw, v, G, gamma, phi, vel, T, Re, pe, sc):
-    """Each loop's rows at one state (see the module docstring): G (L, 2, 6, 6), gamma, phi,
-    vel (R,) and T (L, 6, 6), from the bodies' world poses Rw, pw and body-frame velocities v.
-    Returns -1, or the first distance loop whose two points coincide (no direction).  The ends'
+    """Each loop's rows at one state (see the module docstring): G (R, 2, 6), gamma, phi,
+    vel (R,) and T (R, 6) (:class:`LoopTerms`), from the bodies' world poses Rw, pw and
+    body-frame velocities v.  Returns -1, or the first distance loop whose two points coincide (no direction).  The ends'
     poses are gathered into Re, pe (:func:`end_poses`) and :func:`loop_terms_at` does the rest,
     with its scratch ``sc`` (TERMS_SCRATCH values)."""
     end_poses(body_a, body_b, Rw, pw, Re, pe)
@@ -128,6 +128,7 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
     w = raw_view(sc, 210, (3,))
     u2 = raw_view(sc, 213, (3,))
     m3 = raw_view(sc, 216, (3,))
+    Tl = raw_view(sc, 219, (6, 6))          # the loop's T, columns beyond its rows zero
     for l in range(L):
         for side in range(2):
             x = body_a[l] if side == 0 else body_b[l]
@@ -195,7 +196,7 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
         for a in range(6):
             ph[a] = 0.0
             for b in range(6):
-                T[l, a, b] = 0.0
+                Tl[a, b] = 0.0
                 Td[a, b] = 0.0
         code = kind[l]
         u = axis[l]
@@ -222,10 +223,10 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
             _cross(w_rel, w, t4)
             _cross(e2, t4, t3)
             for a in range(3):
-                T[l, a, 0] = m3[a]
-                T[l, a, 1] = u2[a]
+                Tl[a, 0] = m3[a]
+                Tl[a, 1] = u2[a]
                 Td[a, 0] = t3[a]
-                T[l, 3 + a, 2 + a] = 1.0
+                Tl[3 + a, 2 + a] = 1.0
                 ph[0] -= e2[a] * w[a]
                 ph[1] += e1[a] * w[a]
                 ph[2 + a] = d[a]
@@ -235,9 +236,9 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
         elif code == PRISMATIC:
             _rotvec(RAB, t3)
             for a in range(3):
-                T[l, a, a] = 1.0
-                T[l, 3 + a, 3] = e1[a]
-                T[l, 3 + a, 4] = e2[a]
+                Tl[a, a] = 1.0
+                Tl[3 + a, 3] = e1[a]
+                Tl[3 + a, 4] = e2[a]
                 ph[a] = t3[a]
                 ph[3] += e1[a] * d[a]
                 ph[4] += e2[a] * d[a]
@@ -251,25 +252,25 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
             _cross(w_rel, u2, t3)
             _cross(t3, u, t4)
             for a in range(3):
-                T[l, 3 + a, a] = 1.0
-                T[l, a, 3] = m3[a]
+                Tl[3 + a, a] = 1.0
+                Tl[a, 3] = m3[a]
                 Td[a, 3] = t4[a]
                 ph[a] = d[a]
                 ph[3] += u[a] * u2[a]
         elif code == SPHERICAL:
             for a in range(3):
-                T[l, 3 + a, a] = 1.0
+                Tl[3 + a, a] = 1.0
                 ph[a] = d[a]
         elif code == POINT_ON_LINE:
             for a in range(3):
-                T[l, 3 + a, 0] = e1[a]
-                T[l, 3 + a, 1] = e2[a]
+                Tl[3 + a, 0] = e1[a]
+                Tl[3 + a, 1] = e2[a]
                 ph[0] += e1[a] * d[a]
                 ph[1] += e2[a] * d[a]
         elif code == WELD:
             _rotvec(RAB, t3)
             for a in range(6):
-                T[l, a, a] = 1.0
+                Tl[a, a] = 1.0
             for a in range(3):
                 ph[a] = t3[a]
                 ph[3 + a] = d[a]
@@ -284,7 +285,7 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
                 dn += d[a] / dist * t4[a]
             for a in range(3):
                 un = d[a] / dist
-                T[l, 3 + a, 0] = un
+                Tl[3 + a, 0] = un
                 Td[3 + a, 0] = (t4[a] - un * dn) / dist
             ph[0] = dist - length[l]
         m = nrows[l]
@@ -298,10 +299,10 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
             sg = 0.0
             sv = 0.0
             for a in range(6):
-                sg -= T[l, a, j] * nu[a] + Td[a, j] * rel[a]
-                sv += T[l, a, j] * rel[a]
+                sg -= Tl[a, j] * nu[a] + Td[a, j] * rel[a]
+                sv += Tl[a, j] * rel[a]
             for a in range(3):
-                tl0, tl1, tl2 = T[l, 3, j], T[l, 4, j], T[l, 5, j]
+                tl0, tl1, tl2 = Tl[3, j], Tl[4, j], Tl[5, j]
                 dl0, dl1, dl2 = Td[3, j], Td[4, j], Td[5, j]
                 # c = T_lin x d, e = Td_lin x d + T_lin x d'
                 if a == 0:
@@ -323,26 +324,21 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
         # angular rows: the c . w_A term), of end B t^T Rot X(F_B <- b) with t = T's column j and
         # Rot = blockdiag(R_AB, R_AB).  With X(F <- x) = [[E, 0], [-E rx, E]], E = Rp^T, rx e_b =
         # pp x e_b: t^T X = [Rp t_ang - (Rp t_lin) x pp; Rp t_lin], and t^T Rot = (Rot^T t)^T
-        for j in range(6):
-            if j >= m:
-                for side in range(2):
-                    for b in range(6):
-                        G[l, side, j, b] = 0.0
-                continue
+        for j in range(m):
             for side in range(2):
                 Rp = R_a[l] if side == 0 else R_b[l]
                 pp = p_a[l] if side == 0 else p_b[l]
                 if side == 0:
                     for a in range(3):
-                        t3[a] = T[l, a, j] - Td[a, j]
-                        t4[a] = T[l, 3 + a, j]
+                        t3[a] = Tl[a, j] - Td[a, j]
+                        t4[a] = Tl[3 + a, j]
                 else:
                     for a in range(3):
                         sw = 0.0
                         sv = 0.0
                         for b in range(3):
-                            sw += RAB[b, a] * T[l, b, j]
-                            sv += RAB[b, a] * T[l, 3 + b, j]
+                            sw += RAB[b, a] * Tl[b, j]
+                            sv += RAB[b, a] * Tl[3 + b, j]
                         t3[a] = sw
                         t4[a] = sv
                 for a in range(3):
@@ -354,17 +350,18 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
                     w[a] = sw
                     m3[a] = sv
                 sg = -1.0 if side == 0 else 1.0
-                G[l, side, j, 0] = sg * (w[0] - (m3[1] * pp[2] - m3[2] * pp[1]))
-                G[l, side, j, 1] = sg * (w[1] - (m3[2] * pp[0] - m3[0] * pp[2]))
-                G[l, side, j, 2] = sg * (w[2] - (m3[0] * pp[1] - m3[1] * pp[0]))
-                G[l, side, j, 3] = sg * m3[0]
-                G[l, side, j, 4] = sg * m3[1]
-                G[l, side, j, 5] = sg * m3[2]
+                G[r0 + j, side, 0] = sg * (w[0] - (m3[1] * pp[2] - m3[2] * pp[1]))
+                G[r0 + j, side, 1] = sg * (w[1] - (m3[2] * pp[0] - m3[0] * pp[2]))
+                G[r0 + j, side, 2] = sg * (w[2] - (m3[0] * pp[1] - m3[1] * pp[0]))
+                G[r0 + j, side, 3] = sg * m3[0]
+                G[r0 + j, side, 4] = sg * m3[1]
+                G[r0 + j, side, 5] = sg * m3[2]
         # the cut-joint wrench at frame A's origin: the force acts at B's origin, d from A's, so
         # its moment there is n + d x f = (T_ang - c) lambda
         for j in range(m):
             for a in range(3):
-                T[l, a, j] -= Td[a, j]
+                T[r0 + j, a] = Tl[a, j] - Td[a, j]
+                T[r0 + j, 3 + a] = Tl[3 + a, j]
     return -1
 
 
@@ -388,16 +385,16 @@ class LoopTerms:
 
     Attributes
     ----------
-    G : float[L, 2, 6, 6]
-        G[l, 0] (end A, sign -1) and G[l, 1] (end B, sign +1): the rows' maps from the end's
-        body acceleration (its coordinates; the world's for an end on the world) to the
-        constraint acceleration; rows beyond the loop's count are zero.
+    G : float[R, 2, 6]
+        Row by row (loop l's rows at ``row0[l]`` ..): G[r, 0] (end A, sign -1) and G[r, 1] (end B,
+        sign +1), the row's map from the end's body acceleration (its coordinates; the world's
+        for an end on the world) to the constraint acceleration.
     gamma, phi, velocity : float[R]
         The acceleration bias (J qdd = gamma), the position-level violation and the velocity-level
         rows J qd.
-    T : float[L, 6, 6]
-        The loops' constraint-force directions in frame A's axes (columns; beyond the loop's rows
-        zero): loop force = T lambda.
+    T : float[R, 6]
+        Each row's constraint-force direction, a wrench [n; f] in frame A's axes at its origin:
+        a loop's force is the sum over its rows of T[r] lambda[r] (:func:`loop_forces`).
     """
 
     def __init__(self, G, gamma, phi, velocity, T):
@@ -411,7 +408,7 @@ class LoopTermsWorkspace:
 
     def __init__(self, loops):
         L, R = len(loops), loops.nrow
-        self.terms = LoopTerms(np.empty((L, 2, 6, 6)), np.empty(R), np.empty(R), np.empty(R), np.empty((L, 6, 6)))
+        self.terms = LoopTerms(np.empty((R, 2, 6)), np.empty(R), np.empty(R), np.empty(R), np.empty((R, 6)))
         self.Re = np.empty((L, 2, 3, 3))
         self.pe = np.empty((L, 2, 3))
         self.sc = np.empty(TERMS_SCRATCH)
@@ -448,8 +445,30 @@ def end_rows_kernel(body_a, body_b, nrows, row0, G, a, out):
                 x = body_a[l] if side == 0 else body_b[l]
                 if x >= 0:
                     for k in range(6):
-                        s += G[l, side, j, k] * a[x, k]
+                        s += G[row0[l] + j, side, k] * a[x, k]
             out[row0[l] + j] = s
+
+
+@njit(cache=True)
+def loop_force_kernel(nrows, row0, T, lam, out):
+    """out[l] = sum over loop l's rows r of T[r] lambda[r]: each loop's cut-joint wrench [n; f]
+    in frame A's axes at its origin (T: :class:`LoopTerms`)."""
+    for l in range(nrows.shape[0]):
+        r0 = row0[l]
+        for k in range(6):
+            s = 0.0
+            for j in range(nrows[l]):
+                s += T[r0 + j, k] * lam[r0 + j]
+            out[l, k] = s
+
+
+def loop_forces(loops, T, lam):
+    """Each loop's cut-joint wrench [n; f] (L, 6) from the rows' force directions T (R, 6) and
+    multipliers lam (R,) (:func:`loop_force_kernel`)."""
+    out = np.zeros((len(loops), 6))
+    if len(loops):
+        loop_force_kernel(loops.nrows, loops.row0, np.ascontiguousarray(T), np.ascontiguousarray(lam), out)
+    return out
 
 
 def end_rows(loops, G, a):
@@ -519,8 +538,8 @@ def jacobian_entries(parent, idx_v, nv_j, body_a, body_b, nrows, row0, G, S, Rw,
                         sl = 0.0
                         for c in range(3):
                             Rca = Rw[x, a, c] if x >= 0 else (1.0 if a == c else 0.0)
-                            sa += G[l, side, j, c] * Rca
-                            sl += G[l, side, j, 3 + c] * Rca
+                            sa += G[row0[l] + j, side, c] * Rca
+                            sl += G[row0[l] + j, side, 3 + c] * Rca
                         Gw[j, a] = sa
                         Gw[j, 3 + a] = sl
                     if x >= 0:

@@ -39,7 +39,7 @@ from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, Lo
                                                 loop_backward_pass_in, loop_forward_pass_in, loop_wrench_kernel,
                                                 lower_solve, upper_solve)
 from ..algorithms.kinematics import world_poses
-from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_terms
+from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
 from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add
 from ..errors import PartreeInputError
 from ..loops import LoopSet
@@ -249,12 +249,7 @@ class LoopPartKernel(PartKernel):
 
     def loop_forces(self):
         """Each of the part's loops' cut-joint wrench [n; f] (as ``ConstrainedResult.loop_force``)."""
-        lp, T, lam = self.loops, self._terms.T, self.lam
-        out = np.zeros((len(lp), 6))
-        for l in range(len(lp)):
-            mr, r0 = int(lp.nrows[l]), int(lp.row0[l])
-            out[l] = T[l, :, :mr] @ lam[r0:r0 + mr]
-        return out
+        return loop_forces(self.loops, self._terms.T, self.lam)
 
     def loop_pieces(self):
         """(global loop numbers, rows, multipliers, cut-joint wrenches) after ``solve``."""

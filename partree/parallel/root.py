@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from ..algorithms.constrained_dynamics import lower_solve, pivoted_cholesky, upper_solve
-from ..algorithms.loop_constraints import loop_terms
+from ..algorithms.loop_constraints import loop_forces, loop_terms
 from ..algorithms.primitives import xform_motion
 from ..errors import PartreeInputError
 from ..loops import LoopSet
@@ -156,12 +156,8 @@ class RootLoops:
     def pieces(self):
         """(global loop numbers, rows, multipliers, cut-joint wrenches [n; f] in frame A) after
         :func:`solve`, as ``PartKernel.loop_pieces`` gives a part's."""
-        lp, T = self.loops, self.terms.T
-        force = np.zeros((len(lp), 6))
-        for l in range(len(lp)):
-            m, r0 = int(lp.nrows[l]), int(lp.row0[l])
-            force[l] = T[l, :, :m] @ self.lam[r0:r0 + m]
-        return self.ids, lp.nrows, self.lam.copy(), force
+        lp = self.loops
+        return self.ids, lp.nrows, self.lam.copy(), loop_forces(lp, self.terms.T, self.lam)
 
 
 def root_violation(tree):
@@ -536,7 +532,7 @@ def solve_with_loops(tree, red, a0, rank_tol=ROOT_RANK_TOL, rows="dynamics"):
         for side in range(2):
             p = rl.end_part[2 * l + side]
             if p >= 0:
-                Nh[p][rl.end_handle[2 * l + side], :, r0:r0 + m] -= G[l, side, :m, :].T
+                Nh[p][rl.end_handle[2 * l + side], :, r0:r0 + m] -= G[r0:r0 + m, side, :].T
     Pa, pa, Pl = [None] * P, [None] * P, [None] * P
     for p in range(P - 1, -1, -1):
         M, m0, Kt, Psi, Lam, beta = red[p]
@@ -590,7 +586,7 @@ def solve_with_loops(tree, red, a0, rank_tol=ROOT_RANK_TOL, rows="dynamics"):
         m, r0 = int(lp.nrows[l]), int(lp.row0[l])
         for side in range(2):
             j = 2 * l + side
-            Ge = G[l, side, :m, :]
+            Ge = G[r0:r0 + m, side, :]
             p = rl.end_part[j]
             if p < 0:
                 c[r0:r0 + m] += Ge @ a0
