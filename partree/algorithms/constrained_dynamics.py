@@ -51,7 +51,7 @@ from ..errors import PartreeInputError
 from .aba import PASS1_SCRATCH, aba_forward_pass1_in, articulated_project
 from .linalg import spd_inverse, spd_inverse_trace
 from .kinematics import world_poses
-from .loop_constraints import TERMS_SCRATCH, distance_error, end_poses, loop_force_kernel, loop_terms_at
+from .loop_constraints import TERMS_SCRATCH, distance_error, loop_force_kernel, loop_terms_kernel
 from .packed import (ERR_DATA, ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, raw_view, restrict,
                      workspace_views)
 from .primitives import congruence_add, inertia_inverse_trace, xform_force_T_add, xform_motion
@@ -663,13 +663,22 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
         ok = 0
         orr = 0
         os_ = 0
+        bare = False
         if w > 0:
             p = prow[x]
             oc = cptr[x]
             ok = kptr[x]
             orr = rptr[x]
             os_ = sptr[x]
-            if zfirst[x] == x:      # no child handed rows to x: its rows start here
+            # no child handed rows to x: its rows start here.  Where x only hands its own loop
+            # ends' rows on (none eliminated) through a 1-DOF joint, its K and k are zero and not
+            # read ("bare"): only C is zeroed
+            iv = idx_v[x]
+            bare = zfirst[x] == x and w == p and (idx_v[x + 1] - iv if x + 1 < n else nvt - iv) == 1
+            if bare:
+                for k in range(6 * w):
+                    Cw[oc + k] = 0.0
+            elif zfirst[x] == x:
                 zero_node_block(Cw, Kw, kw, oc, ok, orr, w)
             # the rows of the loop ends on x
             for e in range(eptr[x], eptr[x + 1]):
@@ -797,7 +806,8 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
                 f3 = Cw[o6 + 3] - y * U3
                 f4 = Cw[o6 + 4] - y * U4
                 f5 = Cw[o6 + 5] - y * U5
-                kw[orq + tq] += kw[orr + t] + f0 * c0 + f1 * c1 + f2 * c2 + f3 * c3 + f4 * c4 + f5 * c5 + y * uu
+                k0 = 0.0 if bare else kw[orr + t]
+                kw[orq + tq] += k0 + f0 * c0 + f1 * c1 + f2 * c2 + f3 * c3 + f4 * c4 + f5 * c5 + y * uu
                 # C'_parent += X^T C' (xform_force_T_add)
                 n0 = Ex[0, 0] * f0 + Ex[1, 0] * f1 + Ex[2, 0] * f2
                 n1 = Ex[0, 1] * f0 + Ex[1, 1] * f1 + Ex[2, 1] * f2
@@ -815,7 +825,7 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
                 kt = ok + t * w
                 ktq = okq + tq * wq
                 for t2 in range(p):
-                    Kw[ktq + prmap[orr + t2]] += Kw[kt + t2] + y * SC[os_ + t2]
+                    Kw[ktq + prmap[orr + t2]] += (0.0 if bare else Kw[kt + t2]) + y * SC[os_ + t2]
             continue
         Y = raw_view(work, 0, (p, 6))               # SC D^-1
         Cp = raw_view(work, 6 * p, (p, 6))          # C'
@@ -980,10 +990,10 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
                           kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                           wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                           eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept,
-                          Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta,
+                          Rw, pw, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta,
                           qdd, lam, phi, vel, indep, lforce, G, info):
     """One evaluation: ABA's pass 1, the bodies' world poses (Rw, pw), the loop terms
-    (``loop_terms_at``: G, gamma, phi, vel, T), the inward and outward loop passes, then the rows
+    (``loop_terms_kernel``: G, gamma, phi, vel, T), the inward and outward loop passes, then the rows
     the pivoting kept (``indep``, 1.0 or 0.0, from ``kept``), the loops' forces T lambda
     (``lforce``) and the total rank (``info[0]``, from ``rrank``).  The inward pass zeroes each
     node's rows of the workspaces (Cw, Kw, kw) where it first writes them (``zfirst``); the
@@ -1002,9 +1012,8 @@ def constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
     aba_forward_pass1_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, q, qd,
                          fext, has_fext, E, r, v, c, IA, pA, S, work)
     world_poses(parent, E, r, Rw, pw)
-    end_poses(body_a, body_b, Rw, pw, Re, pe)
-    bad = loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0, Re, pe, v,
-                        G, gamma, phi, vel, T, work)
+    bad = loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0, Rw, pw,
+                            v, G, gamma, phi, vel, T, work)
     if bad >= 0:
         return ERR_DISTANCE_AT - bad
     for k in range(gsh.shape[0]):
@@ -1130,10 +1139,9 @@ def loop_views(ib):
 @njit(cache=True)
 def loop_work_views(ib, fb):
     """The loop passes' float workspaces as raw views of ``fb``: Rw, pw (the bodies' world
-    poses), Re, pe (the loop ends' poses), gamma, T, Cw, Kw, kw, SC, reg (n + 1: the
-    regularisation per node), gsh (R: the shifted gamma) and the scratch."""
+    poses), gamma, T, Cw, Kw, kw, SC, reg (n + 1: the regularisation per node), gsh (R: the
+    shifted gamma) and the scratch."""
     n = ib[1]
-    L = ib[2]
     R = ib[3]
     nw = ib[4]
     nk = ib[5]
@@ -1141,10 +1149,6 @@ def loop_work_views(ib, fb):
     Rw = raw_view(fb, 0, (n, 3, 3))
     pw = raw_view(fb, 9 * n, (n, 3))
     o = 12 * n
-    Re = raw_view(fb, o, (L, 2, 3, 3))
-    o += 18 * L
-    pe = raw_view(fb, o, (L, 2, 3))
-    o += 6 * L
     gamma = raw_view(fb, o, (R,))
     o += R
     T = raw_view(fb, o, (R, 6))
@@ -1162,7 +1166,7 @@ def loop_work_views(ib, fb):
     gsh = raw_view(fb, o, (R,))
     o += R
     sc = raw_view(fb, o, (fb.shape[0] - o,))
-    return Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc
+    return Rw, pw, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc
 
 
 def result_size(nv, R, L):
@@ -1215,14 +1219,14 @@ def constrained_call(mb, wb, ib, fb, R_a, p_a, R_b, p_b, laxis, laxis2, length, 
     E, r, v, c, IA, pA, a, S, U, Dinv, u, _, _, _ = workspace_views(wb, n, nv)
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
      sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept) = loop_views(ib)
-    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
+    Rw, pw, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
     return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                                  q, qd, tau, fext, fext.shape[0] > 0, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                                  eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
+                                 Rw, pw, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
                                  indep,
                                  lforce,
                                  G, info)
@@ -1240,14 +1244,14 @@ def constrained_unpacked(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, 
     R = ib[3]
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
      sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept) = loop_views(ib)
-    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
+    Rw, pw, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = result_views(ob, nv, R, L)
     return constrained_kernel_in(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, gravity,
                                  q, qd, tau, fext, has_fext, E, r, v, c, IA, pA, a, S, U, Dinv, u,
                                  kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0,
                                  wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr,
                                  eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept,
-                                 Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
+                                 Rw, pw, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc, tol, delta, qdd, lam, phi, vel,
                                  indep,
                                  lforce,
                                  G, info)
@@ -1274,7 +1278,7 @@ class LoopBuffers:
     """A model's loops and :class:`LoopTopology` packed for the compiled call: ``ib``, one int64
     buffer (a header, the loops' kinds, bodies and rows, the topology's arrays
     and the factorisations' pivots and ranks, :func:`loop_views`), and ``fb``, the float
-    workspace (the world poses, the ends' poses, gamma, T, the loop passes' C, K, k, C S, the
+    workspace (the world poses, gamma, T, the loop passes' C, K, k, C S, the
     redundant groups' regularisation and shifted gamma, and the scratch,
     :func:`loop_work_views`).  Built once per model and set of loops (:func:`loop_buffers`); the
     topology's arrays become views of ``ib`` (one copy of them)."""
@@ -1287,7 +1291,7 @@ class LoopBuffers:
         t = topo
         nw, nk, ns = int(t.rptr[-1]), int(t.kptr[-1]), int(t.sptr[-1])
         nwl, ne, nen = t.wloop.size, t.eloop.size, t.enodes.size
-        fsize = 12 * n + 24 * L + R + 6 * R + 6 * nw + nk + nw + max(ns, 1) + (n + 1) + R + t.scratch
+        fsize = 12 * n + R + 6 * R + 6 * nw + nk + nw + max(ns, 1) + (n + 1) + R + t.scratch
         ib = np.zeros(LOOP_HEADER + 5 * L + 6 * (n + 2) + 6 * (n + 1) + 2 * nwl + 4 * nw + 3 * ne + nen,
                       dtype=np.int64)
         ib[:11] = (LOOP_MAGIC, n, L, R, nw, nk, ns, nwl, ne, nen, fsize)

@@ -68,43 +68,19 @@ def _cross(a, b, out):
     out[2] = a[0] * b[1] - a[1] * b[0]
 
 
-#: values of scratch :func:`loop_terms_at` takes from its ``sc`` argument
+#: values of scratch :func:`loop_terms_kernel` takes from its ``sc`` argument
 TERMS_SCRATCH = 296
 
 
 @njit(cache=True)
-def end_poses(body_a, body_b, Rw, pw, Re, pe):
-    """Re (L, 2, 3, 3), pe (L, 2, 3): each loop's two end bodies' axes and origins in the world,
-    gathered from the bodies' world poses Rw, pw (an end on the world: the identity)."""
-    for l in range(body_a.shape[0]):
-        for side in range(2):
-            x = body_a[l] if side == 0 else body_b[l]
-            for a in range(3):
-                for b in range(3):
-                    Re[l, side, a, b] = Rw[x, a, b] if x >= 0 else (1.0 if a == b else 0.0)
-                pe[l, side, a] = pw[x, a] if x >= 0 else 0.0
-
-
-@njit(cache=True)
 def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
-                      Rw, pw, v, G, gamma, phi, vel, T, Re, pe, sc):
+                      Rw, pw, v, G, gamma, phi, vel, T, sc):
     """Each loop's rows at one state (see the module docstring): G (R, 2, 6), gamma, phi,
-    vel (R,) and T (R, 6) (:class:`LoopTerms`), from the bodies' world poses Rw, pw and
-    body-frame velocities v.  Returns -1, or the first distance loop whose two points coincide (no direction).  The ends'
-    poses are gathered into Re, pe (:func:`end_poses`) and :func:`loop_terms_at` does the rest,
-    with its scratch ``sc`` (TERMS_SCRATCH values)."""
-    end_poses(body_a, body_b, Rw, pw, Re, pe)
-    return loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
-                         Re, pe, v, G, gamma, phi, vel, T, sc)
-
-
-@njit(cache=True)
-def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
-                  Re, pe, v, G, gamma, phi, vel, T, sc):
-    """:func:`loop_terms_kernel` from the ends' poses: Re (L, 2, 3, 3), pe (L, 2, 3) hold each
-    loop's end bodies' axes and origins in the world (identity for an end on the world; only
-    the two ends' relative pose enters), v the bodies' velocities.  Its small work arrays come
-    from ``sc`` (TERMS_SCRATCH values), so that it allocates nothing."""
+    vel (R,) and T (R, 6) (:class:`LoopTerms`), from the bodies' world poses Rw, pw (only the
+    two ends' relative pose enters; an end on the world has the identity) and body-frame
+    velocities v.  Returns -1, or the first distance loop whose two points coincide (no
+    direction).  Its small work arrays come from ``sc`` (TERMS_SCRATCH values), so that it
+    allocates nothing."""
     L = kind.shape[0]
     RF = raw_view(sc, 0, (2, 3, 3))
     oF = raw_view(sc, 18, (2, 3))
@@ -136,8 +112,8 @@ def loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length,
             pp = p_a[l] if side == 0 else p_b[l]
             for a in range(3):
                 for b in range(3):
-                    Rb[a, b] = Re[l, side, a, b]
-                pb[a] = pe[l, side, a]
+                    Rb[a, b] = Rw[x, a, b] if x >= 0 else (1.0 if a == b else 0.0)
+                pb[a] = pw[x, a] if x >= 0 else 0.0
             for k in range(6):
                 vb[k] = v[x, k] if x >= 0 else 0.0
             for a in range(3):
@@ -403,14 +379,11 @@ class LoopTerms:
 
 class LoopTermsWorkspace:
     """The arrays :func:`loop_terms` fills for a set of loops, kept for repeated calls (the
-    parallel engine's loop parts): ``terms`` (a :class:`LoopTerms` over them), the ends' poses and
-    the scratch."""
+    parallel engine's loop parts): ``terms`` (a :class:`LoopTerms` over them) and the scratch."""
 
     def __init__(self, loops):
-        L, R = len(loops), loops.nrow
+        R = loops.nrow
         self.terms = LoopTerms(np.empty((R, 2, 6)), np.empty(R), np.empty(R), np.empty(R), np.empty((R, 6)))
-        self.Re = np.empty((L, 2, 3, 3))
-        self.pe = np.empty((L, 2, 3))
         self.sc = np.empty(TERMS_SCRATCH)
 
 
@@ -429,7 +402,7 @@ def loop_terms(loops, Rw, pw, v, ws=None):
     if len(loops):
         bad = loop_terms_kernel(loops.kind, loops.body_a, loops.body_b, loops.R_a, loops.p_a, loops.R_b, loops.p_b,
                                 loops.axis, loops.axis2, loops.length, loops.nrows, loops.row0, Rw, pw, v,
-                                t.G, t.gamma, t.phi, t.velocity, t.T, ws.Re, ws.pe, ws.sc)
+                                t.G, t.gamma, t.phi, t.velocity, t.T, ws.sc)
         if bad >= 0:
             raise ValueError(distance_error(loops, bad))
     return t

@@ -64,7 +64,7 @@ from partree import Loop
 from partree.algorithms import constrained_dynamics as cdyn
 from partree.algorithms.aba import aba_forward_pass1_in
 from partree.algorithms.kinematics import forward_kinematics, world_poses
-from partree.algorithms.loop_constraints import end_rows, loop_terms, loop_terms_at, state_kinematics
+from partree.algorithms.loop_constraints import end_rows, loop_terms, loop_terms_kernel, state_kinematics
 from partree.algorithms.primitives import xform_motion
 from partree.algorithms.packed import NO_FORCES, raw_view
 from partree.loops import KINDS, LoopSet
@@ -430,7 +430,7 @@ def _pieces(count, which, parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
     n, nv, L, R = parent.shape[0], S.shape[0], ib[2], ib[3]
     (kind, body_a, body_b, nrows, row0, wptr, wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr,
      sptr, eptr, eloop, eside, epos, zfirst, enodes, perm, rank, rrank, kept) = cdyn.loop_views(ib)
-    Rw, pw, Re, pe, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = cdyn.loop_work_views(ib, fb)
+    Rw, pw, gamma, T, Cw, Kw, kw, SC, reg, gsh, sc = cdyn.loop_work_views(ib, fb)
     qdd, lam, phi, vel, indep, lforce, G, info = cdyn.result_views(ob, nv, R, L)
     work = raw_view(sc, 6, (sc.shape[0] - 6,))
     a0 = raw_view(sc, 0, (6,))
@@ -441,8 +441,8 @@ def _pieces(count, which, parent, jtype, axis, axis2, E_tree, r_tree, mass, com,
         if which == 1:
             world_poses(parent, E, r, Rw, pw)
         elif which == 2:
-            loop_terms_at(kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0, Re, pe, v,
-                          G, gamma, phi, vel, T, work)
+            loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, laxis, laxis2, length, nrows, row0, Rw, pw,
+                              v, G, gamma, phi, vel, T, work)
         elif which == 3:
             cdyn.loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, mass, com, I_com, wptr,
                                        wloop, wpos, npl, prow, wrows, prmap, wglob, rptr, cptr, kptr, sptr, eptr,
