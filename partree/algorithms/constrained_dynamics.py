@@ -671,14 +671,12 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
             orr = rptr[x]
             os_ = sptr[x]
             # no child handed rows to x: its rows start here.  Where x only hands its own loop
-            # ends' rows on (none eliminated) through a 1-DOF joint, its K and k are zero and not
-            # read ("bare"): only C is zeroed
+            # ends' rows on (none eliminated) through a 1-DOF joint ("bare"), each row of C is
+            # one end's row of G (a loop with both ends on x is eliminated at x), and K and k are
+            # zero and not read
             iv = idx_v[x]
             bare = zfirst[x] == x and w == p and (idx_v[x + 1] - iv if x + 1 < n else nvt - iv) == 1
-            if bare:
-                for k in range(6 * w):
-                    Cw[oc + k] = 0.0
-            elif zfirst[x] == x:
+            if zfirst[x] == x and not bare:
                 zero_node_block(Cw, Kw, kw, oc, ok, orr, w)
             # the rows of the loop ends on x
             for e in range(eptr[x], eptr[x + 1]):
@@ -687,8 +685,12 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
                 og = orr + epos[e]
                 for rr in range(nrows[eloop[e]]):
                     g = wglob[og + rr]
-                    for k in range(6):
-                        Cw[o6 + rr * 6 + k] += G[g, side, k]
+                    if bare:
+                        for k in range(6):
+                            Cw[o6 + rr * 6 + k] = G[g, side, k]
+                    else:
+                        for k in range(6):
+                            Cw[o6 + rr * 6 + k] += G[g, side, k]
             # eliminate the loops whose paths meet at x.  The floor (elimination_floor: a 6x6
             # factorisation) only decides where NOISE times it exceeds tol times the largest
             # K_jj: below, every pivot the relative test keeps is above the noise, and the

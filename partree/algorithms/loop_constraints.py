@@ -169,9 +169,10 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
         _cross(wF[0], v_rel, t3)
         for a in range(3):
             nu[3 + a] -= t3[a]
-        for a in range(6):
+        m = nrows[l]
+        for a in range(6):          # every kind writes T's and Td's first m columns only
             ph[a] = 0.0
-            for b in range(6):
+            for b in range(m):
                 Tl[a, b] = 0.0
                 Td[a, b] = 0.0
         code = kind[l]
@@ -264,7 +265,6 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
                 Tl[3 + a, 0] = un
                 Td[3 + a, 0] = (t4[a] - un * dn) / dist
             ph[0] = dist - length[l]
-        m = nrows[l]
         r0 = row0[l]
         # the linear rows measure d's rate in frame A, v_rel - w_A x d: each row gains
         # (T_lin x d) . w_A, and its rate (Td_lin x d + T_lin x d') . w_A (+ the w_A' part, in G)
