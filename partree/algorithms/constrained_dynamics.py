@@ -922,8 +922,8 @@ def loop_forward_pass(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam
 def loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam,
                          prow, wrows, wglob, rptr, cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, sc):
     """:func:`loop_forward_pass` with its work arrays taken from ``sc`` (FORWARD_FIXED values,
-    then the most rows one node eliminates: ``LoopTopology.zmax``).  A body on a 1-DOF joint
-    takes ABA's step (``aba_forward_pass2_in``) with its pending rows' forces added."""
+    then the most rows one node eliminates: ``LoopTopology.zmax``).  A body with no loop rows
+    and a 1-DOF joint takes ABA's step (``aba_forward_pass2_in``)."""
     n = parent.shape[0]
     nvt = S.shape[0]
     tmp = raw_view(sc, 0, (6,))
@@ -941,36 +941,34 @@ def loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, 
             xform_motion(E[x], r[x], a[up], tmp)
         for k in range(6):
             a[x, k] = tmp[k] + c[x, k]
-        w = wrows[x]
-        p = prow[x] if w > 0 else 0
-        orr = rptr[x]
-        os_ = sptr[x]
-        if nv == 1:         # ABA's step, with the pending rows' forces (C S)^T lambda_P
+        if nv == 1 and wrows[x] == 0:
             s = u[iv]
             for k in range(6):
                 s -= U[iv, k] * a[x, k]
-            for t in range(p):
-                s += SC[os_ + t] * lam[wglob[orr + t]]
             y = Dinv[iv, 0] * s
             qdd[iv] = y
             for k in range(6):
                 a[x, k] += S[iv, k] * y
-        else:
-            for d in range(nv):
-                s = u[iv + d]
-                for k in range(6):
-                    s -= U[iv + d, k] * a[x, k]
-                for t in range(p):
-                    s += SC[os_ + t * nv + d] * lam[wglob[orr + t]]
-                h[d] = s
-            for d in range(nv):
-                s = 0.0
-                for e2 in range(nv):
-                    s += Dinv[iv + d, e2] * h[e2]
-                qdd[iv + d] = s
-            for d in range(nv):
-                for k in range(6):
-                    a[x, k] += S[iv + d, k] * qdd[iv + d]
+            continue
+        w = wrows[x]
+        p = prow[x] if w > 0 else 0
+        orr = rptr[x]
+        os_ = sptr[x]
+        for d in range(nv):
+            s = u[iv + d]
+            for k in range(6):
+                s -= U[iv + d, k] * a[x, k]
+            for t in range(p):
+                s += SC[os_ + t * nv + d] * lam[wglob[orr + t]]
+            h[d] = s
+        for d in range(nv):
+            s = 0.0
+            for e2 in range(nv):
+                s += Dinv[iv + d, e2] * h[e2]
+            qdd[iv + d] = s
+        for d in range(nv):
+            for k in range(6):
+                a[x, k] += S[iv + d, k] * qdd[iv + d]
         if w > p:
             solve_eliminated_in(x, a[x], lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
 
