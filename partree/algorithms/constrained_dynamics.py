@@ -670,12 +670,10 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
             ok = kptr[x]
             orr = rptr[x]
             os_ = sptr[x]
-            # no child handed rows to x: its rows start here.  Where x only hands its own loop
-            # ends' rows on (none eliminated) through a 1-DOF joint ("bare"), each row of C is
-            # one end's row of G (a loop with both ends on x is eliminated at x), and K and k are
-            # zero and not read
-            iv = idx_v[x]
-            bare = zfirst[x] == x and w == p and (idx_v[x + 1] - iv if x + 1 < n else nvt - iv) == 1
+            # no child handed rows to x: its rows start here.  Where a body only hands its own
+            # loop ends' rows on, none eliminated ("bare"), each row of C is one end's row of G (a
+            # loop with both ends on x is eliminated at x), and K and k are zero and not read
+            bare = x < n and zfirst[x] == x and w == p
             if zfirst[x] == x and not bare:
                 zero_node_block(Cw, Kw, kw, oc, ok, orr, w)
             # the rows of the loop ends on x
@@ -847,7 +845,7 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
                     Cp[t, k] -= y * U[iv + d, k]
         for t in range(p):
             tq = prmap[orr + t]
-            s = kw[orr + t]
+            s = 0.0 if bare else kw[orr + t]
             for k in range(6):
                 s += Cp[t, k] * c[x, k]
             for d in range(nv):
@@ -856,7 +854,7 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
             xform_force_T_add(Ex, rx, Cp[t], Cw[ocq + tq * 6:ocq + tq * 6 + 6])
             kt = ok + t * w
             for t2 in range(p):
-                acc[t2] = Kw[kt + t2]
+                acc[t2] = 0.0 if bare else Kw[kt + t2]
             for d in range(nv):
                 y = Y[t, d]
                 for t2 in range(p):
