@@ -104,7 +104,7 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
     w = raw_view(sc, 210, (3,))
     u2 = raw_view(sc, 213, (3,))
     m3 = raw_view(sc, 216, (3,))
-    Tl = raw_view(sc, 219, (6, 6))          # the loop's T, columns beyond its rows zero
+    Tl = raw_view(sc, 219, (6, 6))          # the loop's T (its first nrows columns)
     for l in range(L):
         for side in range(2):
             x = body_a[l] if side == 0 else body_b[l]
