@@ -544,6 +544,22 @@ def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, pe
         d = Kw[ok + (p + i) * w + p + i]
         for col in range(nc):
             X[i, col] = s[col] / d
+    if rk == 2:     # two kept rows (a planar pin): the same sums, two terms each, without acc
+        if x < n:
+            for k in range(6):
+                pA[x, k] -= X[0, k] * X[0, 6 + p] + X[1, k] * X[1, 6 + p]
+            for k in range(6):
+                for l2 in range(6):
+                    IA[x, k, l2] += X[0, k] * X[0, l2] + X[1, k] * X[1, l2]
+        for t in range(p):
+            y0 = X[0, 6 + t]
+            y1 = X[1, 6 + t]
+            for k in range(6):
+                Cw[oc + t * 6 + k] -= y0 * X[0, k] + y1 * X[1, k]
+            for t2 in range(p):
+                Kw[ok + t * w + t2] -= y0 * X[0, 6 + t2] + y1 * X[1, 6 + t2]
+            kw[orr + t] += y0 * X[0, 6 + p] + y1 * X[1, 6 + p]
+        return
     if x < n:
         for k in range(6):
             acc[k] = 0.0

@@ -72,6 +72,111 @@ def _cross(a, b, out):
 TERMS_SCRATCH = 296
 
 
+@njit(cache=True, inline="always")
+def axis_normals(u, t, e1, e2):
+    """e1, e2: the unit directions normal to the unit axis u, (u, e1, e2) right-handed; t is
+    scratch (3)."""
+    if abs(u[0]) < 0.9:
+        t[0], t[1], t[2] = 1.0, 0.0, 0.0
+    else:
+        t[0], t[1], t[2] = 0.0, 1.0, 0.0
+    _cross(u, t, e1)
+    nn = np.sqrt(e1[0] ** 2 + e1[1] ** 2 + e1[2] ** 2)
+    for a in range(3):
+        e1[a] /= nn
+    _cross(u, e1, e2)
+
+
+@njit(cache=True, inline="always")
+def point_on_line_row(j, e, r0, d, nul, v_rel, dd, wA, RAB, Rpa, ppa, Rpb, ppb, G, gamma, phi, vel, T):
+    """Row j of a point_on_line loop, direction e (frame A): T's column t = [0; e], c = e x d.
+    The general path's sums with T's zero angular part (and Td = 0) left out: the same values.
+    nul: nu's linear part; dd: d' in frame A; wA: frame A's angular velocity."""
+    ph = 0.0
+    sg = 0.0
+    sv = 0.0
+    for a in range(3):
+        ph += e[a] * d[a]
+    for a in range(3):
+        sg -= e[a] * nul[a]
+    for a in range(3):
+        sv += e[a] * v_rel[a]
+    c0 = e[1] * d[2] - e[2] * d[1]
+    c1 = e[2] * d[0] - e[0] * d[2]
+    c2 = e[0] * d[1] - e[1] * d[0]
+    sv += c0 * wA[0]
+    sg -= (e[1] * dd[2] - e[2] * dd[1]) * wA[0]
+    sv += c1 * wA[1]
+    sg -= (e[2] * dd[0] - e[0] * dd[2]) * wA[1]
+    sv += c2 * wA[2]
+    sg -= (e[0] * dd[1] - e[1] * dd[0]) * wA[2]
+    gamma[r0 + j] = sg
+    vel[r0 + j] = sv
+    phi[r0 + j] = ph
+    # end A: t - [c; 0] through frame A's placement; end B: [0; R_AB^T e] through B's
+    m0 = Rpa[0, 0] * e[0] + Rpa[0, 1] * e[1] + Rpa[0, 2] * e[2]
+    m1 = Rpa[1, 0] * e[0] + Rpa[1, 1] * e[1] + Rpa[1, 2] * e[2]
+    m2 = Rpa[2, 0] * e[0] + Rpa[2, 1] * e[1] + Rpa[2, 2] * e[2]
+    w0 = Rpa[0, 0] * -c0 + Rpa[0, 1] * -c1 + Rpa[0, 2] * -c2
+    w1 = Rpa[1, 0] * -c0 + Rpa[1, 1] * -c1 + Rpa[1, 2] * -c2
+    w2 = Rpa[2, 0] * -c0 + Rpa[2, 1] * -c1 + Rpa[2, 2] * -c2
+    G[r0 + j, 0, 0] = -(w0 - (m1 * ppa[2] - m2 * ppa[1]))
+    G[r0 + j, 0, 1] = -(w1 - (m2 * ppa[0] - m0 * ppa[2]))
+    G[r0 + j, 0, 2] = -(w2 - (m0 * ppa[1] - m1 * ppa[0]))
+    G[r0 + j, 0, 3] = -m0
+    G[r0 + j, 0, 4] = -m1
+    G[r0 + j, 0, 5] = -m2
+    b0 = RAB[0, 0] * e[0] + RAB[1, 0] * e[1] + RAB[2, 0] * e[2]
+    b1 = RAB[0, 1] * e[0] + RAB[1, 1] * e[1] + RAB[2, 1] * e[2]
+    b2 = RAB[0, 2] * e[0] + RAB[1, 2] * e[1] + RAB[2, 2] * e[2]
+    m0 = Rpb[0, 0] * b0 + Rpb[0, 1] * b1 + Rpb[0, 2] * b2
+    m1 = Rpb[1, 0] * b0 + Rpb[1, 1] * b1 + Rpb[1, 2] * b2
+    m2 = Rpb[2, 0] * b0 + Rpb[2, 1] * b1 + Rpb[2, 2] * b2
+    G[r0 + j, 1, 0] = -(m1 * ppb[2] - m2 * ppb[1])
+    G[r0 + j, 1, 1] = -(m2 * ppb[0] - m0 * ppb[2])
+    G[r0 + j, 1, 2] = -(m0 * ppb[1] - m1 * ppb[0])
+    G[r0 + j, 1, 3] = m0
+    G[r0 + j, 1, 4] = m1
+    G[r0 + j, 1, 5] = m2
+    T[r0 + j, 0] = -c0
+    T[r0 + j, 1] = -c1
+    T[r0 + j, 2] = -c2
+    T[r0 + j, 3] = e[0]
+    T[r0 + j, 4] = e[1]
+    T[r0 + j, 5] = e[2]
+
+
+@njit(cache=True, inline="always")
+def point_on_line_terms(r0, u, Rpa, ppa, Rpb, ppb, RAB, d, wF, voF, G, gamma, phi, vel, T, v_rel, nul, t3, t4,
+                        e1, e2):
+    """A point_on_line loop's two rows (:func:`loop_terms_kernel`, from the ends' frames: RAB, d,
+    wF, voF): only the terms its T (no angular part) and Td (zero) leave, summed as the general
+    path sums them, so the values are the same."""
+    for a in range(3):
+        sv = -voF[0, a]
+        for b in range(3):
+            sv += RAB[a, b] * voF[1, b]
+        v_rel[a] = sv
+    _cross(wF[1], voF[1], t4)       # nu's linear part
+    for a in range(3):
+        s = 0.0
+        for b in range(3):
+            s += RAB[a, b] * t4[b]
+        nul[a] = s
+    _cross(wF[0], voF[0], t3)
+    for a in range(3):
+        nul[a] -= t3[a]
+    _cross(wF[0], v_rel, t3)
+    for a in range(3):
+        nul[a] -= t3[a]
+    axis_normals(u, t3, e1, e2)
+    _cross(wF[0], d, t3)
+    for a in range(3):
+        t4[a] = v_rel[a] - t3[a]                  # d' (in frame A)
+    point_on_line_row(0, e1, r0, d, nul, v_rel, t4, wF[0], RAB, Rpa, ppa, Rpb, ppb, G, gamma, phi, vel, T)
+    point_on_line_row(1, e2, r0, d, nul, v_rel, t4, wF[0], RAB, Rpa, ppa, Rpb, ppb, G, gamma, phi, vel, T)
+
+
 @njit(cache=True)
 def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, length, nrows, row0,
                       Rw, pw, v, G, gamma, phi, vel, T, sc):
@@ -144,6 +249,11 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
             for c in range(3):
                 s += RF[0, c, a] * (oF[1, c] - oF[0, c])
             d[a] = s
+        code = kind[l]
+        if code == POINT_ON_LINE:
+            point_on_line_terms(row0[l], axis[l], R_a[l], p_a[l], R_b[l], p_b[l], RAB, d, wF, voF, G, gamma, phi,
+                                vel, T, v_rel, nu, t3, t4, e1, e2)
+            continue
         for a in range(3):
             sw = -wF[0, a]
             sv = -voF[0, a]
@@ -175,18 +285,9 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
             for b in range(m):
                 Tl[a, b] = 0.0
                 Td[a, b] = 0.0
-        code = kind[l]
         u = axis[l]
         if code in AXIAL:           # e1, e2: the directions normal to u
-            if abs(u[0]) < 0.9:
-                t3[0], t3[1], t3[2] = 1.0, 0.0, 0.0
-            else:
-                t3[0], t3[1], t3[2] = 0.0, 1.0, 0.0
-            _cross(u, t3, e1)
-            nn = np.sqrt(e1[0] ** 2 + e1[1] ** 2 + e1[2] ** 2)
-            for a in range(3):
-                e1[a] /= nn
-            _cross(u, e1, e2)
+            axis_normals(u, t3, e1, e2)
         if code == REVOLUTE:
             for a in range(3):
                 s = 0.0
