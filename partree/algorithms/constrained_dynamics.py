@@ -312,6 +312,54 @@ def pivoted_cholesky(K, o, w, z0, z, perm, tol, dfloor=0.0):
     return rank
 
 
+@njit(cache=True, inline="always")
+def pivoted_cholesky_2(K, o, w, perm, op, tol, dfloor):
+    """:func:`pivoted_cholesky` of a 2 x 2 block (a planar pin's rows) at K[o] (row stride w),
+    its pivots to perm[op], perm[op + 1]: the same decisions and values, written out."""
+    i01 = o + 1
+    i10 = o + w
+    i11 = i10 + 1
+    perm[op] = 0
+    perm[op + 1] = 1
+    d0 = K[o]
+    d1 = K[i11]
+    dmax = 0.0
+    if d0 > dmax:
+        dmax = d0
+    if d1 > dmax:
+        dmax = d1
+    noise = NOISE * dfloor
+    if not dmax > noise or not dmax > 0.0:
+        return 0
+    best = -1.0
+    jb = 0
+    if d0 > best:
+        best = d0
+    if d1 > best:
+        best = d1
+        jb = 1
+    if not (best > tol * dmax and best > noise):
+        return 0
+    if jb == 1:         # rows and columns 0 and 1 swapped
+        K[o] = d1
+        K[i11] = d0
+        a = K[i01]
+        K[i01] = K[i10]
+        K[i10] = a
+        perm[op] = 1
+        perm[op + 1] = 0
+    piv = np.sqrt(K[o])
+    K[o] = piv
+    K[i10] /= piv
+    lik = K[i10]
+    v = K[i11] - lik * K[i10]
+    K[i11] = v
+    if not (v > tol * dmax and v > noise):
+        return 1
+    K[i11] = np.sqrt(v)
+    return 2
+
+
 @njit(cache=True)
 def lower_solve(K, o, w, z0, rank, x):
     """x <- L^-1 x for the factor L left by :func:`pivoted_cholesky` (x has rank entries)."""
@@ -480,7 +528,10 @@ def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, pe
     if delta > 0.0:         # its diagonal, before the factorisation overwrites it
         for j in range(z):
             sc[oz + j] = Kw[ok + (p + j) * w + p + j]
-    rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol, dfloor)
+    if z == 2:
+        rk = pivoted_cholesky_2(Kw, ok + p * w + p, w, perm, orr + p, tol, dfloor)
+    else:
+        rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol, dfloor)
     if delta > 0.0:
         rrank[x] = rk
         reg[x] = 0.0
