@@ -965,6 +965,18 @@ def solve_eliminated_in(x, a, lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, 
         for t in range(p):
             s -= Kw[ok + zr * w + t] * lam[wglob[orr + t]]
         h[j] = s
+    if rk == 2:     # lower_solve and upper_solve of two rows, written out
+        o = ok + p * w + p
+        l00 = Kw[o]
+        l10 = Kw[o + w]
+        l11 = Kw[o + w + 1]
+        x0 = h[0] / l00
+        x1 = (h[1] - l10 * x0) / l11
+        x1 = x1 / l11
+        x0 = (x0 - l10 * x1) / l00
+        lam[wglob[orr + p + perm[orr + p]]] = x0
+        lam[wglob[orr + p + perm[orr + p + 1]]] = x1
+        return
     lower_solve(Kw, ok, w, p, rk, h)
     upper_solve(Kw, ok, w, p, rk, h)
     for j in range(rk):
