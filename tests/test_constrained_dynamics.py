@@ -390,6 +390,44 @@ def test_the_elimination_floors_bound_is_the_rigid_inertias_inverse_trace():
     assert inertia_inverse_trace(1.0, np.zeros(3), np.diag([1.0, 1.0, 0.0])) == np.inf
 
 
+def test_the_2x2_pivoted_cholesky_decides_and_factors_as_the_general_one():
+    """The factorisation a 2-row elimination takes (``pivoted_cholesky_2``, written out) against
+    ``pivoted_cholesky`` on the same block: the same rank, pivots and stored values, bit for bit,
+    over blocks that need the pivots swapped, that are singular, that lie below the relative
+    threshold or the noise floor, and ties; and against numpy's Cholesky of the pivoted block."""
+    from partree.algorithms.constrained_dynamics import NOISE, pivoted_cholesky, pivoted_cholesky_2
+
+    rng = np.random.default_rng(21)
+    blocks = []
+    for _ in range(200):
+        B = rng.normal(size=(2, rng.integers(1, 4))) * rng.uniform(1e-3, 1e3)
+        blocks.append(B @ B.T)                                     # full rank or rank 1
+    blocks += [np.diag([1.0, 4.0]), np.diag([4.0, 1.0]), np.diag([2.0, 2.0]), np.zeros((2, 2)),
+               np.outer([1.0, 2.0], [1.0, 2.0]), np.diag([1.0, 1e-16]), np.diag([1e-16, 1.0]),
+               np.array([[1.0, 1.0 - 1e-9], [1.0 - 1e-9, 1.0]])]
+    ranks = set()
+    for K2 in blocks:
+        for tol, dfloor in ((1e-14, 0.0), (1e-14, 1e20), (1e-6, 0.0), (1e-14, 1e24)):
+            w, p = 5, 3                                            # the block at rows/columns 3, 4
+            Kw = rng.normal(size=3 + w * w)
+            Kw[3 + p * w + p:3 + p * w + p + 2] = K2[0]
+            Kw[3 + (p + 1) * w + p:3 + (p + 1) * w + p + 2] = K2[1]
+            Kg, Ks = Kw.copy(), Kw.copy()
+            perm_g, perm_s = np.full(7, -1), np.full(7, -1)
+            rg = pivoted_cholesky(Kg, 3, w, p, 2, perm_g[4:6], tol, dfloor)
+            rs = pivoted_cholesky_2(Ks, 3 + p * w + p, w, perm_s, 4, tol, dfloor)
+            assert rs == rg and np.array_equal(perm_s, perm_g) and np.array_equal(Ks, Kg)
+            ranks.add(rs)
+            if rs == 2:
+                P = K2[np.ix_(perm_s[4:6], perm_s[4:6])]
+                L = np.linalg.cholesky(P)
+                got = np.array([[Ks[3 + p * w + p], 0.0], [Ks[3 + (p + 1) * w + p], Ks[3 + (p + 1) * w + p + 1]]])
+                assert np.allclose(got, L, rtol=1e-6, atol=1e-9 * np.sqrt(np.abs(K2).max()))
+            if dfloor * NOISE > np.abs(K2).max():
+                assert rs == 0
+    assert ranks == {0, 1, 2}
+
+
 def test_spherical_loops_the_tree_already_satisfies_change_nothing():
     m, copies = tree_for_copies(["spherical"])
     assert_copies_change_nothing(m, copies, np.random.default_rng(7))
