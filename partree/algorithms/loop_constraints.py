@@ -90,8 +90,9 @@ def axis_normals(u, t, e1, e2):
 @njit(cache=True, inline="always")
 def point_on_line_row(j, e, r0, d, nul, v_rel, dd, wA, RAB, Rpa, ppa, Rpb, ppb, G, gamma, phi, vel, T):
     """Row j of a point_on_line loop, direction e (frame A): T's column t = [0; e], c = e x d.
-    The general path's sums with T's zero angular part (and Td = 0) left out: the same values.
-    nul: nu's linear part; dd: d' in frame A; wA: frame A's angular velocity."""
+    The general sums of :func:`loop_terms_kernel` with T's zero angular part (and Td = 0) left
+    out, in their order: the values they give.  nul: nu's linear part; dd: d' in frame A; wA:
+    frame A's angular velocity."""
     ph = 0.0
     sg = 0.0
     sv = 0.0
@@ -151,7 +152,7 @@ def point_on_line_terms(r0, u, Rpa, ppa, Rpb, ppb, RAB, d, wF, voF, G, gamma, ph
                         e1, e2):
     """A point_on_line loop's two rows (:func:`loop_terms_kernel`, from the ends' frames: RAB, d,
     wF, voF): only the terms its T (no angular part) and Td (zero) leave, summed as the general
-    path sums them, so the values are the same."""
+    sums would sum them, so the values are those sums' (``nul`` receives nu's linear part)."""
     for a in range(3):
         sv = -voF[0, a]
         for b in range(3):
@@ -185,7 +186,8 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
     two ends' relative pose enters; an end on the world has the identity) and body-frame
     velocities v.  Returns -1, or the first distance loop whose two points coincide (no
     direction).  Its small work arrays come from ``sc`` (TERMS_SCRATCH values), so that it
-    allocates nothing."""
+    allocates nothing.  After the ends' frames, a point_on_line loop takes its own path
+    (:func:`point_on_line_terms`); every other kind sets its T and Td and takes the general sums."""
     L = kind.shape[0]
     RF = raw_view(sc, 0, (2, 3, 3))
     oF = raw_view(sc, 18, (2, 3))
@@ -339,12 +341,6 @@ def loop_terms_kernel(kind, body_a, body_b, R_a, p_a, R_b, p_b, axis, axis2, len
             for a in range(3):
                 Tl[3 + a, a] = 1.0
                 ph[a] = d[a]
-        elif code == POINT_ON_LINE:
-            for a in range(3):
-                Tl[3 + a, 0] = e1[a]
-                Tl[3 + a, 1] = e2[a]
-                ph[0] += e1[a] * d[a]
-                ph[1] += e2[a] * d[a]
         elif code == WELD:
             _rotvec(RAB, t3)
             for a in range(6):

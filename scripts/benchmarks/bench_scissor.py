@@ -26,6 +26,12 @@ Modes (``--mode``; each runs on its own, ``--units`` picks the sizes):
             ``mpiexec -n 2`` the ``MPIEngine`` (collective) against ``constrained_dynamics`` on
             rank 0 in the same job.  Time per evaluation, speed-up, max |qdd - qdd_serial| /
             max |qdd_serial|; the parts' own times in one process (the ideal 2-rank speed-up).
+``dense``   the accuracy the problem in joint coordinates allows in double precision (small
+            masts, up to ~10^3 units): the same closed mast as one dense KKT system [[M, J^T],
+            [J, 0]] (M from ``partree.crba``, J and gamma from ``partree.loop_constraints``)
+            solved by LU (numpy), and ``constrained_dynamics``' qdd refined by one step of that
+            dense system (the residuals tau - RNEA(q, qd, qdd, loop wrenches) and gamma - J qdd),
+            each against the one-DOF reference.
 ``steps``   ``partree.simulate`` (RK4, dt = 1e-3, ``correct='full'``, ``--correct``): the time of each step
             from the simulation loop's step hook, steps per second per backend (serial; Dask
             2 workers; ``mpiexec -n 2``: MPI 2 ranks and serial in the same job).
@@ -33,6 +39,7 @@ Modes (``--mode``; each runs on its own, ``--units`` picks the sizes):
     python scripts/benchmarks/bench_scissor.py --mode eval --units 100 1000 10000 100000
     python scripts/benchmarks/bench_scissor.py --mode eval --units 10000 --breakdown
     python scripts/benchmarks/bench_scissor.py --mode sparse --units 1000 10000 --json sparse.json
+    python scripts/benchmarks/bench_scissor.py --mode dense --units 10 30 100 300 1000
     python scripts/benchmarks/bench_scissor.py --mode engine --units 1000 10000 100000 --backends serial dask
     mpiexec -n 2 python scripts/benchmarks/bench_scissor.py --mode engine --units 1000 10000 100000
     python scripts/benchmarks/bench_scissor.py --mode steps --units 100 1000 10000
@@ -117,8 +124,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_loops import timed  # noqa: E402  (the house timing: interleaved rounds, best kept)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ("eval", "sparse", "engine", "steps")
-DEFAULT_UNITS = {"eval": [100, 1000, 10000, 100000], "sparse": [1000, 10000], "engine": [1000, 10000, 100000],
+MODES = ("eval", "sparse", "dense", "engine", "steps")
+DEFAULT_UNITS = {"eval": [100, 1000, 10000, 100000], "sparse": [1000, 10000], "dense": [10, 30, 100, 300, 1000], "engine": [1000, 10000, 100000],
                  "steps": [100, 1000, 10000]}
 OMEGA = 0.5          # rad/s, the scissor angle's rate in the benchmark state
 T_DRIVE = 0.05       # s, the drive's time in the benchmark state (half its ramp)
@@ -706,6 +713,35 @@ def mode_sparse(a):
     return out
 
 
+# ------------------------------------------------------------------------------------ mode: dense
+def mode_dense(a):
+    """The dense joint-coordinate KKT solve and one refinement step with it (module docstring)."""
+    rows = []
+    for U in a.units:
+        mc = closed_mast(U)
+        q, qd, tau = closed_state(mc)
+        ref = lagrange_reference(mc, q, qd, tau)
+        res = partree.constrained_dynamics(mc, q, qd, tau)
+        lc = partree.loop_constraints(mc, q, qd)
+        Jd = lc.J.toarray()
+        M = partree.crba(mc, q)
+        nv, R = mc.nv, Jd.shape[0]
+        K = np.block([[M, Jd.T], [Jd, np.zeros((R, R))]])
+        h = partree.rnea(mc, q, qd, np.zeros(nv))
+        dense = np.linalg.solve(K, np.concatenate([tau - h, lc.gamma]))[:nv]
+        r_dyn = tau - partree.rnea(mc, q, qd, res.qdd, f_ext=res.loop_wrench)
+        r_con = lc.gamma - Jd @ res.qdd
+        refined = res.qdd + np.linalg.solve(K, np.concatenate([r_dyn, r_con]))[:nv]
+        r = {"units": U, "nv": nv, "rows": R, "cond_kkt": float(np.linalg.cond(K)) if nv + R <= 2500 else None,
+             "err_partree": rel(res.qdd, ref), "err_dense_lu": rel(dense, ref), "err_refined": rel(refined, ref)}
+        cond = f"{r['cond_kkt']:.1e}" if r["cond_kkt"] is not None else "not computed"
+        log(f"dense U={U:>6d}: against the one-DOF reference: partree {r['err_partree']:.1e}, dense LU in joint "
+            f"coordinates {r['err_dense_lu']:.1e}, partree refined by one dense step {r['err_refined']:.1e}; "
+            f"KKT {nv + R} unknowns, condition number {cond}")
+        rows.append(r)
+    return {"rows": rows}
+
+
 # ------------------------------------------------------------------------------------ mode: engine
 def part_profile(model, q, qd, tau, repeat, sample, nranks=2):
     """The parts of the ``nranks``-rank partition one after another in one process: each part's
@@ -1069,7 +1105,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=MODES, help="what to measure (see above)")
     ap.add_argument("--units", type=int, nargs="+", help="mast sizes (default per mode: eval 1e2..1e5, sparse 1e3 "
-                    "1e4, engine 1e3..1e5, steps 1e2..1e4)")
+                    "1e4, dense 10..1e3, engine 1e3..1e5, steps 1e2..1e4)")
     ap.add_argument("--repeat", type=int, default=7, help="interleaved rounds, best kept (steps: simulate runs per "
                     "backend)")
     ap.add_argument("--sample", type=float, default=0.05, help="seconds of calls per variant and round (small sizes)")
@@ -1126,6 +1162,8 @@ def main(argv=None):
         body = mode_eval(a)
     elif a.mode == "sparse":
         body = mode_sparse(a)
+    elif a.mode == "dense":
+        body = mode_dense(a)
     elif a.mode == "engine":
         body = mode_engine(a, comm)
     else:
