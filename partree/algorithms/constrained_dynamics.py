@@ -504,9 +504,10 @@ def elimination_floor(x, n, parent, IA, mass, com, I_com, g2, bound, inv):
 def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, sc, dfloor,
               delta, reg, kept, rrank):
     """Eliminate the loops whose paths meet at node x (its rows p .. w - 1): factor K_ZZ by
-    :func:`pivoted_cholesky`, then with W = L^-1 [C_Z, K_ZP, gamma_Z - k_Z] (the kept rows)
-    update IA += W1^T W1 and pA -= W1^T w3 (a body), and the pending rows: C_P -= W2^T W1,
-    K_PP -= W2^T W2, k_P += W2^T w3.  ``sc`` holds :func:`elimination_work` values.  Every
+    :func:`pivoted_cholesky` (:func:`pivoted_cholesky_2` for two rows), then with W = L^-1
+    [C_Z, K_ZP, gamma_Z - k_Z] (the kept rows) update IA += W1^T W1 and pA -= W1^T w3 (a body),
+    and the pending rows: C_P -= W2^T W1, K_PP -= W2^T W2, k_P += W2^T w3 (two kept rows: each
+    sum's two terms written out).  ``sc`` holds :func:`elimination_work` values.  Every
     value is summed in the order of its formula; the loops run over independent values inside,
     so that the sums overlap instead of waiting for each other.
 
