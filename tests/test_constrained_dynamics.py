@@ -391,11 +391,12 @@ def test_the_elimination_floors_bound_is_the_rigid_inertias_inverse_trace():
 
 
 def test_the_2x2_pivoted_cholesky_decides_and_factors_as_the_general_one():
-    """The factorisation a 2-row elimination takes (``pivoted_cholesky_2``, written out) against
-    ``pivoted_cholesky`` on the same block: the same rank, pivots and stored values, bit for bit,
+    """The factorisation ``pivoted_cholesky`` gives a 2-row block (``pivoted_cholesky_2``, written
+    out) against its steps for any size (``pivoted_cholesky_rows``) on the same block: the same
+    rank, pivots and stored values, bit for bit,
     over blocks that need the pivots swapped, that are singular, that lie below the relative
     threshold or the noise floor, and ties; and against numpy's Cholesky of the pivoted block."""
-    from partree.algorithms.constrained_dynamics import NOISE, pivoted_cholesky, pivoted_cholesky_2
+    from partree.algorithms.constrained_dynamics import NOISE, pivoted_cholesky, pivoted_cholesky_rows
 
     rng = np.random.default_rng(21)
     blocks = []
@@ -414,8 +415,8 @@ def test_the_2x2_pivoted_cholesky_decides_and_factors_as_the_general_one():
             Kw[3 + (p + 1) * w + p:3 + (p + 1) * w + p + 2] = K2[1]
             Kg, Ks = Kw.copy(), Kw.copy()
             perm_g, perm_s = np.full(7, -1), np.full(7, -1)
-            rg = pivoted_cholesky(Kg, 3, w, p, 2, perm_g[4:6], tol, dfloor)
-            rs = pivoted_cholesky_2(Ks, 3 + p * w + p, w, perm_s, 4, tol, dfloor)
+            rg = pivoted_cholesky_rows(Kg, 3, w, p, 2, perm_g[4:6], tol, dfloor)
+            rs = pivoted_cholesky(Ks, 3, w, p, 2, perm_s[4:6], tol, dfloor)
             assert rs == rg and np.array_equal(perm_s, perm_g) and np.array_equal(Ks, Kg)
             ranks.add(rs)
             if rs == 2:

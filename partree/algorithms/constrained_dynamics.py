@@ -264,7 +264,17 @@ def pivoted_cholesky(K, o, w, z0, z, perm, tol, dfloor=0.0):
     L with L L^T = (P^T K P) restricted to the chosen rows, perm[j] the block row of pivot j.
     Stops at a pivot below tol times the largest diagonal entry, or below NOISE times ``dfloor``
     (the size the diagonal would have if the rows did not cancel: rows that vanish to rounding,
-    because the tree already allows all they forbid, are noise, not pivots); returns the rank."""
+    because the tree already allows all they forbid, are noise, not pivots); returns the rank.
+    A 2 x 2 block (a planar pin's rows) takes :func:`pivoted_cholesky_2`, the same steps written
+    out; any other size :func:`pivoted_cholesky_rows`."""
+    if z == 2:
+        return pivoted_cholesky_2(K, o + z0 * w + z0, w, perm, 0, tol, dfloor)
+    return pivoted_cholesky_rows(K, o, w, z0, z, perm, tol, dfloor)
+
+
+@njit(cache=True)
+def pivoted_cholesky_rows(K, o, w, z0, z, perm, tol, dfloor):
+    """:func:`pivoted_cholesky`'s steps for a block of any size z, in loops."""
     for j in range(z):
         perm[j] = j
     dmax = 0.0
@@ -504,7 +514,7 @@ def elimination_floor(x, n, parent, IA, mass, com, I_com, g2, bound, inv):
 def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, perm, rank, sc, dfloor,
               delta, reg, kept, rrank):
     """Eliminate the loops whose paths meet at node x (its rows p .. w - 1): factor K_ZZ by
-    :func:`pivoted_cholesky` (:func:`pivoted_cholesky_2` for two rows), then with W = L^-1
+    :func:`pivoted_cholesky`, then with W = L^-1
     [C_Z, K_ZP, gamma_Z - k_Z] (the kept rows) update IA += W1^T W1 and pA -= W1^T w3 (a body),
     and the pending rows: C_P -= W2^T W1, K_PP -= W2^T W2, k_P += W2^T w3 (two kept rows: each
     sum's two terms written out).  ``sc`` holds :func:`elimination_work` values.  Every
@@ -529,10 +539,7 @@ def eliminate(x, n, w, p, oc, ok, orr, IA, pA, wglob, gamma, tol, Cw, Kw, kw, pe
     if delta > 0.0:         # its diagonal, before the factorisation overwrites it
         for j in range(z):
             sc[oz + j] = Kw[ok + (p + j) * w + p + j]
-    if z == 2:
-        rk = pivoted_cholesky_2(Kw, ok + p * w + p, w, perm, orr + p, tol, dfloor)
-    else:
-        rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol, dfloor)
+    rk = pivoted_cholesky(Kw, ok, w, p, z, perm[orr + p:orr + w], tol, dfloor)
     if delta > 0.0:
         rrank[x] = rk
         reg[x] = 0.0
