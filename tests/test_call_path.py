@@ -295,3 +295,37 @@ def test_welded_singular_joint_is_named_in_the_model_s_numbering():
     assert merged_model_args(m) is not None
     with pytest.raises(PartreeInputError, match="wrist"):
         partree.aba(m, np.zeros(m.nq), np.zeros(m.nv), np.zeros(m.nv))
+
+
+def test_unowned_views_are_the_same_arrays():
+    """``packed.unowned``: the view a kernel rebinds its arguments to has the array's data, shape
+    and strides (a strided view's too), and what the kernel writes through it, and through the
+    views it takes of it, lands in the caller's array."""
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    from partree.algorithms.packed import unowned
+
+    @njit
+    def scaled_rows(a, out):
+        a, out = unowned(a), unowned(out)
+        for i in range(a.shape[0]):
+            row = a[i]
+            dst = out[i]
+            for k in range(row.shape[0]):
+                dst[k] = 2.0 * row[k]
+        return a.shape, a.strides
+
+    base = np.arange(60.0).reshape(6, 10)
+    for a in (base, base[::2, 1::3], base.T):
+        out = np.full(a.shape, np.nan)
+        shape, strides = scaled_rows(a, out)
+        assert shape == a.shape and strides == a.strides
+        assert np.array_equal(out, 2.0 * a)
+
+    @njit
+    def of_a_number(x):
+        return unowned(x)
+
+    with pytest.raises(TypingError):
+        of_a_number(1.0)

@@ -53,6 +53,7 @@ from .linalg import spd_inverse, spd_inverse_trace
 from .kinematics import world_poses
 from .loop_constraints import TERMS_SCRATCH, distance_error, loop_force_kernel, loop_terms_kernel
 from .packed import (ERR_DATA, ERR_SHAPE, NO_FORCES, OK, check_state, model_buffer, model_views, raw_view, restrict,
+                     unowned,
                      workspace_views)
 from .primitives import congruence_add, inertia_inverse_trace, xform_force_T_add, xform_motion
 
@@ -686,6 +687,16 @@ def loop_backward_pass_in(parent, idx_v, tau, E, r, c, IA, pA, S, U, Dinv, u, ma
     ending or eliminated there: most bodies when the loops are local) does nothing else.  The
     work of a body with rows stays in this loop: a call per body with the kernels' thirty-odd
     array arguments costs more than it saves."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, tau, E, r, c = unowned(parent), unowned(idx_v), unowned(tau), unowned(E), unowned(r), unowned(c)
+    IA, pA, S, U, Dinv, u = unowned(IA), unowned(pA), unowned(S), unowned(U), unowned(Dinv), unowned(u)
+    mass, com, I_com, wptr, wloop = unowned(mass), unowned(com), unowned(I_com), unowned(wptr), unowned(wloop)
+    wpos, npl, prow, wrows, prmap = unowned(wpos), unowned(npl), unowned(prow), unowned(wrows), unowned(prmap)
+    wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
+    eptr, eloop, eside, epos, zfirst = unowned(eptr), unowned(eloop), unowned(eside), unowned(epos), unowned(zfirst)
+    nrows, G, gamma, Cw, Kw, kw = unowned(nrows), unowned(G), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw)
+    SC, perm, rank, sc, reg = unowned(SC), unowned(perm), unowned(rank), unowned(sc), unowned(reg)
+    kept, rrank = unowned(kept), unowned(rrank)
     n = parent.shape[0]
     nvt = S.shape[0]
     T6 = raw_view(sc, 0, (6, 6))
@@ -1009,6 +1020,12 @@ def loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, 
     """:func:`loop_forward_pass` with its work arrays taken from ``sc`` (FORWARD_FIXED values,
     then the most rows one node eliminates: ``LoopTopology.zmax``).  A body with no loop rows
     and a 1-DOF joint takes ABA's step (``aba_forward_pass2_in``)."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, a_base, E, r = unowned(parent), unowned(idx_v), unowned(a_base), unowned(E), unowned(r)
+    S, c, U, Dinv, u, a, qdd = unowned(S), unowned(c), unowned(U), unowned(Dinv), unowned(u), unowned(a), unowned(qdd)
+    lam, prow, wrows, wglob, rptr = unowned(lam), unowned(prow), unowned(wrows), unowned(wglob), unowned(rptr)
+    cptr, kptr, sptr, gamma, Cw = unowned(cptr), unowned(kptr), unowned(sptr), unowned(gamma), unowned(Cw)
+    Kw, kw, SC, perm, rank, sc = unowned(Kw), unowned(kw), unowned(SC), unowned(perm), unowned(rank), unowned(sc)
     n = parent.shape[0]
     nvt = S.shape[0]
     tmp = raw_view(sc, 0, (6,))

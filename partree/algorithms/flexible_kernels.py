@@ -86,6 +86,7 @@ import numpy as np
 from numba import njit
 
 from ..joints import joint_kinematics
+from .packed import unowned
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
 
@@ -184,6 +185,14 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     ``stage`` 0: all of it; 1: the kinematics only (E, r, S, Y, v, c); 2: the rest (IA and pA,
     from the v a stage 1 left).  The parallel engine's parts split the pass so that the bodies a
     child part waits for go through the kinematics first."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, jtype, axis, axis2 = unowned(parent), unowned(jtype), unowned(axis), unowned(axis2)
+    E_tree, r_tree, mass, com, I_com = unowned(E_tree), unowned(r_tree), unowned(mass), unowned(com), unowned(I_com)
+    idx_q, idx_v, body, kinfo, first = unowned(idx_q), unowned(idx_v), unowned(body), unowned(kinfo), unowned(first)
+    xphi, sparse_i, sparse_v, Mee = unowned(xphi), unowned(sparse_i), unowned(sparse_v), unowned(Mee)
+    Kst, Dmp, Gs, nodes, q, qd = unowned(Kst), unowned(Dmp), unowned(Gs), unowned(nodes), unowned(q), unowned(qd)
+    E, r, v, c, S, IA, pA = unowned(E), unowned(r), unowned(v), unowned(c), unowned(S), unowned(IA), unowned(pA)
+    Y = unowned(Y)
     n = parent.shape[0]
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
@@ -585,6 +594,10 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
     D's lower triangle is formed in L and factored there row by row; the modes' rows of U and D
     are read along IA's rows (IA is kept symmetric, both triangles); Ia = IA6 - W^T W is formed
     on its upper triangle and mirrored."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, body, active, tau = unowned(parent), unowned(idx_v), unowned(body), unowned(active), unowned(tau)
+    qdd_in, E, r, c, S, IA = unowned(qdd_in), unowned(E), unowned(r), unowned(c), unowned(S), unowned(IA)
+    pA, Y, U, u, L = unowned(pA), unowned(Y), unowned(U), unowned(u), unowned(L)
     n = parent.shape[0]
     nz = 6 + max(mmax, 0)
     W = np.empty((nz, 6))
@@ -806,6 +819,11 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
     """Pass 3, outward from a0 = [0; -g]: accelerations a (rigid part, n x 6), qdd of the passive
     coordinates (D^-1 (u - U^T a')), the given ones copied; tau_out of the active joints
     S^T (IA [a; eta_dd] + pA)."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, body, gravity = unowned(parent), unowned(idx_v), unowned(body), unowned(gravity)
+    active, qdd_in, E, r, c, S = unowned(active), unowned(qdd_in), unowned(E), unowned(r), unowned(c), unowned(S)
+    IA, pA, Y, U, u, L, a = unowned(IA), unowned(pA), unowned(Y), unowned(U), unowned(u), unowned(L), unowned(a)
+    qdd, tau_out = unowned(qdd), unowned(tau_out)
     n = parent.shape[0]
     nz = 6 + max(mmax, 0)
     z = np.empty(nz)

@@ -230,6 +230,30 @@ def raw_view(typingctx, buf, offset, shape):
     return retty(buf, offset, shape), codegen
 
 
+@intrinsic
+def unowned(typingctx, arr):
+    """The same view of ``arr`` (data, shape, strides), holding no reference to its memory (its
+    meminfo is null), as :func:`raw_view` makes them.
+
+    A kernel called from Python gets arrays that count references, and each view it takes
+    (``E[x]``, ``a[up]``) counts them again, with atomic operations: in a pass that takes a few
+    views per body these cost as much as the arithmetic.  Rebinding the arguments at the kernel's
+    entry (``E = unowned(E)``) makes those views free.  Valid while the caller holds ``arr``: the
+    whole call, as no kernel keeps an array beyond it."""
+    if not isinstance(arr, types.Array):
+        return None         # no implementation: numba's typing error
+
+    def codegen(context, builder, signature, args):
+        src = make_array(arr)(context, builder, args[0])
+        dst = make_array(arr)(context, builder)
+        populate_array(dst, data=src.data, shape=cgutils.unpack_tuple(builder, src.shape, arr.ndim),
+                       strides=cgutils.unpack_tuple(builder, src.strides, arr.ndim), itemsize=src.itemsize,
+                       meminfo=None)
+        return dst._getvalue()
+
+    return arr(arr), codegen
+
+
 @njit(cache=True)
 def model_views(mb):
     """The kernels' model arrays, as raw views of the model buffer ``mb``: parent, jtype,

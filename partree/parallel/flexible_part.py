@@ -52,6 +52,7 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
                                            flexible_forward_pass2, flexible_pack, flexible_rnea_inward,
                                            flexible_rnea_outward, joint_velocity, ldl_solve, node_motion_add)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
+from ..algorithms.packed import unowned
 from ..algorithms.primitives import cross_motion, xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
@@ -108,6 +109,12 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
     changes any sum it enters).  Once all six columns of path k are zero the walk stops there:
     ``live[k]`` is the first path position whose dP, du and dz hold values (those before it are
     zero and are not written; the sums below and :func:`apply_handle_wrenches` skip them)."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, body, active = unowned(parent), unowned(idx_v), unowned(body), unowned(active)
+    qdd_in, E, r, c, S, IA = unowned(qdd_in), unowned(E), unowned(r), unowned(c), unowned(S), unowned(IA)
+    pA, Y, U, u, L, path_ptr = unowned(pA), unowned(Y), unowned(U), unowned(u), unowned(L), unowned(path_ptr)
+    path_idx, cp, dP, du, dz, Kt = unowned(path_idx), unowned(cp), unowned(dP), unowned(du), unowned(dz), unowned(Kt)
+    Lam, beta, live = unowned(Lam), unowned(beta), unowned(live)
     n = parent.shape[0]
     H = path_ptr.shape[0] - 1
     nz = dP.shape[1]
@@ -258,6 +265,10 @@ def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g
     """The known handle wrenches g (H, 6) into the backward pass's results along the paths:
     u += du g and the biases pA += dP g (the carrier R excluded), from path position ``live[k]``
     on (:func:`sensitivity_kernel`: zero before it)."""
+    # the array arguments as views that count no references (see ``unowned``)
+    idx_v, body, active, path_ptr = unowned(idx_v), unowned(body), unowned(active), unowned(path_ptr)
+    path_idx, dP, du, g, u, pA = unowned(path_idx), unowned(dP), unowned(du), unowned(g), unowned(u), unowned(pA)
+    live = unowned(live)
     n = body.shape[0]
     H = path_ptr.shape[0] - 1
     for k in range(H):
@@ -286,6 +297,9 @@ def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
     dc_i = X_i (dv_p x w_i) + dv_i x vJ_i, with w_i = Y_i eta_dot_p the node's velocity relative
     to a flexible parent (zero elsewhere) and vJ_i = S_i qd_i the joint's.  So a part does its
     kinematics before its incoming velocity is known (the velocity round) and this after."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, body, E, r, S = unowned(parent), unowned(idx_v), unowned(body), unowned(E), unowned(r), unowned(S)
+    Y, qd, v, c = unowned(Y), unowned(qd), unowned(v), unowned(c)
     n = parent.shape[0]
     dv = np.empty((n, 6))
     w = np.empty(6)
