@@ -17,15 +17,21 @@ Cholesky factors depend on neither), so :func:`loop_sensitivities` carries them 
 * inward, along the handle paths only (g reaches no other body): the bias force pA, the joint
   term u = -S^T pA, and the pending rows' k of the loops, with each loop eliminated where its
   paths meet (lambda_Z = K_ZZ^-1 (gamma - k_Z - C_Z a - K_ZP lambda_P));
-* outward along the same paths: the accelerations of the path bodies and the multipliers of
-  the loops they eliminate, which give the handle relations a_h = Psi a_in + sum_k Lam_hk g_k +
-  beta; the root relation g_root = M a_in + m0 + sum_k Kt_k g_k is the root's articulated
-  inertia and bias force, and Psi = Kt^T (the part's response is symmetric).  A part hanging
-  from the base has a_in = a0 always: it is folded into beta.
+* Lam, the handle relations' response to g (a_h = Psi a_in + sum_k Lam_hk g_k + beta), as the
+  inward walk goes: the passes are a block factorisation of the part's equations, so Lam is the
+  sum over the pivots g reaches of each pivot's columns, - ug^T D^-1 ug for a joint's D and
+  + w^T w for the loops eliminated at a node (w = L^-1 of their rows' columns, L the pivoted
+  Cholesky factor the serial pass left).  Equal to the handles' accelerations of an outward
+  pass with g's columns, without that pass;
+* outward along the same paths, g = 0: the accelerations of the path bodies and the
+  multipliers of the loops they eliminate, which give beta; the root relation g_root = M a_in +
+  m0 + sum_k Kt_k g_k is the root's articulated inertia and bias force, and Psi = Kt^T (the
+  part's response is symmetric).  A part hanging from the base has a_in = a0 always: it is
+  folded into beta.
 
 The back-substitution adds g's columns to u and k and runs the serial outward pass.  Cost: the
-serial loop passes over the part, plus the columns (6H inward, 1 + 6H outward) on the path
-bodies.
+serial loop passes over the part, plus 6H columns inward (and Lam's 6H x 6H products) and one
+outward on the path bodies.
 """
 from __future__ import annotations
 
@@ -37,10 +43,11 @@ from numba import njit
 from ..algorithms.aba import articulated_project
 from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, LoopTopology, constrained_dynamics,
                                                 loop_backward_pass_in, loop_forward_pass_in, loop_wrench_kernel,
-                                                lower_solve, upper_solve)
+                                                solve_eliminated_in)
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
-from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add
+from ..algorithms.packed import unowned
+from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
@@ -155,8 +162,8 @@ class LoopPartKernel(PartKernel):
         self.rank = np.zeros(m + 1, dtype=np.int64)
         self.ug = np.zeros((max(nv, 1), 6 * H))
         self.PAg = np.zeros((self.ns, 6, 6 * H))
-        self.Ac = np.zeros((self.ns, 6, 1 + 6 * H))
-        self.lamc = np.zeros((self.loops.nrow, 1 + 6 * H))
+        self.Ac = np.zeros((self.ns, 6))
+        self.lamc = np.zeros(self.loops.nrow)
         self.lam = np.zeros(self.loops.nrow)
         self._terms = None
         self._gamma = None
@@ -294,99 +301,27 @@ def rigid_inertias(mass, com, I_com, IA):
         inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
 
 
-@njit(cache=True)
-def _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm, W1, W2, col):
-    """W1 = L^-1 C_Z (rk x 6) and W2 = L^-1 K_ZP (rk x p) of the loops eliminated at node x, from
-    the factor the serial pass left (rows in pivot order), into the first rows of W1, W2; ``col``
-    at least rk values of scratch."""
-    for k in range(6):
-        for j in range(rk):
-            col[j] = Cw[oc + (p + perm[orr + p + j]) * 6 + k]
-        lower_solve(Kw, ok, w, p, rk, col)
-        for j in range(rk):
-            W1[j, k] = col[j]
-    for t in range(p):
-        for j in range(rk):
-            col[j] = Kw[ok + (p + perm[orr + p + j]) * w + t]
-        lower_solve(Kw, ok, w, p, rk, col)
-        for j in range(rk):
-            W2[j, t] = col[j]
-    return W1, W2
-
-
-@njit(cache=True)
-def _solve_eliminated_cols(x, ax, lamc, ncol, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
-                           perm, rank, h):
-    """The columns of the multipliers of the loops eliminated at node x (see
-    ``constrained_dynamics.solve_eliminated``): column 0 the constant part (gamma - k), the
-    others g's (their k in kwg); ``h`` (at least the eliminated rows, ncol) of scratch.  Each
-    column's sums in the order of the one-column solve; the loops run over the columns inside,
-    which are independent."""
-    w = wrows[x]
-    p = prow[x]
-    z = w - p
-    if z == 0:
-        return
-    orr = rptr[x]
-    oc = cptr[x]
-    ok = kptr[x]
-    rk = rank[x]
-    for j in range(z):
-        for cc in range(ncol):
-            lamc[wglob[orr + p + j], cc] = 0.0
-    if rk == 0:
-        return
-    for j in range(rk):
-        zr = p + perm[orr + p + j]
-        h[j, 0] = gamma[wglob[orr + zr]] - kw[orr + zr]
-        for cc in range(1, ncol):
-            h[j, cc] = -kwg[orr + zr, cc - 1]
-        for k in range(6):
-            f = Cw[oc + zr * 6 + k]
-            for cc in range(ncol):
-                h[j, cc] -= f * ax[k, cc]
-        for t in range(p):
-            f = Kw[ok + zr * w + t]
-            row = wglob[orr + t]
-            for cc in range(ncol):
-                h[j, cc] -= f * lamc[row, cc]
-    # L^-1, then L^-T, on every column (as lower_solve and upper_solve)
-    for upper in (False, True):
-        for i0 in range(rk):
-            i = rk - 1 - i0 if upper else i0
-            for j0 in range(i0):
-                j = i + 1 + j0 if upper else j0
-                f = Kw[ok + (p + j) * w + p + i] if upper else Kw[ok + (p + i) * w + p + j]
-                for cc in range(ncol):
-                    h[i, cc] -= f * h[j, cc]
-            d = Kw[ok + (p + i) * w + p + i]
-            for cc in range(ncol):
-                h[i, cc] = h[i, cc] / d
-    for j in range(rk):
-        row = wglob[orr + p + perm[orr + p + j]]
-        for cc in range(ncol):
-            lamc[row, cc] = h[j, cc]
-
-
-@njit(cache=True, inline="always")
-def motion_cols(E, r, src, dst, ncol):
-    """dst[:, cc] = X src[:, cc] for the first ncol columns: ``xform_motion``'s arithmetic on
-    each, written out so that the loop over the (independent) columns vectorises."""
-    for cc in range(ncol):
-        w0, w1, w2 = src[0, cc], src[1, cc], src[2, cc]
-        u0 = src[3, cc] - (r[1] * w2 - r[2] * w1)
-        u1 = src[4, cc] - (r[2] * w0 - r[0] * w2)
-        u2 = src[5, cc] - (r[0] * w1 - r[1] * w0)
-        for i in range(3):
-            dst[i, cc] = E[i, 0] * w0 + E[i, 1] * w1 + E[i, 2] * w2
-            dst[3 + i, cc] = E[i, 0] * u0 + E[i, 1] * u1 + E[i, 2] * u2
-
-
 @njit(cache=True, inline="always")
 def force_cols_T_add(E, r, f, out, ncol):
-    """out[:, cc] += X^T f[:, cc] for the first ncol columns."""
+    """out[:, cc] += X^T f[:, cc] for the first ncol columns: ``xform_force_T_add``'s arithmetic on
+    each, written out so that the loop over the (independent) columns vectorises."""
+    e00, e01, e02 = E[0, 0], E[0, 1], E[0, 2]
+    e10, e11, e12 = E[1, 0], E[1, 1], E[1, 2]
+    e20, e21, e22 = E[2, 0], E[2, 1], E[2, 2]
+    r0, r1, r2 = r[0], r[1], r[2]
     for cc in range(ncol):
-        xform_force_T_add(E, r, f[:, cc], out[:, cc])
+        n0 = e00 * f[0, cc] + e10 * f[1, cc] + e20 * f[2, cc]
+        n1 = e01 * f[0, cc] + e11 * f[1, cc] + e21 * f[2, cc]
+        n2 = e02 * f[0, cc] + e12 * f[1, cc] + e22 * f[2, cc]
+        g0 = e00 * f[3, cc] + e10 * f[4, cc] + e20 * f[5, cc]
+        g1 = e01 * f[3, cc] + e11 * f[4, cc] + e21 * f[5, cc]
+        g2 = e02 * f[3, cc] + e12 * f[4, cc] + e22 * f[5, cc]
+        out[0, cc] += n0 + r1 * g2 - r2 * g1
+        out[1, cc] += n1 + r2 * g0 - r0 * g2
+        out[2, cc] += n2 + r0 * g1 - r1 * g0
+        out[3, cc] += g0
+        out[4, cc] += g1
+        out[5, cc] += g2
 
 
 @njit(cache=True, inline="always")
@@ -414,16 +349,27 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
 
     Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg and Ac), then the
     world node: PAg (ns, 6, 6H) the handle wrenches' columns of pA, ug (nv, 6H) of u and kwg
-    (rows, 6H, zeroed by the caller) of the rows' k.  Then the root relation M, m0, Kt (in the
-    root's parent frame) and, outward along the paths with 1 + 6H columns (constant, g), the
-    accelerations Ac and multipliers lamc, which give Lam and beta at the handles; Psi is Kt^T
-    (the part's response is symmetric: reciprocity).  A part hanging from the base (``top``)
-    has a_in = a0 (the base's acceleration, gravity in it) folded into beta, Psi = 0."""
+    (rows, 6H, zeroed by the caller) of the rows' k, and Lam summed over the pivots they meet
+    (module docstring).  Then the root relation M, m0, Kt (in the root's parent frame) and,
+    outward along the paths with g = 0, the accelerations Ac (ns, 6) and multipliers lamc, which
+    give beta at the handles; Psi is Kt^T (the part's response is symmetric: reciprocity).  A
+    part hanging from the base (``top``) has a_in = a0 (the base's acceleration, gravity in it)
+    folded into beta, Psi = 0.  The columns' loops run over the (independent) columns inside,
+    so that they vectorise."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
+    slot, E, r, S, c, IA, pA = unowned(slot), unowned(E), unowned(r), unowned(S), unowned(c), unowned(IA), unowned(pA)
+    U, Dinv, u, wptr, wloop = unowned(U), unowned(Dinv), unowned(u), unowned(wptr), unowned(wloop)
+    wpos, npl, prow, wrows, pmap = unowned(wpos), unowned(npl), unowned(prow), unowned(wrows), unowned(pmap)
+    wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
+    nrows, gamma, Cw, Kw, kw, SC = unowned(nrows), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
+    perm, rank, PAg, ug, kwg, Ac = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg), unowned(Ac)
+    lamc, a0, M, m0, Kt, Psi = unowned(lamc), unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
+    Lam, beta = unowned(Lam), unowned(beta)
     n = parent.shape[0]
     nvt = S.shape[0]
     H = handles.shape[0]
     nc = 6 * H
-    nf = 1 + nc
     ns = pbod.shape[0]
     Ia = np.empty((6, 6))
     pa = np.empty(6)
@@ -438,12 +384,12 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     for s in range(ns):
         zm = max(zm, wrows[pbod[s]] - prow[pbod[s]])
         pm = max(pm, prow[pbod[s]])
-    W1 = np.empty((zm, 6))
-    W2 = np.empty((zm, pm))
-    w3 = np.empty((zm, max(nc, 1)))
-    colr = np.empty(zm)
-    hz = np.empty((zm, nf))
-    sd = np.empty(nf)
+    Wb = np.empty((zm, 6 + pm + max(nc, 1)))
+    acc = np.empty(max(nc, 1))
+    hz = np.empty(zm)
+    sd = np.empty(max(nc, 6))
+    # Lam, accumulated inward: each pivot the walk eliminates adds its columns' outer product
+    Ls = np.zeros((max(nc, 1), max(nc, 1)))
     for s in range(ns):
         for k in range(6):
             for cc in range(nc):
@@ -463,28 +409,51 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         orr = rptr[x]
         z = w - p
         if z > 0 and rank[x] > 0 and nc > 0:
+            # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
+            # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns] (rk x (6 + p + nc)), all columns in one
+            # forward substitution, each in lower_solve's order
             rk = rank[x]
-            _eliminated_factors(x, w, p, rk, oc, ok, orr, Cw, Kw, perm, W1, W2, colr)
-            for cc in range(nc):
-                for j in range(rk):
-                    colr[j] = -kwg[orr + p + perm[orr + p + j], cc]
-                lower_solve(Kw, ok, w, p, rk, colr)
-                for j in range(rk):
-                    w3[j, cc] = colr[j]
-            if x < n:
-                si = slot[x]
+            c0 = 6 + p
+            ncw = c0 + nc
+            for j in range(rk):
+                zr = p + perm[orr + p + j]
                 for k in range(6):
-                    for cc in range(nc):
-                        s = 0.0
-                        for j in range(rk):
-                            s += W1[j, k] * w3[j, cc]
-                        PAg[si, k, cc] -= s
-            for t in range(p):
+                    Wb[j, k] = Cw[oc + zr * 6 + k]
+                for t in range(p):
+                    Wb[j, 6 + t] = Kw[ok + zr * w + t]
                 for cc in range(nc):
-                    s = 0.0
-                    for j in range(rk):
-                        s += W2[j, t] * w3[j, cc]
-                    kwg[orr + t, cc] += s
+                    Wb[j, c0 + cc] = -kwg[orr + zr, cc]
+            for i in range(rk):
+                for j in range(i):
+                    f = Kw[ok + (p + i) * w + p + j]
+                    for cc in range(ncw):
+                        Wb[i, cc] -= f * Wb[j, cc]
+                f = Kw[ok + (p + i) * w + p + i]
+                for cc in range(ncw):
+                    Wb[i, cc] = Wb[i, cc] / f
+            # the loops' pivots: the multipliers oppose the handle wrenches (+ w3^T w3, w3 the
+            # last nc columns)
+            for j in range(rk):
+                for a in range(nc):
+                    f = Wb[j, c0 + a]
+                    for b in range(nc):
+                        Ls[a, b] += f * Wb[j, c0 + b]
+            # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3
+            for k in range(6 + p):
+                for cc in range(nc):
+                    acc[cc] = 0.0
+                for j in range(rk):
+                    f = Wb[j, k]
+                    for cc in range(nc):
+                        acc[cc] += f * Wb[j, c0 + cc]
+                if k < 6:
+                    if x < n:
+                        si = slot[x]
+                        for cc in range(nc):
+                            PAg[si, k, cc] -= acc[cc]
+                else:
+                    for cc in range(nc):
+                        kwg[orr + k - 6, cc] += acc[cc]
         if x == n:
             break
         si = slot[x]
@@ -503,6 +472,17 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             for cc in range(nc):
                 dg[k, cc] = PAg[si, k, cc]
         add_dinv_cols(Dinv, U, iv, nv, ug, iv, dg, nc, sd)
+        # the joint's pivot D: - ug^T D^-1 ug
+        for d in range(nv):
+            for cc in range(nc):
+                s = 0.0
+                for e2 in range(nv):
+                    s += Dinv[iv + d, e2] * ug[iv + e2, cc]
+                sd[cc] = s
+            for a in range(nc):
+                f = ug[iv + d, a]
+                for b in range(nc):
+                    Ls[a, b] -= f * sd[b]
         up = parent[x]
         if up >= 0:
             force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nc)
@@ -548,51 +528,50 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     xform_force_T_add(E[0], r[0], pa, m0)
     if H == 0:
         return
-    # ---- outward along the paths: column 0 constant (with a_in = a0 for a part hanging from the
-    # base, else 0), columns 1.. g
-    ab = np.zeros((6, nf))
+    # ---- outward along the paths, g = 0: the accelerations' constant part (with a_in = a0 for a
+    # part hanging from the base, else 0), which gives beta
+    ab = np.zeros(6)
     if top:
         for k in range(6):
-            ab[k, 0] = a0[k]
-    _solve_eliminated_cols(n, ab, lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg, perm,
-                           rank, hz)
-    hq = np.empty((6, nf))
+            ab[k] = a0[k]
+    solve_eliminated_in(n, ab, lamc, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
+    hq = np.empty(6)
     for s_ in range(ns):
         x = pbod[s_]
         si = slot[x]
         up = parent[x]
         iv = idx_v[x]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
-        motion_cols(E[x], r[x], ab if up < 0 else Ac[slot[up]], Ac[si], nf)
+        xform_motion(E[x], r[x], ab if up < 0 else Ac[slot[up]], tmp)
         for k in range(6):
-            Ac[si, k, 0] += c[x, k]
+            Ac[si, k] = tmp[k] + c[x, k]
         p = prow[x]
         orr = rptr[x]
         os_ = sptr[x]
-        # (the loops over the columns inside, each summed in the one-column order)
         for d in range(nv):
-            hq[d, 0] = u[iv + d]
-            for cc in range(1, nf):
-                hq[d, cc] = ug[iv + d, cc - 1]
+            h = u[iv + d]
             for k in range(6):
-                f = U[iv + d, k]
-                for cc in range(nf):
-                    hq[d, cc] -= f * Ac[si, k, cc]
+                h -= U[iv + d, k] * Ac[si, k]
             for t in range(p):
-                f = SC[os_ + t * nv + d]
-                row = wglob[orr + t]
-                for cc in range(nf):
-                    hq[d, cc] += f * lamc[row, cc]
-        add_dinv_cols(Dinv, S, iv, nv, hq, 0, Ac[si], nf, sd)
-        _solve_eliminated_cols(x, Ac[si], lamc, nf, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, kwg,
-                               perm, rank, hz)
+                h += SC[os_ + t * nv + d] * lamc[wglob[orr + t]]
+            hq[d] = h
+        for d in range(nv):
+            h = 0.0
+            for e2 in range(nv):
+                h += Dinv[iv + d, e2] * hq[e2]
+            sd[d] = h
+        for d in range(nv):
+            for k in range(6):
+                Ac[si, k] += S[iv + d, k] * sd[d]
+        solve_eliminated_in(x, Ac[si], lamc, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
     for hk in range(H):
         sh = slot[handles[hk]]
         for k in range(6):
-            beta[hk, k] = Ac[sh, k, 0]
+            beta[hk, k] = Ac[sh, k]
             for j in range(6):
                 # reciprocity: the handle accelerations' response to a_in is the root force's to g
                 Psi[hk, k, j] = 0.0 if top else Kt[hk, j, k]
-            for h2 in range(H):
-                for j in range(6):
-                    Lam[hk, h2, k, j] = Ac[sh, k, 1 + 6 * h2 + j]
+    for a in range(nc):
+        for b in range(nc):
+            # (Ls is symmetric up to rounding; its upper triangle is taken)
+            Lam[a // 6, b // 6, a % 6, b % 6] = Ls[min(a, b), max(a, b)]
