@@ -53,6 +53,9 @@ from ..loops import LoopSet
 from . import kernels as K
 from .part import PartKernel, _bias, gravity_a0, loop_rhs
 
+#: entries of g's columns below this are flushed to zero in the walk (``partree.parallel.kernels``' bound)
+TINY_ABS = K._TINY_ABS
+
 #: constrained_dynamics' rank tolerance, so that a part picks the rows the serial solve picks
 RANK_TOL = inspect.signature(constrained_dynamics).parameters["rank_tol"].default
 
@@ -389,7 +392,13 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     hz = np.empty(zm)
     sd = np.empty(max(nc, 6))
     # Lam, accumulated inward: each pivot the walk eliminates adds its columns' outer product
+    # (the loops' rows Wl, nw of them, are summed in one product at the end)
     Ls = np.zeros((max(nc, 1), max(nc, 1)))
+    nwmax = rank[n]
+    for s in range(ns):
+        nwmax += rank[pbod[s]]
+    Wl = np.empty((max(nwmax, 1), max(nc, 1)))
+    nw = 0
     for s in range(ns):
         for k in range(6):
             for cc in range(nc):
@@ -397,6 +406,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     for hk in range(H):
         for k in range(6):
             PAg[slot[handles[hk]], k, 6 * hk + k] += 1.0
+            for j in range(6):
+                Kt[hk, k, j] = 0.0      # (the root's step writes it, unless g's columns died before)
     # ---- inward: g's columns along the paths, then the world node
     for step in range(ns + 1):
         x = pbod[ns - 1 - step] if step < ns else n
@@ -408,6 +419,46 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         ok = kptr[x]
         orr = rptr[x]
         z = w - p
+        # no subnormal number enters the walk: g's columns fade along a long 3-D path and would
+        # spend most of it in the subnormal range, where every operation is slow.  Entries below
+        # TINY_ABS are flushed to zero, and a path body whose columns (pA's and its rows' k's) are
+        # all zero passes nothing on: its u's columns are zero and the rest of its step is skipped
+        if x < n and nc > 0:
+            mx = 0.0
+            small = 0
+            si = slot[x]
+            for k in range(6):
+                for cc in range(nc):
+                    v = abs(PAg[si, k, cc])
+                    mx = max(mx, v)
+                    small += (v < TINY_ABS) & (v > 0.0)
+            for t in range(w):
+                for cc in range(nc):
+                    v = abs(kwg[orr + t, cc])
+                    mx = max(mx, v)
+                    small += (v < TINY_ABS) & (v > 0.0)
+            if mx < TINY_ABS:
+                for k in range(6):
+                    for cc in range(nc):
+                        PAg[si, k, cc] = 0.0
+                for t in range(w):
+                    for cc in range(nc):
+                        kwg[orr + t, cc] = 0.0
+                iv = idx_v[x]
+                nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
+                for d in range(nv):
+                    for cc in range(nc):
+                        ug[iv + d, cc] = 0.0
+                continue
+            if small > 0:
+                for k in range(6):
+                    for cc in range(nc):
+                        if abs(PAg[si, k, cc]) < TINY_ABS:
+                            PAg[si, k, cc] = 0.0
+                for t in range(w):
+                    for cc in range(nc):
+                        if abs(kwg[orr + t, cc]) < TINY_ABS:
+                            kwg[orr + t, cc] = 0.0
         if z > 0 and rank[x] > 0 and nc > 0:
             # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
             # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns] (rk x (6 + p + nc)), all columns in one
@@ -432,14 +483,26 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 for cc in range(ncw):
                     Wb[i, cc] = Wb[i, cc] / f
             # the loops' pivots: the multipliers oppose the handle wrenches (+ w3^T w3, w3 the
-            # last nc columns)
+            # last nc columns); their rows are kept for one product at the end
             for j in range(rk):
-                for a in range(nc):
-                    f = Wb[j, c0 + a]
-                    for b in range(nc):
-                        Ls[a, b] += f * Wb[j, c0 + b]
+                for cc in range(nc):
+                    Wl[nw, cc] = Wb[j, c0 + cc]
+                nw += 1
             # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3
             for k in range(6 + p):
+                if k < 6 and x == n:
+                    continue
+                if rk == 2:     # the sums written out: the same two terms, no accumulator
+                    f0 = Wb[0, k]
+                    f1 = Wb[1, k]
+                    if k < 6:
+                        si = slot[x]
+                        for cc in range(nc):
+                            PAg[si, k, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                    else:
+                        for cc in range(nc):
+                            kwg[orr + k - 6, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                    continue
                 for cc in range(nc):
                     acc[cc] = 0.0
                 for j in range(rk):
@@ -447,10 +510,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     for cc in range(nc):
                         acc[cc] += f * Wb[j, c0 + cc]
                 if k < 6:
-                    if x < n:
-                        si = slot[x]
-                        for cc in range(nc):
-                            PAg[si, k, cc] -= acc[cc]
+                    si = slot[x]
+                    for cc in range(nc):
+                        PAg[si, k, cc] -= acc[cc]
                 else:
                     for cc in range(nc):
                         kwg[orr + k - 6, cc] += acc[cc]
@@ -571,6 +633,22 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             for j in range(6):
                 # reciprocity: the handle accelerations' response to a_in is the root force's to g
                 Psi[hk, k, j] = 0.0 if top else Kt[hk, j, k]
+    # + Wl^T Wl, four rows at a time (Ls is read and written once per four)
+    i0 = 0
+    while i0 + 4 <= nw:
+        for a in range(nc):
+            f0 = Wl[i0, a]
+            f1 = Wl[i0 + 1, a]
+            f2 = Wl[i0 + 2, a]
+            f3 = Wl[i0 + 3, a]
+            for b in range(nc):
+                Ls[a, b] += (f0 * Wl[i0, b] + f1 * Wl[i0 + 1, b]) + (f2 * Wl[i0 + 2, b] + f3 * Wl[i0 + 3, b])
+        i0 += 4
+    for i in range(i0, nw):
+        for a in range(nc):
+            f = Wl[i, a]
+            for b in range(nc):
+                Ls[a, b] += f * Wl[i, b]
     for a in range(nc):
         for b in range(nc):
             # (Ls is symmetric up to rounding; its upper triangle is taken)

@@ -971,10 +971,26 @@ def cap_handles(model, pt, max_handles=MAX_HANDLES, units=None, path_weight=0.0)
 PATH_WEIGHT = 0.12
 
 
-#: the path weight of a model with closed loops: a path body of a part holding loops carries the
-#: handle wrenches' columns through the loop passes (``partree.parallel.loop_part``), about 3x a
-#: plain body's work on the chain with local loops (scripts/benchmarks/loop_engine.py)
-LOOP_PATH_WEIGHT = 2.0
+#: the path weight of a model with closed loops (:func:`loop_path_weight`): a path body of a part
+#: holding loops carries the handle wrenches' columns through the loop passes
+#: (``partree.parallel.loop_part``), LOOP_PATH_WEIGHT more than a plain body's work, and
+#: LOOP_ROW_WEIGHT more for each loop row the passes carry through a body, on average
+LOOP_PATH_WEIGHT = 0.5
+LOOP_ROW_WEIGHT = 0.4
+
+
+def loop_path_weight(model):
+    """The path weight of a model with closed loops: LOOP_PATH_WEIGHT + LOOP_ROW_WEIGHT times the
+    loop rows per body that the loop passes carry (a loop's rows visit every body from its ends to
+    where its paths meet).  Fitted to the 2-rank parts timed one after another: a path body costs
+    1.5x a plain one on a chain of 10^5 bodies with 10^3 local loops (0.05 rows per body) and 3x on
+    the planar scissor mast (4 rows per body, a split pin's end a second handle)
+    (``scripts/benchmarks/loop_engine.py``, ``bench_scissor.py --mode engine``)."""
+    from ..algorithms.constrained_dynamics import LoopTopology
+
+    n = int(model.n)
+    rows = int(LoopTopology(model).rptr[-1]) if len(model.loops) else 0
+    return LOOP_PATH_WEIGHT + LOOP_ROW_WEIGHT * rows / max(n, 1)
 
 
 def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
@@ -982,9 +998,9 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
     with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
     nranks parts, and one per tree of a forest, more where equal parts cannot even the ranks
     out).  The default ``path_weight``
-    is ``LOOP_PATH_WEIGHT`` for a model with closed loops."""
+    is :func:`loop_path_weight` for a model with closed loops."""
     if path_weight == PATH_WEIGHT and len(getattr(model, "loops", ())):
-        path_weight = LOOP_PATH_WEIGHT
+        path_weight = loop_path_weight(model)
     if isinstance(parts, Partition):
         if parts.n != model.n:
             raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")
