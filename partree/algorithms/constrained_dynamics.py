@@ -1014,6 +1014,32 @@ def loop_forward_pass(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam
                          cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, np.empty(FORWARD_FIXED + zmax))
 
 
+@njit(cache=True, inline="always")
+def loop_body_step(x, iv, nv, ax, qo, qdd, lam, U, S, Dinv, u, SC, prow, wrows, wglob, rptr, sptr, h):
+    """The outward step of body x (nv dofs from iv) once ``ax`` holds X a_parent + c: its joint
+    accelerations qdd[qo:qo + nv] = D^-1 (u - U^T ax + (C S)^T lambda_P), then ax += S qdd;
+    ``h`` nv values of scratch.  (The multipliers eliminated at x follow: ``solve_eliminated_in``.)"""
+    w = wrows[x]
+    p = prow[x] if w > 0 else 0
+    orr = rptr[x]
+    os_ = sptr[x]
+    for d in range(nv):
+        s = u[iv + d]
+        for k in range(6):
+            s -= U[iv + d, k] * ax[k]
+        for t in range(p):
+            s += SC[os_ + t * nv + d] * lam[wglob[orr + t]]
+        h[d] = s
+    for d in range(nv):
+        s = 0.0
+        for e2 in range(nv):
+            s += Dinv[iv + d, e2] * h[e2]
+        qdd[qo + d] = s
+    for d in range(nv):
+        for k in range(6):
+            ax[k] += S[iv + d, k] * qdd[qo + d]
+
+
 @njit(cache=True)
 def loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, lam,
                          prow, wrows, wglob, rptr, cptr, kptr, sptr, gamma, Cw, Kw, kw, SC, perm, rank, sc):
@@ -1052,26 +1078,8 @@ def loop_forward_pass_in(parent, idx_v, a_base, E, r, S, c, U, Dinv, u, a, qdd, 
             for k in range(6):
                 a[x, k] += S[iv, k] * y
             continue
-        w = wrows[x]
-        p = prow[x] if w > 0 else 0
-        orr = rptr[x]
-        os_ = sptr[x]
-        for d in range(nv):
-            s = u[iv + d]
-            for k in range(6):
-                s -= U[iv + d, k] * a[x, k]
-            for t in range(p):
-                s += SC[os_ + t * nv + d] * lam[wglob[orr + t]]
-            h[d] = s
-        for d in range(nv):
-            s = 0.0
-            for e2 in range(nv):
-                s += Dinv[iv + d, e2] * h[e2]
-            qdd[iv + d] = s
-        for d in range(nv):
-            for k in range(6):
-                a[x, k] += S[iv + d, k] * qdd[iv + d]
-        if w > p:
+        loop_body_step(x, iv, nv, a[x], iv, qdd, lam, U, S, Dinv, u, SC, prow, wrows, wglob, rptr, sptr, h)
+        if wrows[x] > prow[x]:
             solve_eliminated_in(x, a[x], lam, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
 
 

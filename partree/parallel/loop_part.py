@@ -42,8 +42,8 @@ from numba import njit
 
 from ..algorithms.aba import articulated_project
 from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, LoopTopology, constrained_dynamics,
-                                                loop_backward_pass_in, loop_forward_pass_in, loop_wrench_kernel,
-                                                solve_eliminated_in)
+                                                loop_backward_pass_in, loop_body_step, loop_forward_pass_in,
+                                                loop_wrench_kernel, solve_eliminated_in)
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
 from ..algorithms.packed import unowned
@@ -607,24 +607,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         xform_motion(E[x], r[x], ab if up < 0 else Ac[slot[up]], tmp)
         for k in range(6):
             Ac[si, k] = tmp[k] + c[x, k]
-        p = prow[x]
-        orr = rptr[x]
-        os_ = sptr[x]
-        for d in range(nv):
-            h = u[iv + d]
-            for k in range(6):
-                h -= U[iv + d, k] * Ac[si, k]
-            for t in range(p):
-                h += SC[os_ + t * nv + d] * lamc[wglob[orr + t]]
-            hq[d] = h
-        for d in range(nv):
-            h = 0.0
-            for e2 in range(nv):
-                h += Dinv[iv + d, e2] * hq[e2]
-            sd[d] = h
-        for d in range(nv):
-            for k in range(6):
-                Ac[si, k] += S[iv + d, k] * sd[d]
+        loop_body_step(x, iv, nv, Ac[si], 0, sd, lamc, U, S, Dinv, u, SC, prow, wrows, wglob, rptr, sptr, hq)
         solve_eliminated_in(x, Ac[si], lamc, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
     for hk in range(H):
         sh = slot[handles[hk]]
