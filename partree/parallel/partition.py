@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from ..algorithms.constrained_dynamics import LoopTopology
 from ..model import unit_heads
 from ..errors import PartreeInputError
 
@@ -986,8 +987,6 @@ def loop_path_weight(model):
     1.5x a plain one on a chain of 10^5 bodies with 10^3 local loops (0.05 rows per body) and 3x on
     the planar scissor mast (4 rows per body, a split pin's end a second handle)
     (``scripts/benchmarks/loop_engine.py``, ``bench_scissor.py --mode engine``)."""
-    from ..algorithms.constrained_dynamics import LoopTopology
-
     n = int(model.n)
     rows = int(LoopTopology(model).rptr[-1]) if len(model.loops) else 0
     return LOOP_PATH_WEIGHT + LOOP_ROW_WEIGHT * rows / max(n, 1)
