@@ -96,6 +96,7 @@ from ..algorithms.primitives import (body_force, congruence_add, cross_force, cr
                                    inertia_times, xform_force_T_add, xform_motion)
 from ..algorithms.aba import aba_forward_pass2, articulated_project
 from ..algorithms.linalg import spd_inverse
+from ..algorithms.packed import unowned
 from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.momentum_rhs import body_wrench_pass, momentum_rate_pass, subtree_sum_pass
 from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
@@ -151,6 +152,12 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
     path transforms are left to pass 1 of the reduce kernel (``form_T``, where the walk needs them)
     and T_h is reported as the identity; the caller then passes the part's velocities v as vrb
     (rows by body, not by slot): for such a part they are the relative ones, and pass 1 keeps them."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, jtype, axis, axis2 = unowned(parent), unowned(jtype), unowned(axis), unowned(axis2)
+    E_tree, r_tree, idx_q, idx_v, q = unowned(E_tree), unowned(r_tree), unowned(idx_q), unowned(idx_v), unowned(q)
+    qd, kbod, kslot, slot, handles = unowned(qd), unowned(kbod), unowned(kslot), unowned(slot), unowned(handles)
+    E, r, S, cJb, vJb, TEb = unowned(E), unowned(r), unowned(S), unowned(cJb), unowned(vJb), unowned(TEb)
+    Trb, vrb, TE, Tr, vrel = unowned(Trb), unowned(vrb), unowned(TE), unowned(Tr), unowned(vrel)
     R = np.empty((3, 3))
     R2 = np.empty((3, 3))
     cJ = np.empty(6)
@@ -249,6 +256,13 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
     registers along a chain (see _compose_T), overlaps here with pass 1's own work.  ``bias``
     False: the velocities are formed but c and pA are set to zero (no velocity products, no
     external forces): the passes then solve M x = tau alone (the loop corrections' steps)."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, jtype, axis, axis2 = unowned(parent), unowned(jtype), unowned(axis), unowned(axis2)
+    E_tree, r_tree, idx_q, idx_v, q = unowned(E_tree), unowned(r_tree), unowned(idx_q), unowned(idx_v), unowned(q)
+    qd, mass, com, I_com, f_ext = unowned(qd), unowned(mass), unowned(com), unowned(I_com), unowned(f_ext)
+    v_in, kslot, cJb, vJb, slot = unowned(v_in), unowned(kslot), unowned(cJb), unowned(vJb), unowned(slot)
+    TEb, Trb, E, r, S, v, c = unowned(TEb), unowned(Trb), unowned(E), unowned(r), unowned(S), unowned(v), unowned(c)
+    pA = unowned(pA)
     n = parent.shape[0]
     prev = -1
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -353,6 +367,16 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     IA[p], the first of them (``acc_first``) writing it, and ``acc_has[p]`` says IA[p] holds some.
     A chain then keeps no 6x6 per body at all: 288 B per body less to write and read again.
     ``bias`` False: no velocity products nor external forces (see :func:`_pass1`)."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, jtype, axis, axis2 = unowned(parent), unowned(jtype), unowned(axis), unowned(axis2)
+    E_tree, r_tree, idx_q, idx_v, q = unowned(E_tree), unowned(r_tree), unowned(idx_q), unowned(idx_v), unowned(q)
+    qd, mass, com, I_com, tau = unowned(qd), unowned(mass), unowned(com), unowned(I_com), unowned(tau)
+    f_ext, v_in, path_ptr, path_idx = unowned(f_ext), unowned(v_in), unowned(path_ptr), unowned(path_idx)
+    cp, kslot, slot, cJb, vJb = unowned(cp), unowned(kslot), unowned(slot), unowned(cJb), unowned(vJb)
+    TEb, Trb, yptr, Yst, ylo, E = unowned(TEb), unowned(Trb), unowned(yptr), unowned(Yst), unowned(ylo), unowned(E)
+    r, S, v, c, IA, pA, U = unowned(r), unowned(S), unowned(v), unowned(c), unowned(IA), unowned(pA), unowned(U)
+    Dinv, u, G, M, m0, Kt = unowned(Dinv), unowned(u), unowned(G), unowned(M), unowned(m0), unowned(Kt)
+    Psi, Lam, beta = unowned(Psi), unowned(Lam), unowned(beta)
     n = parent.shape[0]
     nvt = S.shape[0]
     T = np.empty((6, 6))
@@ -847,6 +871,11 @@ def solve_kernel(parent, idx_v, a_in, g, path_ptr, path_idx, yptr, Yst, ylo, E, 
     each reduction serves one back-substitution (``PartKernel.solve`` enforces it): keeping u
     would cost two more passes over the handle paths, which on a chain cut in two are all of the
     first part's bodies."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, a_in, g, path_ptr = unowned(parent), unowned(idx_v), unowned(a_in), unowned(g), unowned(path_ptr)
+    path_idx, yptr, Yst, ylo, E = unowned(path_idx), unowned(yptr), unowned(Yst), unowned(ylo), unowned(E)
+    r, S, c, U, Dinv, u, a = unowned(r), unowned(S), unowned(c), unowned(U), unowned(Dinv), unowned(u), unowned(a)
+    qdd = unowned(qdd)
     n = parent.shape[0]
     H = path_ptr.shape[0] - 1
     nvt = S.shape[0]
