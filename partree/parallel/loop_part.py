@@ -488,7 +488,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 for cc in range(nc):
                     Wl[nw, cc] = Wb[j, c0 + cc]
                 nw += 1
-            # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3
+            # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3 (W1, W2: Wb's first 6
+            # and next p columns)
             for k in range(6 + p):
                 if k < 6 and x == n:
                     continue
