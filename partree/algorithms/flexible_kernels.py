@@ -27,6 +27,13 @@ rigid congruence ``P = X_up^T Ia X_up`` and then spread over the parent's modes 
 entries of its bias reach the parent (the modes' rows of the velocity-product term are zero), so
 only the first six rows of U are kept.
 
+Each pass's per-body step is an inlined function of the body's sizes (its modes m, its passive
+joint velocities nj).  A body of FIXED_MODES modes on a joint of FIXED_JOINT passive velocities
+gets the step with those sizes as constants, so that the compiler unrolls its (6 + m)-sized loops;
+other bodies get the general step, with the same arithmetic in the same order (the same results).
+The steps' scratch arrays are views that count no references (``packed.raw_view``): passed to the
+inlined steps, views that count them would cost two atomic operations per array and body.
+
 Per-body data are flat arrays: one int64 table ``body`` (n, BODY_COLUMNS) of sizes and offsets,
 and ragged float arrays that the offsets index.  The modal data of bodies that share one
 :class:`partree.flexible.FlexibleBody` (a tree of identical links) are held once, as one *kind*.
@@ -86,7 +93,7 @@ import numpy as np
 from numba import njit
 
 from ..joints import joint_kinematics
-from .packed import unowned
+from .packed import raw_view, unowned
 from .primitives import (congruence_add, cross_force, cross_motion, inertia_from_compact, inertia_times,
                          xform_force_T_add, xform_motion)
 
@@ -96,6 +103,13 @@ BODY_COLUMNS = 9
 #: columns of the per-kind table ``kinfo``
 K_E, K_2, K_STIFF, K_DAMP, K_C, K_CN, K_X, K_XN = range(8)
 KINFO_COLUMNS = 8
+
+#: the mode count and passive joint velocities whose per-body steps are compiled with the sizes
+#: fixed (loops unrolled): flexible links of 6 modes (three per bending plane of the beam
+#: generator, the three-arm example's) on one-DOF joints.  Other sizes take the general steps,
+#: which give the same results.
+FIXED_MODES = 6
+FIXED_JOINT = 1
 
 
 # ----------------------------------------------------------------------------- rotations
@@ -175,6 +189,282 @@ def ldl_solve(L, ol, npas, z):
 
 
 # ----------------------------------------------------------------------------- pass 1
+@njit(cache=True, inline="always")
+def _node_kinematics(i, p, on, mp, nq, nv, body, E_tree, r_tree, nodes, q, qd, v, Y, th, thd, rp, ph, Rn, Jr, Jrd,
+                     Ep, wn, jt, cp, vp, tmp):
+    """Pass 1's node step: body i hangs at node ``on`` of its flexible parent p (mp modes; an
+    argument so that :func:`flexible_forward_pass1` can give it as a constant): the node's
+    rotation exp(Psi eta_p) and translation Phi eta_p, the placement Ep and point rp of the joint,
+    the node map Y, the node frame's velocity vp and velocity product cp in the parent's frame."""
+    e0 = nq + body[p, B_IE]
+    d0 = nv + body[p, B_IE]
+    for k in range(3):
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        s4 = 0.0
+        for l in range(mp):
+            s1 += nodes[on + k * mp + l] * q[e0 + l]
+            s2 += nodes[on + k * mp + l] * qd[d0 + l]
+            s3 += nodes[on + (3 + k) * mp + l] * q[e0 + l]
+            s4 += nodes[on + (3 + k) * mp + l] * qd[d0 + l]
+        th[k] = s1
+        thd[k] = s2
+        rp[k] = r_tree[i, k] + s3
+        ph[k] = s4
+    _node_rotation(th, thd, Rn, Jr, Jrd)
+    for k in range(3):
+        for l in range(3):
+            Ep[k, l] = E_tree[i, k, 0] * Rn[l, 0] + E_tree[i, k, 1] * Rn[l, 1] + E_tree[i, k, 2] * Rn[l, 2]
+    # Y = [J_l Psi; Phi + r_pred x J_l Psi], J_l = J_r^T
+    oy = body[i, B_Y]
+    for l in range(mp):
+        p0 = nodes[on + l]
+        p1 = nodes[on + mp + l]
+        p2 = nodes[on + 2 * mp + l]
+        y0 = Jr[0, 0] * p0 + Jr[1, 0] * p1 + Jr[2, 0] * p2
+        y1 = Jr[0, 1] * p0 + Jr[1, 1] * p1 + Jr[2, 1] * p2
+        y2 = Jr[0, 2] * p0 + Jr[1, 2] * p1 + Jr[2, 2] * p2
+        Y[oy + 6 * l + 0] = y0
+        Y[oy + 6 * l + 1] = y1
+        Y[oy + 6 * l + 2] = y2
+        Y[oy + 6 * l + 3] = nodes[on + 3 * mp + l] + rp[1] * y2 - rp[2] * y1
+        Y[oy + 6 * l + 4] = nodes[on + 4 * mp + l] + rp[2] * y0 - rp[0] * y2
+        Y[oy + 6 * l + 5] = nodes[on + 5 * mp + l] + rp[0] * y1 - rp[1] * y0
+    # the node's velocity relative to the parent, wn = Y eta_dot_p, and its velocity product
+    for k in range(3):
+        wn[k] = Jr[0, k] * thd[0] + Jr[1, k] * thd[1] + Jr[2, k] * thd[2]
+        jt[k] = Jrd[k, 0] * thd[0] + Jrd[k, 1] * thd[1] + Jrd[k, 2] * thd[2]
+    wn[3] = ph[0] + rp[1] * wn[2] - rp[2] * wn[1]
+    wn[4] = ph[1] + rp[2] * wn[0] - rp[0] * wn[2]
+    wn[5] = ph[2] + rp[0] * wn[1] - rp[1] * wn[0]
+    for k in range(3):
+        cp[k] = Rn[k, 0] * jt[0] + Rn[k, 1] * jt[1] + Rn[k, 2] * jt[2]
+    cp[3] = rp[1] * cp[2] - rp[2] * cp[1] - (wn[1] * ph[2] - wn[2] * ph[1])
+    cp[4] = rp[2] * cp[0] - rp[0] * cp[2] - (wn[2] * ph[0] - wn[0] * ph[2])
+    cp[5] = rp[0] * cp[1] - rp[1] * cp[0] - (wn[0] * ph[1] - wn[1] * ph[0])
+    cross_motion(v[p], wn, tmp)
+    for k in range(6):
+        cp[k] += tmp[k]
+        vp[k] = v[p, k] + wn[k]
+
+
+@njit(cache=True, inline="always")
+def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, mass, com, I_com,
+                   q, qd, v, IA, pA, N, Gc, Gd):
+    """Pass 1's step for flexible body i (m > 0 modes; an argument so that
+    :func:`flexible_forward_pass1` can give it as a constant): its mass matrix M(eta) into IA and
+    its velocity, elastic, damping and stiffening forces b into pA."""
+    oi = body[i, B_I]
+    op = body[i, B_P]
+    # M(eta) and b as partree.flexible.body_mass_matrix and _flexible_bias form them, in scalars:
+    # the second moment Y and its rate Yd are symmetric (their upper triangles)
+    d = 6 + m
+    kd = body[i, B_KIND]
+    ke = kinfo[kd, K_E]
+    k2 = kinfo[kd, K_2]
+    stiff = kinfo[kd, K_STIFF] != 0
+    damp = kinfo[kd, K_DAMP] != 0
+    e0 = nq + body[i, B_IE]
+    d0 = nv + body[i, B_IE]
+    # N_k = B_k + sum_l eta_l C_lk (the nonzero entries of C)
+    for k in range(m):
+        for a in range(3):
+            for b in range(3):
+                N[k, 3 * a + b] = xphi[ke + k, a, b]
+    c0 = kinfo[kd, K_C]
+    for t in range(c0, c0 + kinfo[kd, K_CN]):
+        N[sparse_i[t, 1], sparse_i[t, 2]] += q[e0 + sparse_i[t, 0]] * sparse_v[t]
+    mi = mass[i]
+    cx, cy, cz = com[i, 0], com[i, 1], com[i, 2]
+    sv0 = mi * cx
+    sv1 = mi * cy
+    sv2 = mi * cz
+    sd0 = 0.0
+    sd1 = 0.0
+    sd2 = 0.0
+    # Y = A + B_eta^T + sum_k eta_k N_k, A = integral rho x x^T = tr(Io)/2 1 - Io (Io the
+    # undeformed inertia about the origin); Yd = sum_k eta_dot_k (N_k + N_k^T)
+    cc = mi * (cx * cx + cy * cy + cz * cz)
+    io00 = I_com[i, 0, 0] - mi * cx * cx + cc
+    io11 = I_com[i, 1, 1] - mi * cy * cy + cc
+    io22 = I_com[i, 2, 2] - mi * cz * cz + cc
+    hA = 0.5 * (io00 + io11 + io22)
+    Y00 = hA - io00
+    Y11 = hA - io11
+    Y22 = hA - io22
+    Y01 = mi * cx * cy - I_com[i, 0, 1]
+    Y02 = mi * cx * cz - I_com[i, 0, 2]
+    Y12 = mi * cy * cz - I_com[i, 1, 2]
+    D00 = 0.0
+    D11 = 0.0
+    D22 = 0.0
+    D01 = 0.0
+    D02 = 0.0
+    D12 = 0.0
+    for k in range(m):
+        ek = q[e0 + k]
+        edk = qd[d0 + k]
+        f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
+        sv0 += f0 * ek
+        sv1 += f1 * ek
+        sv2 += f2 * ek
+        sd0 += f0 * edk
+        sd1 += f1 * edk
+        sd2 += f2 * edk
+        n00, n01, n02 = N[k, 0], N[k, 1], N[k, 2]
+        n10, n11, n12 = N[k, 3], N[k, 4], N[k, 5]
+        n20, n21, n22 = N[k, 6], N[k, 7], N[k, 8]
+        Y00 += ek * (xphi[ke + k, 0, 0] + n00)
+        Y11 += ek * (xphi[ke + k, 1, 1] + n11)
+        Y22 += ek * (xphi[ke + k, 2, 2] + n22)
+        Y01 += ek * (xphi[ke + k, 1, 0] + n01)
+        Y02 += ek * (xphi[ke + k, 2, 0] + n02)
+        Y12 += ek * (xphi[ke + k, 2, 1] + n12)
+        D00 += edk * (n00 + n00)
+        D11 += edk * (n11 + n11)
+        D22 += edk * (n22 + n22)
+        D01 += edk * (n01 + n10)
+        D02 += edk * (n02 + n20)
+        D12 += edk * (n12 + n21)
+        Gc[k, 0] = n12 - n21
+        Gc[k, 1] = n20 - n02
+        Gc[k, 2] = n01 - n10
+    # Gd[:, k] = axial(sum_l eta_dot_l C_lk)
+    for k in range(m):
+        Gd[k, 0] = 0.0
+        Gd[k, 1] = 0.0
+        Gd[k, 2] = 0.0
+    xo = kinfo[kd, K_X]
+    for t in range(xo, xo + kinfo[kd, K_XN]):
+        Gd[sparse_i[t, 1], sparse_i[t, 2]] += qd[d0 + sparse_i[t, 0]] * sparse_v[t]
+    # J = tr(Y) 1 - Y, Jd = tr(Yd) 1 - Yd
+    J00 = Y11 + Y22
+    J11 = Y00 + Y22
+    J22 = Y00 + Y11
+    Jd00 = D11 + D22
+    Jd11 = D00 + D22
+    Jd22 = D00 + D11
+    # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]], row by row
+    r0 = oi
+    r1 = oi + d
+    r2 = oi + 2 * d
+    r3 = oi + 3 * d
+    r4 = oi + 4 * d
+    r5 = oi + 5 * d
+    IA[r0] = J00
+    IA[r0 + 1] = -Y01
+    IA[r0 + 2] = -Y02
+    IA[r0 + 3] = 0.0
+    IA[r0 + 4] = -sv2
+    IA[r0 + 5] = sv1
+    IA[r1] = -Y01
+    IA[r1 + 1] = J11
+    IA[r1 + 2] = -Y12
+    IA[r1 + 3] = sv2
+    IA[r1 + 4] = 0.0
+    IA[r1 + 5] = -sv0
+    IA[r2] = -Y02
+    IA[r2 + 1] = -Y12
+    IA[r2 + 2] = J22
+    IA[r2 + 3] = -sv1
+    IA[r2 + 4] = sv0
+    IA[r2 + 5] = 0.0
+    IA[r3] = 0.0
+    IA[r3 + 1] = sv2
+    IA[r3 + 2] = -sv1
+    IA[r3 + 3] = mi
+    IA[r3 + 4] = 0.0
+    IA[r3 + 5] = 0.0
+    IA[r4] = -sv2
+    IA[r4 + 1] = 0.0
+    IA[r4 + 2] = sv0
+    IA[r4 + 3] = 0.0
+    IA[r4 + 4] = mi
+    IA[r4 + 5] = 0.0
+    IA[r5] = sv1
+    IA[r5 + 1] = -sv0
+    IA[r5 + 2] = 0.0
+    IA[r5 + 3] = 0.0
+    IA[r5 + 4] = 0.0
+    IA[r5 + 5] = mi
+    for k in range(m):
+        IA[r0 + 6 + k] = Gc[k, 0]
+        IA[r1 + 6 + k] = Gc[k, 1]
+        IA[r2 + 6 + k] = Gc[k, 2]
+        IA[r3 + 6 + k] = first[ke + k, 0]
+        IA[r4 + 6 + k] = first[ke + k, 1]
+        IA[r5 + 6 + k] = first[ke + k, 2]
+        rk = oi + (6 + k) * d
+        IA[rk] = Gc[k, 0]
+        IA[rk + 1] = Gc[k, 1]
+        IA[rk + 2] = Gc[k, 2]
+        IA[rk + 3] = first[ke + k, 0]
+        IA[rk + 4] = first[ke + k, 1]
+        IA[rk + 5] = first[ke + k, 2]
+        for l in range(m):
+            IA[rk + 6 + l] = Mee[k2 + k * m + l]
+    # h = M nu (its first six entries), f = the rigid rows of b without the v x* h term
+    w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2]
+    V0, V1, V2 = v[i, 3], v[i, 4], v[i, 5]
+    h0 = J00 * w0 - Y01 * w1 - Y02 * w2 + sv1 * V2 - sv2 * V1
+    h1 = J11 * w1 - Y01 * w0 - Y12 * w2 + sv2 * V0 - sv0 * V2
+    h2 = J22 * w2 - Y02 * w0 - Y12 * w1 + sv0 * V1 - sv1 * V0
+    h3 = w1 * sv2 - w2 * sv1 + mi * V0
+    h4 = w2 * sv0 - w0 * sv2 + mi * V1
+    h5 = w0 * sv1 - w1 * sv0 + mi * V2
+    g0 = Jd00 * w0 - D01 * w1 - D02 * w2 + sd1 * V2 - sd2 * V1
+    g1 = Jd11 * w1 - D01 * w0 - D12 * w2 + sd2 * V0 - sd0 * V2
+    g2 = Jd22 * w2 - D02 * w0 - D12 * w1 + sd0 * V1 - sd1 * V0
+    # the modes' rows: 2 Gd_k.w - first_k.(V x w) + sum_ab N_k[a, b] (w_a w_b - |w|^2 1_ab)
+    ww = w0 * w0 + w1 * w1 + w2 * w2
+    p00 = w0 * w0 - ww
+    p11 = w1 * w1 - ww
+    p22 = w2 * w2 - ww
+    p01 = w0 * w1
+    p02 = w0 * w2
+    p12 = w1 * w2
+    x0 = V1 * w2 - V2 * w1
+    x1 = V2 * w0 - V0 * w2
+    x2 = V0 * w1 - V1 * w0
+    for k in range(m):
+        edk = qd[d0 + k]
+        f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
+        a0, a1, a2 = Gd[k, 0], Gd[k, 1], Gd[k, 2]
+        h0 += Gc[k, 0] * edk
+        h1 += Gc[k, 1] * edk
+        h2 += Gc[k, 2] * edk
+        h3 += f0 * edk
+        h4 += f1 * edk
+        h5 += f2 * edk
+        g0 += a0 * edk
+        g1 += a1 * edk
+        g2 += a2 * edk
+        bk = (2.0 * (a0 * w0 + a1 * w1 + a2 * w2) - (f0 * x0 + f1 * x1 + f2 * x2)
+              + N[k, 0] * p00 + N[k, 4] * p11 + N[k, 8] * p22 + (N[k, 1] + N[k, 3]) * p01
+              + (N[k, 2] + N[k, 6]) * p02 + (N[k, 5] + N[k, 7]) * p12)
+        for l in range(m):
+            bk += Kst[k2 + k * m + l] * q[e0 + l]
+        if damp:
+            for l in range(m):
+                bk += Dmp[k2 + k * m + l] * qd[d0 + l]
+        if stiff:
+            for l in range(m):
+                o = k2 + k * m + l
+                g = 0.0
+                for a in range(3):
+                    g += v[i, a] * (Gs[o, a, 0] * w0 + Gs[o, a, 1] * w1 + Gs[o, a, 2] * w2)
+                bk += g * q[e0 + l]
+        pA[op + 6 + k] = bk
+    # b's rigid rows: f + v x* h
+    pA[op] = g0 + w1 * h2 - w2 * h1 + V1 * h5 - V2 * h4
+    pA[op + 1] = g1 + w2 * h0 - w0 * h2 + V2 * h3 - V0 * h5
+    pA[op + 2] = g2 + w0 * h1 - w1 * h0 + V0 * h4 - V1 * h3
+    pA[op + 3] = w1 * sd2 - w2 * sd1 + w1 * h5 - w2 * h4
+    pA[op + 4] = w2 * sd0 - w0 * sd2 + w2 * h3 - w0 * h5
+    pA[op + 5] = w0 * sd1 - w1 * sd0 + w0 * h4 - w1 * h3
+
+
 @njit(cache=True)
 def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
@@ -194,29 +484,34 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     E, r, v, c, S, IA, pA = unowned(E), unowned(r), unowned(v), unowned(c), unowned(S), unowned(IA), unowned(pA)
     Y = unowned(Y)
     n = parent.shape[0]
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    Rn = np.empty((3, 3))
-    Jr = np.empty((3, 3))
-    Jrd = np.empty((3, 3))
-    Ep = np.empty((3, 3))
-    rp = np.empty(3)
-    th = np.empty(3)
-    thd = np.empty(3)
-    ph = np.empty(3)
-    jt = np.empty(3)
-    cJ = np.empty(6)
-    vJ = np.empty(6)
-    vp = np.empty(6)
-    cp = np.empty(6)
-    wn = np.empty(6)
-    tmp = np.empty(6)
-    h = np.empty(6)
-    f = np.empty(6)
-    I6 = np.empty((6, 6))
-    N = np.empty((max(mmax, 1), 9))
-    Gc = np.empty((max(mmax, 1), 3))
-    Gd = np.empty((max(mmax, 1), 3))
+    # the scratch, as views of one array that count no references (passed to the inlined steps
+    # per body, views that count them would cost two atomic operations each); ``own`` holds the
+    # memory and is used again after the loop, so that it lives as long as the views
+    mm = max(mmax, 1)
+    own = np.empty(153 + 15 * mm)
+    R = raw_view(own, 0, (3, 3))
+    R2 = raw_view(own, 9, (3, 3))
+    Rn = raw_view(own, 18, (3, 3))
+    Jr = raw_view(own, 27, (3, 3))
+    Jrd = raw_view(own, 36, (3, 3))
+    Ep = raw_view(own, 45, (3, 3))
+    rp = raw_view(own, 54, (3,))
+    th = raw_view(own, 57, (3,))
+    thd = raw_view(own, 60, (3,))
+    ph = raw_view(own, 63, (3,))
+    jt = raw_view(own, 66, (3,))
+    cJ = raw_view(own, 69, (6,))
+    vJ = raw_view(own, 75, (6,))
+    vp = raw_view(own, 81, (6,))
+    cp = raw_view(own, 87, (6,))
+    wn = raw_view(own, 93, (6,))
+    tmp = raw_view(own, 99, (6,))
+    h = raw_view(own, 105, (6,))
+    f = raw_view(own, 111, (6,))
+    I6 = raw_view(own, 117, (6, 6))
+    N = raw_view(own, 153, (mm, 9))
+    Gc = raw_view(own, 153 + 9 * mm, (mm, 3))
+    Gd = raw_view(own, 153 + 12 * mm, (mm, 3))
     for i in range(n):
         if stage != 2:
             p = parent[i]
@@ -225,57 +520,12 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             if on >= 0:
                 # the node of the flexible parent: rotation exp(Psi eta_p), translation Phi eta_p
                 mp = body[p, B_NM]
-                e0 = nq + body[p, B_IE]
-                d0 = nv + body[p, B_IE]
-                for k in range(3):
-                    s1 = 0.0
-                    s2 = 0.0
-                    s3 = 0.0
-                    s4 = 0.0
-                    for l in range(mp):
-                        s1 += nodes[on + k * mp + l] * q[e0 + l]
-                        s2 += nodes[on + k * mp + l] * qd[d0 + l]
-                        s3 += nodes[on + (3 + k) * mp + l] * q[e0 + l]
-                        s4 += nodes[on + (3 + k) * mp + l] * qd[d0 + l]
-                    th[k] = s1
-                    thd[k] = s2
-                    rp[k] = r_tree[i, k] + s3
-                    ph[k] = s4
-                _node_rotation(th, thd, Rn, Jr, Jrd)
-                for k in range(3):
-                    for l in range(3):
-                        Ep[k, l] = E_tree[i, k, 0] * Rn[l, 0] + E_tree[i, k, 1] * Rn[l, 1] + E_tree[i, k, 2] * Rn[l, 2]
-                # Y = [J_l Psi; Phi + r_pred x J_l Psi], J_l = J_r^T
-                oy = body[i, B_Y]
-                for l in range(mp):
-                    p0 = nodes[on + l]
-                    p1 = nodes[on + mp + l]
-                    p2 = nodes[on + 2 * mp + l]
-                    y0 = Jr[0, 0] * p0 + Jr[1, 0] * p1 + Jr[2, 0] * p2
-                    y1 = Jr[0, 1] * p0 + Jr[1, 1] * p1 + Jr[2, 1] * p2
-                    y2 = Jr[0, 2] * p0 + Jr[1, 2] * p1 + Jr[2, 2] * p2
-                    Y[oy + 6 * l + 0] = y0
-                    Y[oy + 6 * l + 1] = y1
-                    Y[oy + 6 * l + 2] = y2
-                    Y[oy + 6 * l + 3] = nodes[on + 3 * mp + l] + rp[1] * y2 - rp[2] * y1
-                    Y[oy + 6 * l + 4] = nodes[on + 4 * mp + l] + rp[2] * y0 - rp[0] * y2
-                    Y[oy + 6 * l + 5] = nodes[on + 5 * mp + l] + rp[0] * y1 - rp[1] * y0
-                # the node's velocity relative to the parent, wn = Y eta_dot_p, and its velocity product
-                for k in range(3):
-                    wn[k] = Jr[0, k] * thd[0] + Jr[1, k] * thd[1] + Jr[2, k] * thd[2]
-                    jt[k] = Jrd[k, 0] * thd[0] + Jrd[k, 1] * thd[1] + Jrd[k, 2] * thd[2]
-                wn[3] = ph[0] + rp[1] * wn[2] - rp[2] * wn[1]
-                wn[4] = ph[1] + rp[2] * wn[0] - rp[0] * wn[2]
-                wn[5] = ph[2] + rp[0] * wn[1] - rp[1] * wn[0]
-                for k in range(3):
-                    cp[k] = Rn[k, 0] * jt[0] + Rn[k, 1] * jt[1] + Rn[k, 2] * jt[2]
-                cp[3] = rp[1] * cp[2] - rp[2] * cp[1] - (wn[1] * ph[2] - wn[2] * ph[1])
-                cp[4] = rp[2] * cp[0] - rp[0] * cp[2] - (wn[2] * ph[0] - wn[0] * ph[2])
-                cp[5] = rp[0] * cp[1] - rp[1] * cp[0] - (wn[0] * ph[1] - wn[1] * ph[0])
-                cross_motion(v[p], wn, tmp)
-                for k in range(6):
-                    cp[k] += tmp[k]
-                    vp[k] = v[p, k] + wn[k]
+                if mp == FIXED_MODES:
+                    _node_kinematics(i, p, on, FIXED_MODES, nq, nv, body, E_tree, r_tree, nodes, q, qd, v, Y, th, thd,
+                                     rp, ph, Rn, Jr, Jrd, Ep, wn, jt, cp, vp, tmp)
+                else:
+                    _node_kinematics(i, p, on, mp, nq, nv, body, E_tree, r_tree, nodes, q, qd, v, Y, th, thd, rp, ph,
+                                     Rn, Jr, Jrd, Ep, wn, jt, cp, vp, tmp)
             else:
                 for k in range(3):
                     rp[k] = r_tree[i, k]
@@ -314,212 +564,13 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             for k in range(6):
                 pA[op + k] = f[k]
             continue
-        # ---- a flexible body: M(eta) and b (partree.flexible.body_mass_matrix, _flexible_bias), in
-        # scalars: the second moment Y and its rate Yd are symmetric (their upper triangles)
-        d = 6 + m
-        kd = body[i, B_KIND]
-        ke = kinfo[kd, K_E]
-        k2 = kinfo[kd, K_2]
-        stiff = kinfo[kd, K_STIFF] != 0
-        damp = kinfo[kd, K_DAMP] != 0
-        e0 = nq + body[i, B_IE]
-        d0 = nv + body[i, B_IE]
-        # N_k = B_k + sum_l eta_l C_lk (the nonzero entries of C)
-        for k in range(m):
-            for a in range(3):
-                for b in range(3):
-                    N[k, 3 * a + b] = xphi[ke + k, a, b]
-        c0 = kinfo[kd, K_C]
-        for t in range(c0, c0 + kinfo[kd, K_CN]):
-            N[sparse_i[t, 1], sparse_i[t, 2]] += q[e0 + sparse_i[t, 0]] * sparse_v[t]
-        mi = mass[i]
-        cx, cy, cz = com[i, 0], com[i, 1], com[i, 2]
-        sv0 = mi * cx
-        sv1 = mi * cy
-        sv2 = mi * cz
-        sd0 = 0.0
-        sd1 = 0.0
-        sd2 = 0.0
-        # Y = A + B_eta^T + sum_k eta_k N_k, A = integral rho x x^T = tr(Io)/2 1 - Io (Io the
-        # undeformed inertia about the origin); Yd = sum_k eta_dot_k (N_k + N_k^T)
-        cc = mi * (cx * cx + cy * cy + cz * cz)
-        io00 = I_com[i, 0, 0] - mi * cx * cx + cc
-        io11 = I_com[i, 1, 1] - mi * cy * cy + cc
-        io22 = I_com[i, 2, 2] - mi * cz * cz + cc
-        hA = 0.5 * (io00 + io11 + io22)
-        Y00 = hA - io00
-        Y11 = hA - io11
-        Y22 = hA - io22
-        Y01 = mi * cx * cy - I_com[i, 0, 1]
-        Y02 = mi * cx * cz - I_com[i, 0, 2]
-        Y12 = mi * cy * cz - I_com[i, 1, 2]
-        D00 = 0.0
-        D11 = 0.0
-        D22 = 0.0
-        D01 = 0.0
-        D02 = 0.0
-        D12 = 0.0
-        for k in range(m):
-            ek = q[e0 + k]
-            edk = qd[d0 + k]
-            f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
-            sv0 += f0 * ek
-            sv1 += f1 * ek
-            sv2 += f2 * ek
-            sd0 += f0 * edk
-            sd1 += f1 * edk
-            sd2 += f2 * edk
-            n00, n01, n02 = N[k, 0], N[k, 1], N[k, 2]
-            n10, n11, n12 = N[k, 3], N[k, 4], N[k, 5]
-            n20, n21, n22 = N[k, 6], N[k, 7], N[k, 8]
-            Y00 += ek * (xphi[ke + k, 0, 0] + n00)
-            Y11 += ek * (xphi[ke + k, 1, 1] + n11)
-            Y22 += ek * (xphi[ke + k, 2, 2] + n22)
-            Y01 += ek * (xphi[ke + k, 1, 0] + n01)
-            Y02 += ek * (xphi[ke + k, 2, 0] + n02)
-            Y12 += ek * (xphi[ke + k, 2, 1] + n12)
-            D00 += edk * (n00 + n00)
-            D11 += edk * (n11 + n11)
-            D22 += edk * (n22 + n22)
-            D01 += edk * (n01 + n10)
-            D02 += edk * (n02 + n20)
-            D12 += edk * (n12 + n21)
-            Gc[k, 0] = n12 - n21
-            Gc[k, 1] = n20 - n02
-            Gc[k, 2] = n01 - n10
-        # Gd[:, k] = axial(sum_l eta_dot_l C_lk)
-        for k in range(m):
-            Gd[k, 0] = 0.0
-            Gd[k, 1] = 0.0
-            Gd[k, 2] = 0.0
-        xo = kinfo[kd, K_X]
-        for t in range(xo, xo + kinfo[kd, K_XN]):
-            Gd[sparse_i[t, 1], sparse_i[t, 2]] += qd[d0 + sparse_i[t, 0]] * sparse_v[t]
-        # J = tr(Y) 1 - Y, Jd = tr(Yd) 1 - Yd
-        J00 = Y11 + Y22
-        J11 = Y00 + Y22
-        J22 = Y00 + Y11
-        Jd00 = D11 + D22
-        Jd11 = D00 + D22
-        Jd22 = D00 + D11
-        # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]], row by row
-        r0 = oi
-        r1 = oi + d
-        r2 = oi + 2 * d
-        r3 = oi + 3 * d
-        r4 = oi + 4 * d
-        r5 = oi + 5 * d
-        IA[r0] = J00
-        IA[r0 + 1] = -Y01
-        IA[r0 + 2] = -Y02
-        IA[r0 + 3] = 0.0
-        IA[r0 + 4] = -sv2
-        IA[r0 + 5] = sv1
-        IA[r1] = -Y01
-        IA[r1 + 1] = J11
-        IA[r1 + 2] = -Y12
-        IA[r1 + 3] = sv2
-        IA[r1 + 4] = 0.0
-        IA[r1 + 5] = -sv0
-        IA[r2] = -Y02
-        IA[r2 + 1] = -Y12
-        IA[r2 + 2] = J22
-        IA[r2 + 3] = -sv1
-        IA[r2 + 4] = sv0
-        IA[r2 + 5] = 0.0
-        IA[r3] = 0.0
-        IA[r3 + 1] = sv2
-        IA[r3 + 2] = -sv1
-        IA[r3 + 3] = mi
-        IA[r3 + 4] = 0.0
-        IA[r3 + 5] = 0.0
-        IA[r4] = -sv2
-        IA[r4 + 1] = 0.0
-        IA[r4 + 2] = sv0
-        IA[r4 + 3] = 0.0
-        IA[r4 + 4] = mi
-        IA[r4 + 5] = 0.0
-        IA[r5] = sv1
-        IA[r5 + 1] = -sv0
-        IA[r5 + 2] = 0.0
-        IA[r5 + 3] = 0.0
-        IA[r5 + 4] = 0.0
-        IA[r5 + 5] = mi
-        for k in range(m):
-            IA[r0 + 6 + k] = Gc[k, 0]
-            IA[r1 + 6 + k] = Gc[k, 1]
-            IA[r2 + 6 + k] = Gc[k, 2]
-            IA[r3 + 6 + k] = first[ke + k, 0]
-            IA[r4 + 6 + k] = first[ke + k, 1]
-            IA[r5 + 6 + k] = first[ke + k, 2]
-            rk = oi + (6 + k) * d
-            IA[rk] = Gc[k, 0]
-            IA[rk + 1] = Gc[k, 1]
-            IA[rk + 2] = Gc[k, 2]
-            IA[rk + 3] = first[ke + k, 0]
-            IA[rk + 4] = first[ke + k, 1]
-            IA[rk + 5] = first[ke + k, 2]
-            for l in range(m):
-                IA[rk + 6 + l] = Mee[k2 + k * m + l]
-        # h = M nu (its first six entries), f = the rigid rows of b without the v x* h term
-        w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2]
-        V0, V1, V2 = v[i, 3], v[i, 4], v[i, 5]
-        h0 = J00 * w0 - Y01 * w1 - Y02 * w2 + sv1 * V2 - sv2 * V1
-        h1 = J11 * w1 - Y01 * w0 - Y12 * w2 + sv2 * V0 - sv0 * V2
-        h2 = J22 * w2 - Y02 * w0 - Y12 * w1 + sv0 * V1 - sv1 * V0
-        h3 = w1 * sv2 - w2 * sv1 + mi * V0
-        h4 = w2 * sv0 - w0 * sv2 + mi * V1
-        h5 = w0 * sv1 - w1 * sv0 + mi * V2
-        g0 = Jd00 * w0 - D01 * w1 - D02 * w2 + sd1 * V2 - sd2 * V1
-        g1 = Jd11 * w1 - D01 * w0 - D12 * w2 + sd2 * V0 - sd0 * V2
-        g2 = Jd22 * w2 - D02 * w0 - D12 * w1 + sd0 * V1 - sd1 * V0
-        # the modes' rows: 2 Gd_k.w - first_k.(V x w) + sum_ab N_k[a, b] (w_a w_b - |w|^2 1_ab)
-        ww = w0 * w0 + w1 * w1 + w2 * w2
-        p00 = w0 * w0 - ww
-        p11 = w1 * w1 - ww
-        p22 = w2 * w2 - ww
-        p01 = w0 * w1
-        p02 = w0 * w2
-        p12 = w1 * w2
-        x0 = V1 * w2 - V2 * w1
-        x1 = V2 * w0 - V0 * w2
-        x2 = V0 * w1 - V1 * w0
-        for k in range(m):
-            edk = qd[d0 + k]
-            f0, f1, f2 = first[ke + k, 0], first[ke + k, 1], first[ke + k, 2]
-            a0, a1, a2 = Gd[k, 0], Gd[k, 1], Gd[k, 2]
-            h0 += Gc[k, 0] * edk
-            h1 += Gc[k, 1] * edk
-            h2 += Gc[k, 2] * edk
-            h3 += f0 * edk
-            h4 += f1 * edk
-            h5 += f2 * edk
-            g0 += a0 * edk
-            g1 += a1 * edk
-            g2 += a2 * edk
-            bk = (2.0 * (a0 * w0 + a1 * w1 + a2 * w2) - (f0 * x0 + f1 * x1 + f2 * x2)
-                  + N[k, 0] * p00 + N[k, 4] * p11 + N[k, 8] * p22 + (N[k, 1] + N[k, 3]) * p01
-                  + (N[k, 2] + N[k, 6]) * p02 + (N[k, 5] + N[k, 7]) * p12)
-            for l in range(m):
-                bk += Kst[k2 + k * m + l] * q[e0 + l]
-            if damp:
-                for l in range(m):
-                    bk += Dmp[k2 + k * m + l] * qd[d0 + l]
-            if stiff:
-                for l in range(m):
-                    o = k2 + k * m + l
-                    g = 0.0
-                    for a in range(3):
-                        g += v[i, a] * (Gs[o, a, 0] * w0 + Gs[o, a, 1] * w1 + Gs[o, a, 2] * w2)
-                    bk += g * q[e0 + l]
-            pA[op + 6 + k] = bk
-        # b's rigid rows: f + v x* h
-        pA[op] = g0 + w1 * h2 - w2 * h1 + V1 * h5 - V2 * h4
-        pA[op + 1] = g1 + w2 * h0 - w0 * h2 + V2 * h3 - V0 * h5
-        pA[op + 2] = g2 + w0 * h1 - w1 * h0 + V0 * h4 - V1 * h3
-        pA[op + 3] = w1 * sd2 - w2 * sd1 + w1 * h5 - w2 * h4
-        pA[op + 4] = w2 * sd0 - w0 * sd2 + w2 * h3 - w0 * h5
-        pA[op + 5] = w0 * sd1 - w1 * sd0 + w0 * h4 - w1 * h3
+        if m == FIXED_MODES:
+            _mass_and_bias(i, FIXED_MODES, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs,
+                           mass, com, I_com, q, qd, v, IA, pA, N, Gc, Gd)
+        else:
+            _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, mass, com,
+                           I_com, q, qd, v, IA, pA, N, Gc, Gd)
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 # ----------------------------------------------------------------------------- external loads
@@ -585,6 +636,171 @@ def flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA)
 
 
 # ----------------------------------------------------------------------------- pass 2
+@njit(cache=True, inline="always")
+def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
+                    W, y, Ia, pa, P, T, pf, ch, Q):
+    """Pass 2's step at body i (m modes, nj passive joint velocities; the sizes are arguments so
+    that :func:`flexible_backward_pass` can give them as constants): U, u, D's factor L, and the
+    articulated inertia Ia and bias pa moved to the parent's frame, P = X_up^T Ia X_up and
+    pf = X_up^T pa (:func:`_to_parent` adds them there).  False where D is not positive definite."""
+    d = 6 + m
+    oi = body[i, B_I]
+    op = body[i, B_P]
+    oz = body[i, B_Z]
+    ol = body[i, B_L]
+    npas = nj + m
+    ou = 6 * oz
+    # U = IA S_hat over the passive columns (first six rows kept), u, and D = S_hat^T U's
+    # lower triangle (row major npas x npas at L[ol:])
+    for a in range(nj):
+        ua = ou + a * 6
+        for k in range(6):
+            s = 0.0
+            for l in range(6):
+                s += IA[oi + k * d + l] * S[iv + a, l]
+            U[ua + k] = s
+        s = tau[iv + a]
+        for k in range(6):
+            s -= S[iv + a, k] * pA[op + k]
+        u[oz + a] = s
+        for b in range(a + 1):
+            s = 0.0
+            for k in range(6):
+                s += S[iv + b, k] * U[ua + k]
+            L[ol + a * npas + b] = s
+        for k in range(m):
+            ro = oi + (6 + k) * d
+            s = 0.0
+            for l in range(6):
+                s += IA[ro + l] * S[iv + a, l]
+            L[ol + (nj + k) * npas + a] = s
+    ie = body[i, B_IE]
+    for k in range(m):
+        ro = oi + (6 + k) * d
+        uo = ou + (nj + k) * 6
+        for l in range(6):
+            U[uo + l] = IA[ro + l]
+        u[oz + nj + k] = tau[nv + ie + k] - pA[op + 6 + k]
+        lo = ol + (nj + k) * npas + nj
+        for l in range(k + 1):
+            L[lo + l] = IA[ro + 6 + l]
+    # the Cholesky factor, row by row (reciprocal diagonal, as linalg.cholesky)
+    for a in range(npas):
+        ra = ol + a * npas
+        for t in range(a):
+            rt = ol + t * npas
+            s = L[ra + t]
+            for j in range(t):
+                s -= L[ra + j] * L[rt + j]
+            L[ra + t] = s * L[rt + t]
+        s = L[ra + a]
+        for j in range(a):
+            s -= L[ra + j] * L[ra + j]
+        if not s > 0.0:
+            return False
+        L[ra + a] = 1.0 / np.sqrt(s)
+    p = parent[i]
+    if p < 0:
+        return True
+    # the velocity product with the given accelerations of an active joint
+    for k in range(6):
+        ch[k] = c[i, k]
+    if act:
+        for a in range(nvi):
+            w = qdd_in[iv + a]
+            for k in range(6):
+                ch[k] += S[iv + a, k] * w
+    # Ia = IA6 - U D^-1 U^T = IA6 - W^T W with W = L^-1 U^T; pa = pA6 + Ia ch + W^T L^-1 u
+    for a in range(npas):
+        ra = ol + a * npas
+        for k in range(6):
+            W[a, k] = U[ou + a * 6 + k]
+        s = u[oz + a]
+        for t in range(a):
+            f = L[ra + t]
+            s -= f * y[t]
+            for k in range(6):
+                W[a, k] -= f * W[t, k]
+        f = L[ra + a]
+        y[a] = s * f
+        for k in range(6):
+            W[a, k] *= f
+    for k in range(6):
+        pa[k] = pA[op + k]
+        for l in range(k, 6):
+            Ia[k, l] = IA[oi + k * d + l]
+    for a in range(npas):
+        ya = y[a]
+        for k in range(6):
+            wk = W[a, k]
+            pa[k] += wk * ya
+            for l in range(k, 6):
+                Ia[k, l] -= wk * W[a, l]
+    for k in range(6):
+        for l in range(k + 1, 6):
+            Ia[l, k] = Ia[k, l]
+    for k in range(6):
+        s = 0.0
+        for l in range(6):
+            s += Ia[k, l] * ch[l]
+        pa[k] += s
+    # moved to the parent: P = X_up^T Ia X_up, pf = X_up^T pa
+    for k in range(6):
+        pf[k] = 0.0
+        for l in range(6):
+            P[k, l] = 0.0
+    congruence_add(E[i], r[i], Ia, P, T)
+    xform_force_T_add(E[i], r[i], pa, pf)
+    return True
+
+
+@njit(cache=True, inline="always")
+def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
+    """Add a child's moved articulated inertia P and bias pf to its parent's IA and pA (at oip,
+    opp; mp modes), spread over the parent's modes by the child's node map Y (at oy):
+    [1 | Y]^T P [1 | Y] and [1 | Y]^T pf."""
+    dp = 6 + mp
+    for k in range(6):
+        pA[opp + k] += pf[k]
+        for l in range(6):
+            IA[oip + k * dp + l] += P[k, l]
+    if mp == 0:
+        return
+    # Q = P Y, column l at Q[l]; the parent's coupling block row by row
+    for l in range(mp):
+        o = oy + 6 * l
+        y0 = Y[o]
+        y1 = Y[o + 1]
+        y2 = Y[o + 2]
+        y3 = Y[o + 3]
+        y4 = Y[o + 4]
+        y5 = Y[o + 5]
+        rl = oip + (6 + l) * dp
+        for k in range(6):
+            s = P[k, 0] * y0 + P[k, 1] * y1 + P[k, 2] * y2 + P[k, 3] * y3 + P[k, 4] * y4 + P[k, 5] * y5
+            Q[l, k] = s
+            IA[rl + k] += s
+        pA[opp + 6 + l] += y0 * pf[0] + y1 * pf[1] + y2 * pf[2] + y3 * pf[3] + y4 * pf[4] + y5 * pf[5]
+    for k in range(6):
+        rk = oip + k * dp + 6
+        for l in range(mp):
+            IA[rk + l] += Q[l, k]
+    for k in range(mp):
+        o = oy + 6 * k
+        y0 = Y[o]
+        y1 = Y[o + 1]
+        y2 = Y[o + 2]
+        y3 = Y[o + 3]
+        y4 = Y[o + 4]
+        y5 = Y[o + 5]
+        rk = oip + (6 + k) * dp + 6
+        for l in range(k, mp):
+            s = y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
+            IA[rk + l] += s
+            if l != k:
+                IA[oip + (6 + l) * dp + 6 + k] += s
+
+
 @njit(cache=True)
 def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L):
     """Pass 2, inward: articulated inertias IA and biases pA (in place), U (first six rows), u
@@ -593,181 +809,50 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
 
     D's lower triangle is formed in L and factored there row by row; the modes' rows of U and D
     are read along IA's rows (IA is kept symmetric, both triangles); Ia = IA6 - W^T W is formed
-    on its upper triangle and mirrored."""
+    on its upper triangle and mirrored.  Bodies of FIXED_MODES modes on joints of FIXED_JOINT
+    passive velocities take the step compiled for those sizes."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, body, active, tau = unowned(parent), unowned(idx_v), unowned(body), unowned(active), unowned(tau)
     qdd_in, E, r, c, S, IA = unowned(qdd_in), unowned(E), unowned(r), unowned(c), unowned(S), unowned(IA)
     pA, Y, U, u, L = unowned(pA), unowned(Y), unowned(U), unowned(u), unowned(L)
     n = parent.shape[0]
     nz = 6 + max(mmax, 0)
-    W = np.empty((nz, 6))
-    y = np.empty(nz)
-    Ia = np.empty((6, 6))
-    pa = np.empty(6)
-    P = np.empty((6, 6))
-    T = np.empty((6, 6))
-    pf = np.empty(6)
-    ch = np.empty(6)
-    Q = np.empty((max(mmax, 1), 6))
+    mm = max(mmax, 1)
+    # the scratch, as views of one array that count no references (see flexible_forward_pass1)
+    own = np.empty(132 + 7 * nz + 6 * mm)
+    Ia = raw_view(own, 0, (6, 6))
+    P = raw_view(own, 36, (6, 6))
+    T = raw_view(own, 72, (6, 6))
+    pa = raw_view(own, 108, (6,))
+    pf = raw_view(own, 114, (6,))
+    ch = raw_view(own, 120, (6,))
+    W = raw_view(own, 132, (nz, 6))
+    y = raw_view(own, 132 + 6 * nz, (nz,))
+    Q = raw_view(own, 132 + 7 * nz, (mm, 6))
     hybrid = active.shape[0] > 0
     for i in range(n - 1, -1, -1):
         m = body[i, B_NM]
-        d = 6 + m
-        oi = body[i, B_I]
-        op = body[i, B_P]
-        oz = body[i, B_Z]
-        ol = body[i, B_L]
         iv = idx_v[i]
         nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
         act = hybrid and active[i]
         nj = 0 if act else nvi
-        npas = nj + m
-        ou = 6 * oz
-        # U = IA S_hat over the passive columns (first six rows kept), u, and D = S_hat^T U's
-        # lower triangle (row major npas x npas at L[ol:])
-        for a in range(nj):
-            ua = ou + a * 6
-            for k in range(6):
-                s = 0.0
-                for l in range(6):
-                    s += IA[oi + k * d + l] * S[iv + a, l]
-                U[ua + k] = s
-            s = tau[iv + a]
-            for k in range(6):
-                s -= S[iv + a, k] * pA[op + k]
-            u[oz + a] = s
-            for b in range(a + 1):
-                s = 0.0
-                for k in range(6):
-                    s += S[iv + b, k] * U[ua + k]
-                L[ol + a * npas + b] = s
-            for k in range(m):
-                ro = oi + (6 + k) * d
-                s = 0.0
-                for l in range(6):
-                    s += IA[ro + l] * S[iv + a, l]
-                L[ol + (nj + k) * npas + a] = s
-        ie = body[i, B_IE]
-        for k in range(m):
-            ro = oi + (6 + k) * d
-            uo = ou + (nj + k) * 6
-            for l in range(6):
-                U[uo + l] = IA[ro + l]
-            u[oz + nj + k] = tau[nv + ie + k] - pA[op + 6 + k]
-            lo = ol + (nj + k) * npas + nj
-            for l in range(k + 1):
-                L[lo + l] = IA[ro + 6 + l]
-        # the Cholesky factor, row by row (reciprocal diagonal, as linalg.cholesky)
-        for a in range(npas):
-            ra = ol + a * npas
-            for t in range(a):
-                rt = ol + t * npas
-                s = L[ra + t]
-                for j in range(t):
-                    s -= L[ra + j] * L[rt + j]
-                L[ra + t] = s * L[rt + t]
-            s = L[ra + a]
-            for j in range(a):
-                s -= L[ra + j] * L[ra + j]
-            if not s > 0.0:
-                return i
-            L[ra + a] = 1.0 / np.sqrt(s)
+        if m == FIXED_MODES and nj == FIXED_JOINT:
+            ok = _eliminate_body(i, FIXED_MODES, FIXED_JOINT, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r, c,
+                                 S, IA, pA, Y, U, u, L, W, y, Ia, pa, P, T, pf, ch, Q)
+        else:
+            ok = _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u,
+                                 L, W, y, Ia, pa, P, T, pf, ch, Q)
+        if not ok:
+            own[0] = 0.0
+            return i
         p = parent[i]
-        if p < 0:
-            continue
-        # the velocity product with the given accelerations of an active joint
-        for k in range(6):
-            ch[k] = c[i, k]
-        if act:
-            for a in range(nvi):
-                w = qdd_in[iv + a]
-                for k in range(6):
-                    ch[k] += S[iv + a, k] * w
-        # Ia = IA6 - U D^-1 U^T = IA6 - W^T W with W = L^-1 U^T; pa = pA6 + Ia ch + W^T L^-1 u
-        for a in range(npas):
-            ra = ol + a * npas
-            for k in range(6):
-                W[a, k] = U[ou + a * 6 + k]
-            s = u[oz + a]
-            for t in range(a):
-                f = L[ra + t]
-                s -= f * y[t]
-                for k in range(6):
-                    W[a, k] -= f * W[t, k]
-            f = L[ra + a]
-            y[a] = s * f
-            for k in range(6):
-                W[a, k] *= f
-        for k in range(6):
-            pa[k] = pA[op + k]
-            for l in range(k, 6):
-                Ia[k, l] = IA[oi + k * d + l]
-        for a in range(npas):
-            ya = y[a]
-            for k in range(6):
-                wk = W[a, k]
-                pa[k] += wk * ya
-                for l in range(k, 6):
-                    Ia[k, l] -= wk * W[a, l]
-        for k in range(6):
-            for l in range(k + 1, 6):
-                Ia[l, k] = Ia[k, l]
-        for k in range(6):
-            s = 0.0
-            for l in range(6):
-                s += Ia[k, l] * ch[l]
-            pa[k] += s
-        # to the parent: P = X_up^T Ia X_up, pf = X_up^T pa, spread over its modes by Y
-        for k in range(6):
-            pf[k] = 0.0
-            for l in range(6):
-                P[k, l] = 0.0
-        congruence_add(E[i], r[i], Ia, P, T)
-        xform_force_T_add(E[i], r[i], pa, pf)
-        mp = body[p, B_NM]
-        dp = 6 + mp
-        oip = body[p, B_I]
-        opp = body[p, B_P]
-        for k in range(6):
-            pA[opp + k] += pf[k]
-            for l in range(6):
-                IA[oip + k * dp + l] += P[k, l]
-        if mp == 0:
-            continue
-        oy = body[i, B_Y]
-        # Q = P Y, column l at Q[l]; the parent's coupling block row by row
-        for l in range(mp):
-            o = oy + 6 * l
-            y0 = Y[o]
-            y1 = Y[o + 1]
-            y2 = Y[o + 2]
-            y3 = Y[o + 3]
-            y4 = Y[o + 4]
-            y5 = Y[o + 5]
-            rl = oip + (6 + l) * dp
-            for k in range(6):
-                s = P[k, 0] * y0 + P[k, 1] * y1 + P[k, 2] * y2 + P[k, 3] * y3 + P[k, 4] * y4 + P[k, 5] * y5
-                Q[l, k] = s
-                IA[rl + k] += s
-            pA[opp + 6 + l] += y0 * pf[0] + y1 * pf[1] + y2 * pf[2] + y3 * pf[3] + y4 * pf[4] + y5 * pf[5]
-        for k in range(6):
-            rk = oip + k * dp + 6
-            for l in range(mp):
-                IA[rk + l] += Q[l, k]
-        for k in range(mp):
-            o = oy + 6 * k
-            y0 = Y[o]
-            y1 = Y[o + 1]
-            y2 = Y[o + 2]
-            y3 = Y[o + 3]
-            y4 = Y[o + 4]
-            y5 = Y[o + 5]
-            rk = oip + (6 + k) * dp + 6
-            for l in range(k, mp):
-                s = y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
-                IA[rk + l] += s
-                if l != k:
-                    IA[oip + (6 + l) * dp + 6 + k] += s
+        if p >= 0:
+            mp = body[p, B_NM]
+            if mp == FIXED_MODES:
+                _to_parent(body[i, B_Y], body[p, B_I], body[p, B_P], FIXED_MODES, IA, pA, Y, P, pf, Q)
+            else:
+                _to_parent(body[i, B_Y], body[p, B_I], body[p, B_P], mp, IA, pA, Y, P, pf, Q)
+    own[0] = 0.0        # the scratch's memory held to here
     return -1
 
 
@@ -813,12 +898,65 @@ def joint_velocity(S, qd, iv, nvi, out):
             out[k] += S[iv + d, k] * qd[iv + d]
 
 
+@njit(cache=True, inline="always")
+def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, a, qdd,
+                  tau_out, z, ap, ah):
+    """Pass 3's step at body i (m modes, nj passive joint velocities; the sizes are arguments so
+    that :func:`flexible_forward_pass2` can give them as constants)."""
+    p = parent[i]
+    oz = body[i, B_Z]
+    ou = 6 * oz
+    npas = nj + m
+    _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap)
+    xform_motion(E[i], r[i], ap, ah)
+    for k in range(6):
+        ah[k] += c[i, k]
+    if act:
+        for b in range(nvi):
+            w = qdd_in[iv + b]
+            qdd[iv + b] = w
+            for k in range(6):
+                ah[k] += S[iv + b, k] * w
+    for b in range(npas):
+        s = u[oz + b]
+        for k in range(6):
+            s -= U[ou + b * 6 + k] * ah[k]
+        z[b] = s
+    ldl_solve(L, body[i, B_L], npas, z)
+    for b in range(nj):
+        qdd[iv + b] = z[b]
+        for k in range(6):
+            ah[k] += S[iv + b, k] * z[b]
+    ie = body[i, B_IE]
+    for k in range(m):
+        qdd[nv + ie + k] = z[nj + k]
+    for k in range(6):
+        a[i, k] = ah[k]
+    if act and nvi > 0:
+        d = 6 + m
+        oi = body[i, B_I]
+        op = body[i, B_P]
+        for k in range(6):
+            s = pA[op + k]
+            for l in range(6):
+                s += IA[oi + k * d + l] * ah[l]
+            for l in range(m):
+                s += IA[oi + k * d + 6 + l] * qdd[nv + ie + l]
+            ap[k] = s
+        for b in range(nvi):
+            s = 0.0
+            for k in range(6):
+                s += S[iv + b, k] * ap[k]
+            tau_out[iv + b] = s
+
+
 @njit(cache=True)
 def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
                            a, qdd, tau_out):
     """Pass 3, outward from a0 = [0; -g]: accelerations a (rigid part, n x 6), qdd of the passive
     coordinates (D^-1 (u - U^T a')), the given ones copied; tau_out of the active joints
-    S^T (IA [a; eta_dd] + pA)."""
+    S^T (IA [a; eta_dd] + pA).  Bodies of FIXED_MODES modes on joints of FIXED_JOINT passive
+    velocities take the step compiled for those sizes."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, body, gravity = unowned(parent), unowned(idx_v), unowned(body), unowned(gravity)
     active, qdd_in, E, r, c, S = unowned(active), unowned(qdd_in), unowned(E), unowned(r), unowned(c), unowned(S)
@@ -826,61 +964,25 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
     qdd, tau_out = unowned(qdd), unowned(tau_out)
     n = parent.shape[0]
     nz = 6 + max(mmax, 0)
-    z = np.empty(nz)
-    ap = np.empty(6)
-    ah = np.empty(6)
+    # the scratch, as views of one array that count no references (see flexible_forward_pass1)
+    own = np.empty(12 + nz)
+    ap = raw_view(own, 0, (6,))
+    ah = raw_view(own, 6, (6,))
+    z = raw_view(own, 12, (nz,))
     hybrid = active.shape[0] > 0
     for i in range(n):
-        p = parent[i]
         m = body[i, B_NM]
-        oz = body[i, B_Z]
-        ou = 6 * oz
         iv = idx_v[i]
         nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
         act = hybrid and active[i]
         nj = 0 if act else nvi
-        npas = nj + m
-        _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap)
-        xform_motion(E[i], r[i], ap, ah)
-        for k in range(6):
-            ah[k] += c[i, k]
-        if act:
-            for b in range(nvi):
-                w = qdd_in[iv + b]
-                qdd[iv + b] = w
-                for k in range(6):
-                    ah[k] += S[iv + b, k] * w
-        for b in range(npas):
-            s = u[oz + b]
-            for k in range(6):
-                s -= U[ou + b * 6 + k] * ah[k]
-            z[b] = s
-        ldl_solve(L, body[i, B_L], npas, z)
-        for b in range(nj):
-            qdd[iv + b] = z[b]
-            for k in range(6):
-                ah[k] += S[iv + b, k] * z[b]
-        ie = body[i, B_IE]
-        for k in range(m):
-            qdd[nv + ie + k] = z[nj + k]
-        for k in range(6):
-            a[i, k] = ah[k]
-        if act and nvi > 0:
-            d = 6 + m
-            oi = body[i, B_I]
-            op = body[i, B_P]
-            for k in range(6):
-                s = pA[op + k]
-                for l in range(6):
-                    s += IA[oi + k * d + l] * ah[l]
-                for l in range(m):
-                    s += IA[oi + k * d + 6 + l] * qdd[nv + ie + l]
-                ap[k] = s
-            for b in range(nvi):
-                s = 0.0
-                for k in range(6):
-                    s += S[iv + b, k] * ap[k]
-                tau_out[iv + b] = s
+        if m == FIXED_MODES and nj == FIXED_JOINT:
+            _outward_body(i, FIXED_MODES, FIXED_JOINT, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, r, c, S,
+                          IA, pA, Y, U, u, L, a, qdd, tau_out, z, ap, ah)
+        else:
+            _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
+                          a, qdd, tau_out, z, ap, ah)
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)
@@ -916,9 +1018,15 @@ def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, 
 def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a):
     """Outward, after pass 1: the accelerations a_i = X_up (a_p + Y eta_dd_p) + S qdd_i + c_i and
     the body forces f_i = M_i [a_i; eta_dd_i] + b_i (written over pA)."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, body, gravity, qdd = unowned(parent), unowned(idx_v), unowned(body), unowned(gravity), unowned(qdd)
+    E, r, c, S, IA, pA = unowned(E), unowned(r), unowned(c), unowned(S), unowned(IA), unowned(pA)
+    Y, a = unowned(Y), unowned(a)
     n = parent.shape[0]
-    ap = np.empty(6)
-    ah = np.empty(6)
+    # the scratch, as views that count no references (see flexible_forward_pass1)
+    own = np.empty(12)
+    ap = raw_view(own, 0, (6,))
+    ah = raw_view(own, 6, (6,))
     for i in range(n):
         p = parent[i]
         iv = idx_v[i]
@@ -945,6 +1053,7 @@ def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA,
             for l in range(m):
                 s += IA[oi + k * d + 6 + l] * qdd[e0 + l]
             pA[op + k] = s
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)
@@ -952,8 +1061,12 @@ def flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau):
     """Inward, after :func:`flexible_rnea_outward`: tau = S_hat^T f_i and
     f_p += [1 | Y]^T X_up^T f_i[:6], so that pA[B_P(i):B_P(i) + 6] ends as the wrench joint i
     transmits to body i, in body i's frame."""
+    # the array arguments as views that count no references (see ``unowned``)
+    parent, idx_v, body, E, r, S = unowned(parent), unowned(idx_v), unowned(body), unowned(E), unowned(r), unowned(S)
+    pA, Y, tau = unowned(pA), unowned(Y), unowned(tau)
     n = parent.shape[0]
-    f6 = np.empty(6)
+    own = np.empty(6)       # f6 as a view that counts no references (see flexible_forward_pass1)
+    f6 = raw_view(own, 0, (6,))
     for i in range(n - 1, -1, -1):
         p = parent[i]
         iv = idx_v[i]
@@ -984,6 +1097,7 @@ def flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau):
                 for k in range(6):
                     s += Y[oy + 6 * l + k] * f6[k]
                 pA[opp + 6 + l] += s
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)

@@ -52,7 +52,7 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
                                            flexible_forward_pass2, flexible_pack, flexible_rnea_inward,
                                            flexible_rnea_outward, joint_velocity, ldl_solve, node_motion_add)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
-from ..algorithms.packed import unowned
+from ..algorithms.packed import raw_view, unowned
 from ..algorithms.primitives import cross_motion, xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
@@ -118,9 +118,15 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
     n = parent.shape[0]
     H = path_ptr.shape[0] - 1
     nz = dP.shape[1]
-    z = np.empty(nz)
-    col = np.empty(6)
-    f = np.empty(6)
+    # the scratch, as views of one array that count no references (they are passed to inlined
+    # steps, where views that count them cost atomic operations); ``own`` holds the memory and is
+    # used again at the end, so that it lives as long as the views
+    own = np.empty(18 + 2 * nz)
+    col = raw_view(own, 0, (6,))
+    f = raw_view(own, 6, (6,))
+    ah = raw_view(own, 12, (6,))
+    z = raw_view(own, 18, (nz,))
+    ed = raw_view(own, 18 + nz, (nz,))
     dead = np.zeros(6, dtype=np.bool_)
     for k in range(H):
         p0 = path_ptr[k]
@@ -215,8 +221,6 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                         for cc in range(6):
                             Lam[j, k, a, cc] -= w * dz[pk + t, b, cc]
     # beta_j: the acceleration of F_j at a_in = 0, g = 0, walking path j outward (pass 3's step)
-    ah = np.empty(6)
-    ed = np.empty(nz)
     for j in range(H):
         q0 = path_ptr[j]
         q1 = path_ptr[j + 1]
@@ -258,6 +262,7 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
             mprev = m
         for q in range(6):
             beta[j, q] = ah[q]
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)
@@ -301,11 +306,13 @@ def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
     parent, idx_v, body, E, r, S = unowned(parent), unowned(idx_v), unowned(body), unowned(E), unowned(r), unowned(S)
     Y, qd, v, c = unowned(Y), unowned(qd), unowned(v), unowned(c)
     n = parent.shape[0]
-    dv = np.empty((n, 6))
-    w = np.empty(6)
-    vJ = np.empty(6)
-    t1 = np.empty(6)
-    t2 = np.empty(6)
+    # the scratch, as views that count no references (see sensitivity_kernel)
+    own = np.empty(6 * n + 24)
+    w = raw_view(own, 0, (6,))
+    vJ = raw_view(own, 6, (6,))
+    t1 = raw_view(own, 12, (6,))
+    t2 = raw_view(own, 18, (6,))
+    dv = raw_view(own, 24, (n, 6))
     for i in range(n):
         p = parent[i]
         iv = idx_v[i]
@@ -332,6 +339,7 @@ def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
             xform_motion(E[i], r[i], t1, t2)
             for k in range(6):
                 c[i, k] += t2[k]
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 # ----------------------------------------------------------------------------- the augmented part
