@@ -8,7 +8,7 @@ import pytest
 
 import partree
 from partree.algorithms.flexible_dynamics import (_flexible_aba_reference, _flexible_hybrid_dynamics_reference,
-                                                   _flexible_rnea_reference, flexible_aba, flexible_crba,
+                                                   _flexible_rnea_reference, _outward, _S_hat, flexible_aba, flexible_crba,
                                                    flexible_hybrid_dynamics, flexible_rnea, flexible_state_size)
 from partree.algorithms.flexible_kernels import flexible_pack
 from partree.errors import PartreeInputError
@@ -186,10 +186,10 @@ def test_singular_and_wrong_sizes_are_refused():
         flexible_aba(bad, q, qd, np.zeros(qd.size))
 
 
-def test_pass1_mass_matrices_and_symmetric_IA(model):
-    """Pass 1 writes every body's M(eta) into IA (against partree.flexible.body_mass_matrix), and
-    IA stays symmetric through pass 2, the coupling of its modes to its rigid motion held twice and
-    the same to the bit (pass 2 reads it along the modes' rows, pass 3 along the rigid rows)."""
+def test_pass1_mass_matrices_and_pass2_articulated_inertias(model):
+    """Pass 1 writes every body's M(eta) into IA (against partree.flexible.body_mass_matrix),
+    symmetric; pass 2 turns the parts of IA that passes 2 and 3 read into the articulated
+    inertias (against the NumPy recursion's) and leaves the rest as pass 1 wrote it."""
     from partree.algorithms import flexible_kernels as fk
     from partree.flexible import body_mass_matrix
     q, qd = _state(model, np.random.default_rng(5))
@@ -208,7 +208,9 @@ def test_pass1_mass_matrices_and_symmetric_IA(model):
             o = int(pk.body[i, fk.B_I])
             yield i, nm, pk.IA[o:o + d * d].reshape(d, d)
 
+    first = {}
     for i, nm, M in blocks():
+        first[i] = M.copy()
         if nm:
             e = q[m.nq + pk.body[i, fk.B_IE]:][:nm]
             ref = body_mass_matrix(m.mass[i], m.com[i], m.I_com[i], m.flexible.bodies[i], e)
@@ -218,6 +220,21 @@ def test_pass1_mass_matrices_and_symmetric_IA(model):
     active = np.zeros(m.n, dtype=np.bool_)
     assert fk.flexible_backward_pass(m.parent, m.idx_v, m.nv, pk.body, pk.mmax, active, tau, np.zeros_like(tau), pk.E,
                                      pk.r, pk.c, pk.S, pk.IA, pk.pA, pk.Y, pk.U, pk.u, pk.L) == -1
+    # the articulated inertias as the NumPy recursion accumulates them (all coordinates passive)
+    bodies = _outward(m, q, qd)
+    art = [B.M.copy() for B in bodies]
+    for i in range(m.n - 1, -1, -1):
+        p = int(m.parent[i])
+        if p >= 0:
+            Sp = _S_hat(bodies[i])
+            U = art[i] @ Sp
+            Ia = art[i] - U @ np.linalg.solve(Sp.T @ U, U.T)
+            art[p] += bodies[i].T.T @ Ia[:6, :6] @ bodies[i].T
     for i, nm, M in blocks():
-        assert np.array_equal(M[6:, :6], M[:6, 6:].T)
-        assert _rel(M, M.T) < 1e-13
+        # pass 2 adds the children's terms to the rigid block and to the modal rows' parts it reads
+        # (below the rigid rows, the modal block's lower triangle); the blocks above keep M(eta)
+        low = np.tril(np.ones((6 + nm, 6 + nm), dtype=bool))
+        low[:6, :6] = True
+        assert _rel(np.where(low, M, 0.0), np.where(low, art[i], 0.0)) < 1e-10
+        assert np.array_equal(np.where(low, 0.0, M), np.where(low, 0.0, first[i]))
+        assert _rel(M[:6, :6], M[:6, :6].T) < 1e-13

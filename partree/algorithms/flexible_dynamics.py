@@ -547,8 +547,7 @@ def flexible_aba(model, q, qd, tau, f_ext=None):
     (``partree.algorithms.flexible_kernels``)."""
     q, qd = _state(model, q, qd)
     tau = _full_vector(model, tau, "tau")
-    return _compiled(model, q, qd, tau, np.zeros(model.n, dtype=np.bool_), np.zeros_like(tau),
-                     _loads(model, f_ext))[0]
+    return _compiled(model, q, qd, tau, _NONE_ACTIVE, tau, _loads(model, f_ext))[0]
 
 
 def flexible_hybrid_dynamics(model, q, qd, tau, qdd, active, f_ext=None):
@@ -583,6 +582,10 @@ def _full_vector(model, x, what):
 def _singular_articulated(i):
     return PartreeInputError(f"flexible dynamics: the articulated inertia of body {i} is singular along its "
                              f"passive coordinates")
+
+
+#: ``active`` of a call with no active joint (forward dynamics)
+_NONE_ACTIVE = np.zeros(0, dtype=np.bool_)
 
 
 def _compiled(model, q, qd, tau, active, qdd_given, loads=None):

@@ -251,7 +251,7 @@ def _node_kinematics(i, p, on, mp, nq, nv, body, E_tree, r_tree, nodes, q, qd, v
 
 @njit(cache=True, inline="always")
 def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, mass, com, I_com,
-                   q, qd, v, IA, pA, N, Gc, Gd):
+                   q, qd, v, IA, pA, N, Nf, Gc, Gd, Gdf):
     """Pass 1's step for flexible body i (m > 0 modes; an argument so that
     :func:`flexible_forward_pass1` can give it as a constant): its mass matrix M(eta) into IA and
     its velocity, elastic, damping and stiffening forces b into pA."""
@@ -274,7 +274,7 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
                 N[k, 3 * a + b] = xphi[ke + k, a, b]
     c0 = kinfo[kd, K_C]
     for t in range(c0, c0 + kinfo[kd, K_CN]):
-        N[sparse_i[t, 1], sparse_i[t, 2]] += q[e0 + sparse_i[t, 0]] * sparse_v[t]
+        Nf[9 * sparse_i[t, 1] + sparse_i[t, 2]] += q[e0 + sparse_i[t, 0]] * sparse_v[t]
     mi = mass[i]
     cx, cy, cz = com[i, 0], com[i, 1], com[i, 2]
     sv0 = mi * cx
@@ -337,7 +337,7 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
         Gd[k, 2] = 0.0
     xo = kinfo[kd, K_X]
     for t in range(xo, xo + kinfo[kd, K_XN]):
-        Gd[sparse_i[t, 1], sparse_i[t, 2]] += qd[d0 + sparse_i[t, 0]] * sparse_v[t]
+        Gdf[3 * sparse_i[t, 1] + sparse_i[t, 2]] += qd[d0 + sparse_i[t, 0]] * sparse_v[t]
     # J = tr(Y) 1 - Y, Jd = tr(Yd) 1 - Yd
     J00 = Y11 + Y22
     J11 = Y00 + Y22
@@ -510,8 +510,10 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     f = raw_view(own, 111, (6,))
     I6 = raw_view(own, 117, (6, 6))
     N = raw_view(own, 153, (mm, 9))
+    Nf = raw_view(own, 153, (9 * mm,))
     Gc = raw_view(own, 153 + 9 * mm, (mm, 3))
     Gd = raw_view(own, 153 + 12 * mm, (mm, 3))
+    Gdf = raw_view(own, 153 + 12 * mm, (3 * mm,))
     for i in range(n):
         if stage != 2:
             p = parent[i]
@@ -566,10 +568,10 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             continue
         if m == FIXED_MODES:
             _mass_and_bias(i, FIXED_MODES, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs,
-                           mass, com, I_com, q, qd, v, IA, pA, N, Gc, Gd)
+                           mass, com, I_com, q, qd, v, IA, pA, N, Nf, Gc, Gd, Gdf)
         else:
             _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, mass, com,
-                           I_com, q, qd, v, IA, pA, N, Gc, Gd)
+                           I_com, q, qd, v, IA, pA, N, Nf, Gc, Gd, Gdf)
     own[0] = 0.0        # the scratch's memory held to here
 
 
@@ -758,7 +760,9 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
 def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
     """Add a child's moved articulated inertia P and bias pf to its parent's IA and pA (at oip,
     opp; mp modes), spread over the parent's modes by the child's node map Y (at oy):
-    [1 | Y]^T P [1 | Y] and [1 | Y]^T pf."""
+    [1 | Y]^T P [1 | Y] and [1 | Y]^T pf.  Of the modal rows only the parts passes 2 and 3 read
+    get the terms: the coupling block below the rigid rows (rows 6.., columns 0..5) and the modal
+    block's lower triangle; the blocks above them keep pass 1's M(eta)."""
     dp = 6 + mp
     for k in range(6):
         pA[opp + k] += pf[k]
@@ -781,10 +785,7 @@ def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
             Q[l, k] = s
             IA[rl + k] += s
         pA[opp + 6 + l] += y0 * pf[0] + y1 * pf[1] + y2 * pf[2] + y3 * pf[3] + y4 * pf[4] + y5 * pf[5]
-    for k in range(6):
-        rk = oip + k * dp + 6
-        for l in range(mp):
-            IA[rk + l] += Q[l, k]
+    # Y^T Q on the modal block's lower triangle, column by column
     for k in range(mp):
         o = oy + 6 * k
         y0 = Y[o]
@@ -793,12 +794,9 @@ def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
         y3 = Y[o + 3]
         y4 = Y[o + 4]
         y5 = Y[o + 5]
-        rk = oip + (6 + k) * dp + 6
+        ck = oip + 6 * dp + 6 + k
         for l in range(k, mp):
-            s = y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
-            IA[rk + l] += s
-            if l != k:
-                IA[oip + (6 + l) * dp + 6 + k] += s
+            IA[ck + l * dp] += y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
 
 
 @njit(cache=True)
@@ -808,8 +806,9 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
     whose D is not positive definite.
 
     D's lower triangle is formed in L and factored there row by row; the modes' rows of U and D
-    are read along IA's rows (IA is kept symmetric, both triangles); Ia = IA6 - W^T W is formed
-    on its upper triangle and mirrored.  Bodies of FIXED_MODES modes on joints of FIXED_JOINT
+    are read along IA's rows, below its rigid rows and on the modal block's lower triangle,
+    the parts of IA the children's terms are added to (:func:`_to_parent`); Ia = IA6 - W^T W is
+    formed on its upper triangle and mirrored.  Bodies of FIXED_MODES modes on joints of FIXED_JOINT
     passive velocities take the step compiled for those sizes."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, body, active, tau = unowned(parent), unowned(idx_v), unowned(body), unowned(active), unowned(tau)
@@ -941,7 +940,7 @@ def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, 
             for l in range(6):
                 s += IA[oi + k * d + l] * ah[l]
             for l in range(m):
-                s += IA[oi + k * d + 6 + l] * qdd[nv + ie + l]
+                s += IA[oi + (6 + l) * d + k] * qdd[nv + ie + l]
             ap[k] = s
         for b in range(nvi):
             s = 0.0
@@ -1266,18 +1265,23 @@ def load_arrays(loads):
 
 def flexible_articulated(model, q, qd, tau, active, qdd_in, loads=None):
     """Run :func:`flexible_articulated_kernel` on checked, contiguous full-state arrays.
-    ``active`` (n,) bool; ``qdd_in`` and ``tau`` (nv + ne,); ``loads`` the external loads
-    (:func:`load_arrays`).  Returns (code, qdd, tau_out)."""
+    ``active`` (n,) bool, or (0,) for none (forward dynamics: ``qdd_in`` is not read); ``qdd_in``
+    and ``tau`` (nv + ne,); ``loads`` the external loads (:func:`load_arrays`).  Returns (code,
+    qdd, tau_out), tau_out None where no joint is active (tau unchanged)."""
     pk = flexible_pack(model)
-    qdd = qdd_in.copy()
-    tau_out = tau.copy()
+    if active.shape[0]:
+        qdd = qdd_in.copy()
+        tau_out = tau.copy()
+    else:       # every coordinate's qdd is computed, and no force: nothing to copy
+        qdd = np.empty_like(tau)
+        tau_out = tau
     bad = flexible_articulated_kernel(
         model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree, model.mass, model.com,
         model.I_com, model.idx_q, model.idx_v, model.nq, model.nv, pk.body, pk.kinfo, pk.first, pk.xphi,
         pk.sparse_i, pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
         q, qd, tau, active, qdd_in, *load_arrays(loads), pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y,
         pk.U, pk.u, pk.L, qdd, tau_out)
-    return bad, qdd, tau_out
+    return bad, qdd, (tau_out if active.shape[0] else None)
 
 
 def flexible_inverse(model, q, qd, qdd, loads=None):

@@ -28,7 +28,9 @@ workspace arrays, and the peak resident set size of the process.  The kernels ar
 core).
 """
 import argparse
+import copy
 import importlib.util
+import inspect
 import json
 import os
 import resource
@@ -108,31 +110,47 @@ def load_kernels(path):
     return mod
 
 
-def passes(m, q, qd, tau, repeat, mods=(fk,)):
+def pass_arguments(func, m, pk, values):
+    """The arguments of the pass ``func`` (a compiled kernel of a flexible kernels module) by
+    name: from ``values``, else the pack ``pk``, else the model ``m`` (so that a copy of the
+    module with another pack layout gets its own arrays)."""
+    out = []
+    for name, par in inspect.signature(func.py_func).parameters.items():
+        if name in values:
+            out.append(values[name])
+        elif hasattr(pk, name):
+            out.append(getattr(pk, name))
+        elif hasattr(m, name):
+            out.append(getattr(m, name))
+        elif par.default is inspect.Parameter.empty:
+            raise ValueError(f"{func.__name__}: no value for its argument {name!r}")
+        else:
+            break       # the defaults from here on
+    return tuple(out)
+
+
+def passes(models, q, qd, tau, repeat, mods=(fk,)):
     """Best time of each pass of the flexible kernel alone, per module of ``mods`` (their rounds
-    alternated)."""
-    pk = fk.flexible_pack(m)
-    active = np.zeros(m.n, dtype=np.bool_)
-    zero = np.zeros_like(tau)
-    args1 = (m.parent, m.jtype, m.axis, m.axis2, m.E_tree, m.r_tree, m.mass, m.com, m.I_com, m.idx_q, m.idx_v,
-             m.nq, m.nv, pk.body, pk.kinfo, pk.first, pk.xphi, pk.sparse_i, pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs,
-             pk.nodes, pk.mmax, q, qd, pk.E, pk.r, pk.v, pk.c, pk.S, pk.IA, pk.pA, pk.Y)
-    args2 = (m.parent, m.idx_v, m.nv, pk.body, pk.mmax, active, tau, zero, pk.E, pk.r, pk.c, pk.S, pk.IA, pk.pA,
-             pk.Y, pk.U, pk.u, pk.L)
-    qdd, tau_out = zero.copy(), tau.copy()
-    args3 = (m.parent, m.idx_v, m.nv, pk.body, pk.mmax, m.gravity, active, zero, pk.E, pk.r, pk.c, pk.S, pk.IA,
-             pk.pA, pk.Y, pk.U, pk.u, pk.L, pk.a, qdd, tau_out)
+    alternated), each on its own copy of the model in ``models`` (its pack kept there)."""
+    calls = []
+    for mod, m in zip(mods, models):
+        pk = mod.flexible_pack(m)
+        zero = np.zeros_like(tau)
+        values = {"q": q, "qd": qd, "tau": tau, "active": np.zeros(m.n, dtype=np.bool_), "qdd_in": zero,
+                  "qdd": zero.copy(), "tau_out": tau.copy()}
+        calls.append([(f, pass_arguments(f, m, pk, values)) for f in
+                      (mod.flexible_forward_pass1, mod.flexible_backward_pass, mod.flexible_forward_pass2)])
     names = ("pass 1 (kinematics, M, b)", "pass 2 (inward)", "pass 3 (outward)")
     best = [dict.fromkeys(names, np.inf) for _ in mods]
     for rnd in range(repeat + 1):
         for j in (range(len(mods)) if rnd % 2 == 0 else range(len(mods) - 1, -1, -1)):
-            mod = mods[j]
+            (f1, a1), (f2, a2), (f3, a3) = calls[j]
             t = time.perf_counter()
-            mod.flexible_forward_pass1(*args1)
+            f1(*a1)
             t1 = time.perf_counter()
-            mod.flexible_backward_pass(*args2)
+            f2(*a2)
             t2 = time.perf_counter()
-            mod.flexible_forward_pass2(*args3)
+            f3(*a3)
             t3 = time.perf_counter()
             for k, dt in zip(names, (t1 - t, t2 - t1, t3 - t2)):
                 best[j][k] = min(best[j][k], dt)
@@ -150,8 +168,11 @@ def bench(n, shape, modes, repeat, seed, want_passes, base=None):
     calls = {"flexible": lambda: flexible_aba(flex, q, qd, tau),
              "rigid": lambda: partree.aba(rigid, qr, qdr, taur, data=data)}
     if base is not None:
+        # the baseline on its own copy of the model, which keeps the baseline's pack
+        flex_b = copy.copy(flex)
+        flex_b.__dict__.pop("_flexible_pack", None)
         no_active, zero = np.zeros(0, dtype=np.bool_), np.zeros_like(tau)
-        calls["baseline"] = lambda: base.flexible_articulated(flex, q, qd, tau, no_active, zero)[1]
+        calls["baseline"] = lambda: base.flexible_articulated(flex_b, q, qd, tau, no_active, zero)[1]
     t0 = time.perf_counter()
     for f in calls.values():
         f()
@@ -175,8 +196,8 @@ def bench(n, shape, modes, repeat, seed, want_passes, base=None):
                    baseline_ratio=best["baseline"] / best["rigid"], speedup=best["baseline"] / best["flexible"],
                    baseline_difference=float(np.abs(qb - qf).max() / np.abs(qb).max()))
     if want_passes:
-        mods = (fk,) if base is None else (fk, base)
-        res = passes(flex, q, qd, tau, repeat, mods)
+        mods, models = ((fk,), (flex,)) if base is None else ((fk, base), (flex, flex_b))
+        res = passes(models, q, qd, tau, repeat, mods)
         out["passes_ns_per_body"] = {k: 1e9 * v / n for k, v in res[0].items()}
         if base is not None:
             out["baseline_passes_ns_per_body"] = {k: 1e9 * v / n for k, v in res[1].items()}
