@@ -96,7 +96,7 @@ from ..algorithms.primitives import (body_force, congruence_add, cross_force, cr
                                    inertia_times, xform_force_T_add, xform_motion)
 from ..algorithms.aba import aba_forward_pass2, articulated_project
 from ..algorithms.linalg import spd_inverse
-from ..algorithms.packed import unowned
+from ..algorithms.packed import raw_view, unowned
 from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.momentum_rhs import body_wrench_pass, momentum_rate_pass, subtree_sum_pass
 from ..joints import FIXED, PRISMATIC, REVOLUTE, joint_kinematics, joint_kinematics_at
@@ -158,10 +158,14 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
     qd, kbod, kslot, slot, handles = unowned(qd), unowned(kbod), unowned(kslot), unowned(slot), unowned(handles)
     E, r, S, cJb, vJb, TEb = unowned(E), unowned(r), unowned(S), unowned(cJb), unowned(vJb), unowned(TEb)
     Trb, vrb, TE, Tr, vrel = unowned(Trb), unowned(vrb), unowned(TE), unowned(Tr), unowned(vrel)
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    cJ = np.empty(6)
-    vJ = np.empty(6)
+    # the scratch, as views of one array that count no references (passed to inlined steps per
+    # body, or rebound per body, views that count them cost atomic operations); ``own`` holds
+    # the memory and is used again at the end, so that it lives as long as the views
+    own = np.empty(30)
+    R = raw_view(own, 0, (3, 3))
+    R2 = raw_view(own, 9, (3, 3))
+    cJ = raw_view(own, 18, (6,))
+    vJ = raw_view(own, 24, (6,))
     prev = -1
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = (0.0, 0.0, 0.0)
@@ -243,6 +247,7 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
                 TE[k, a, b] = TEb[si, a, b] if with_T else (1.0 if a == b else 0.0)
         for j in range(6):
             vrel[k, j] = vrb[si if with_T else handles[k], j]
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)
@@ -267,12 +272,14 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
     prev = -1
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = (0.0, 0.0, 0.0)
-    R = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    h = np.empty(6)
-    tmp = np.empty(6)
-    cJ = np.empty(6)
-    vJ = np.empty(6)
+    # the scratch, as views that count no references (see velocity_kernel)
+    own = np.empty(42)
+    R = raw_view(own, 0, (3, 3))
+    R2 = raw_view(own, 9, (3, 3))
+    h = raw_view(own, 18, (6,))
+    tmp = raw_view(own, 24, (6,))
+    cJ = raw_view(own, 30, (6,))
+    vJ = raw_view(own, 36, (6,))
     for i in range(n):
         iv = idx_v[i]
         si = kslot[i]
@@ -337,6 +344,7 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
                 A, t = _compose_T(_rot(E, i), _vec3(r, i), A, t)
             _store_T(TEb, Trb, slot[i], A, t)
             prev = i
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)
@@ -379,13 +387,15 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     Psi, Lam, beta = unowned(Psi), unowned(Lam), unowned(beta)
     n = parent.shape[0]
     nvt = S.shape[0]
-    T = np.empty((6, 6))
-    Ia = np.empty((6, 6))
-    Ibuf = np.empty((6, 6))    # IA_i of a body no child hands or adds an inertia to
-    Cb = np.empty((6, 6))      # X^T Ia X handed from body i to its parent i - 1
-    D = np.empty((6, 6))
-    tmp = np.empty(6)
-    pa = np.empty(6)
+    # the scratch, as views that count no references (see velocity_kernel)
+    own = np.empty(192)
+    T = raw_view(own, 0, (6, 6))
+    Ia = raw_view(own, 36, (6, 6))
+    Ibuf = raw_view(own, 72, (6, 6))    # IA_i of a body no child hands or adds an inertia to
+    Cb = raw_view(own, 108, (6, 6))     # X^T Ia X handed from body i to its parent i - 1
+    D = raw_view(own, 144, (6, 6))
+    tmp = raw_view(own, 180, (6,))
+    pa = raw_view(own, 186, (6,))
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
            v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA, bias)
     # pass 2 (ABA's, written out; the part's root also forms Ia, pa: its boundary relation)
@@ -492,6 +502,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
             xform_force_T_add(E[i], r[i], pa, m0)
     _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, Yst, ylo, S, c, U, Dinv, u, G,
                    Kt, Psi, Lam, beta)
+    own[0] = 0.0        # the scratch's memory held to here
     return -1
 
 
@@ -720,16 +731,20 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
                    Kt, Psi, Lam, beta):
     """The handle-path walk of ``reduce_kernel`` (see there)."""
     H = path_ptr.shape[0] - 1
-    Gc = np.empty((6, 6))
-    Y = np.empty((6, 6))
-    Wj = np.empty((6, 6))
-    Lc = np.empty((6, 6))
-    St = np.empty((6, 6))      # S~ rows (frame 0)
-    Ut = np.empty((6, 6))      # (U Dinv)~ rows (frame 0)
-    bt = np.empty(6)
-    es = np.zeros(6)
-    h = np.empty(6)
-    tmp = np.empty(6)
+    # the scratch, as views that count no references (see velocity_kernel)
+    own = np.empty(240)
+    Gc = raw_view(own, 0, (6, 6))
+    Y = raw_view(own, 36, (6, 6))
+    Wj = raw_view(own, 72, (6, 6))
+    Lc = raw_view(own, 108, (6, 6))
+    St = raw_view(own, 144, (6, 6))     # S~ rows (frame 0)
+    Ut = raw_view(own, 180, (6, 6))     # (U Dinv)~ rows (frame 0)
+    bt = raw_view(own, 216, (6,))
+    es = raw_view(own, 222, (6,))
+    h = raw_view(own, 228, (6,))
+    tmp = raw_view(own, 234, (6,))
+    for k in range(6):
+        es[k] = 0.0
     # sensitivities of pA (frame 0) to the handle wrenches, walking each path from the handle up
     # to the root: G~ = T_h^T at the handle, G~ <- L~_i G~ at each path body (a rank-nv update).
     # On the way (reciprocity: motion transfer body -> handle = G~^T):
@@ -860,6 +875,7 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
             for k in range(6):
                 for l in range(6):
                     Lam[kh, j, l, k] = Lam[j, kh, k, l]
+    own[0] = 0.0        # the scratch's memory held to here
 
 
 
