@@ -46,7 +46,7 @@ from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, Lo
                                                 loop_wrench_kernel, solve_eliminated_in)
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
-from ..algorithms.packed import unowned
+from ..algorithms.packed import raw_view, unowned
 from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..loops import LoopSet
@@ -374,30 +374,48 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     H = handles.shape[0]
     nc = 6 * H
     ns = pbod.shape[0]
-    Ia = np.empty((6, 6))
-    pa = np.empty(6)
-    tmp = np.empty(6)
-    T6 = np.empty((6, 6))
-    col6 = np.empty(6)
-    out6 = np.empty(6)
-    dg = np.empty((6, max(nc, 1)))
     # the eliminations' scratch, sized for the path nodes' and the world's rows
     zm = max(1, wrows[n] - prow[n])
     pm = max(1, prow[n])
     for s in range(ns):
         zm = max(zm, wrows[pbod[s]] - prow[pbod[s]])
         pm = max(pm, prow[pbod[s]])
-    Wb = np.empty((zm, 6 + pm + max(nc, 1)))
-    acc = np.empty(max(nc, 1))
-    hz = np.empty(zm)
-    sd = np.empty(max(nc, 6))
-    # Lam, accumulated inward: each pivot the walk eliminates adds its columns' outer product
-    # (the loops' rows Wl, nw of them, are summed in one product at the end)
-    Ls = np.zeros((max(nc, 1), max(nc, 1)))
     nwmax = rank[n]
     for s in range(ns):
         nwmax += rank[pbod[s]]
-    Wl = np.empty((max(nwmax, 1), max(nc, 1)))
+    c1 = max(nc, 1)
+    w1 = max(nwmax, 1)
+    # the scratch, as views of one array that count no references (passed to inlined steps per
+    # path body, views that count them cost atomic operations); ``own`` holds the memory and is
+    # used again at the end, so that it lives as long as the views
+    own = np.empty(108 + 6 * c1 + zm * (6 + pm + c1) + c1 + zm + max(nc, 6) + c1 * c1 + w1 * c1)
+    Ia = raw_view(own, 0, (6, 6))
+    T6 = raw_view(own, 36, (6, 6))
+    pa = raw_view(own, 72, (6,))
+    tmp = raw_view(own, 78, (6,))
+    col6 = raw_view(own, 84, (6,))
+    out6 = raw_view(own, 90, (6,))
+    ab = raw_view(own, 96, (6,))
+    hq = raw_view(own, 102, (6,))
+    o = 108
+    dg = raw_view(own, o, (6, c1))
+    o += 6 * c1
+    Wb = raw_view(own, o, (zm, 6 + pm + c1))
+    o += zm * (6 + pm + c1)
+    acc = raw_view(own, o, (c1,))
+    o += c1
+    hz = raw_view(own, o, (zm,))
+    o += zm
+    sd = raw_view(own, o, (max(nc, 6),))
+    o += max(nc, 6)
+    # Lam, accumulated inward: each pivot the walk eliminates adds its columns' outer product
+    # (the loops' rows Wl, nw of them, are summed in one product at the end)
+    Ls = raw_view(own, o, (c1, c1))
+    o += c1 * c1
+    for a in range(c1):
+        for b in range(c1):
+            Ls[a, b] = 0.0
+    Wl = raw_view(own, o, (w1, c1))
     nw = 0
     for s in range(ns):
         for k in range(6):
@@ -593,12 +611,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         return
     # ---- outward along the paths, g = 0: the accelerations' constant part (with a_in = a0 for a
     # part hanging from the base, else 0), which gives beta
-    ab = np.zeros(6)
-    if top:
-        for k in range(6):
-            ab[k] = a0[k]
+    for k in range(6):
+        ab[k] = a0[k] if top else 0.0
     solve_eliminated_in(n, ab, lamc, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
-    hq = np.empty(6)
     for s_ in range(ns):
         x = pbod[s_]
         si = slot[x]
@@ -637,3 +652,4 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         for b in range(nc):
             # (Ls is symmetric up to rounding; its upper triangle is taken)
             Lam[a // 6, b // 6, a % 6, b % 6] = Ls[min(a, b), max(a, b)]
+    own[0] = 0.0        # the scratch's memory held to here
