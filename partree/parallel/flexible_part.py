@@ -48,12 +48,13 @@ from numba import njit
 from .. import checks
 from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
-                                           flexible_apply_loads, flexible_backward_pass, flexible_forward_pass1,
-                                           flexible_forward_pass2, flexible_pack, flexible_rnea_inward,
-                                           flexible_rnea_outward, joint_velocity, ldl_solve, node_motion_add)
+                                           FIXED_JOINT, FIXED_MODES, flexible_apply_loads, flexible_backward_pass,
+                                           flexible_forward_pass1, flexible_forward_pass2, flexible_pack,
+                                           flexible_rnea_inward, flexible_rnea_outward, joint_velocity, ldl_solve,
+                                           node_motion_add)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.packed import raw_view, unowned
-from ..algorithms.primitives import cross_motion, xform_force_T_add, xform_motion
+from ..algorithms.primitives import cross_motion, force_cols_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
 from .part import Workspace, _paths, fast_index, index_ranges, local_parents
@@ -93,6 +94,63 @@ def compose_transforms(parent, E, r, TE, Tr):
                 TE[i, a, b] = E[i, a, 0] * TE[p, 0, b] + E[i, a, 1] * TE[p, 1, b] + E[i, a, 2] * TE[p, 2, b]
 
 
+@njit(cache=True, inline="always")
+def _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6):
+    """The sensitivity walk's step at path position t (body i, m modes, nj passive joint
+    velocities; the sizes are arguments so that :func:`sensitivity_kernel` can give them as
+    constants): the six columns of dP[t] to du[t], dz[t] and the force they pass on, F6."""
+    npas = nj + m
+    # the six columns at once (a dead column's entries are zeros, and stay zeros):
+    # du = -S_hat^T dP, dz = D^-1 du (forward, then backward substitution with L), and
+    # the force the columns pass on, X^T (dP + U dz)
+    ou = 6 * body[i, B_Z]
+    ol = body[i, B_L]
+    for b in range(nj):
+        for cc in range(6):
+            s = 0.0
+            for q in range(6):
+                s += S[iv + b, q] * dP[t, q, cc]
+            du[t, b, cc] = -s
+    for l in range(m):
+        for cc in range(6):
+            du[t, nj + l, cc] = -dP[t, 6 + l, cc]
+    for b in range(npas):
+        rb = ol + b * npas
+        for cc in range(6):
+            zc[cc] = du[t, b, cc]
+        for j in range(b):
+            f0 = L[rb + j]
+            for cc in range(6):
+                zc[cc] -= f0 * Z[j, cc]
+        f0 = L[rb + b]
+        for cc in range(6):
+            Z[b, cc] = zc[cc] * f0
+    for b in range(npas - 1, -1, -1):
+        for cc in range(6):
+            zc[cc] = Z[b, cc]
+        for j in range(b + 1, npas):
+            f0 = L[ol + j * npas + b]
+            for cc in range(6):
+                zc[cc] -= f0 * Z[j, cc]
+        f0 = L[ol + b * npas + b]
+        for cc in range(6):
+            Z[b, cc] = zc[cc] * f0
+            dz[t, b, cc] = Z[b, cc]
+    for q in range(6):
+        for cc in range(6):
+            zc[cc] = dP[t, q, cc]
+        for b in range(npas):
+            f0 = U[ou + b * 6 + q]
+            for cc in range(6):
+                zc[cc] += f0 * Z[b, cc]
+        for cc in range(6):
+            C6[q, cc] = zc[cc]
+    for q in range(6):
+        for cc in range(6):
+            F6[q, cc] = 0.0
+    force_cols_T_add(E[i], r[i], C6, F6, 6)
+
+
 @njit(cache=True)
 def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, path_ptr, path_idx,
                        cp, dP, du, dz, Kt, Lam, beta, live):
@@ -121,12 +179,15 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
     # the scratch, as views of one array that count no references (they are passed to inlined
     # steps, where views that count them cost atomic operations); ``own`` holds the memory and is
     # used again at the end, so that it lives as long as the views
-    own = np.empty(18 + 2 * nz)
+    own = np.empty(96 + 8 * nz)
     col = raw_view(own, 0, (6,))
-    f = raw_view(own, 6, (6,))
+    zc = raw_view(own, 6, (6,))
     ah = raw_view(own, 12, (6,))
-    z = raw_view(own, 18, (nz,))
-    ed = raw_view(own, 18 + nz, (nz,))
+    C6 = raw_view(own, 24, (6, 6))
+    F6 = raw_view(own, 60, (6, 6))
+    z = raw_view(own, 96, (nz,))
+    ed = raw_view(own, 96 + nz, (nz,))
+    Z = raw_view(own, 96 + 2 * nz, (nz, 6))
     dead = np.zeros(6, dtype=np.bool_)
     for k in range(H):
         p0 = path_ptr[k]
@@ -146,61 +207,41 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                 break
             i = path_idx[t]
             m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
-            ou = 6 * body[i, B_Z]
-            ol = body[i, B_L]
+            if m == FIXED_MODES and nj == FIXED_JOINT:
+                _walk_columns(t, i, iv, FIXED_MODES, FIXED_JOINT, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6)
+            else:
+                _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6)
+            if t == p0:
+                for q in range(6):
+                    for cc in range(6):
+                        Kt[k, q, cc] = 0.0 if dead[cc] else F6[q, cc]
+                continue
+            mp = body[parent[i], B_NM]
+            node = body[i, B_NODE] >= 0
+            oy = body[i, B_Y]
+            for q in range(6):
+                for cc in range(6):
+                    dP[t - 1, q, cc] = F6[q, cc]
+            for l in range(mp):
+                for cc in range(6):
+                    zc[cc] = 0.0
+                if node:
+                    for q in range(6):
+                        f0 = Y[oy + 6 * l + q]
+                        for cc in range(6):
+                            zc[cc] += f0 * F6[q, cc]
+                for cc in range(6):
+                    dP[t - 1, 6 + l, cc] = zc[cc]
             for cc in range(6):
                 if dead[cc]:
-                    for b in range(npas):
-                        du[t, b, cc] = 0.0
-                        dz[t, b, cc] = 0.0
-                    if t == p0:
-                        for q in range(6):
-                            Kt[k, q, cc] = 0.0
-                    else:
-                        for a in range(6 + body[parent[i], B_NM]):
-                            dP[t - 1, a, cc] = 0.0
                     continue
-                for b in range(nj):
-                    s = 0.0
-                    for q in range(6):
-                        s += S[iv + b, q] * dP[t, q, cc]
-                    du[t, b, cc] = -s
-                for l in range(m):
-                    du[t, nj + l, cc] = -dP[t, 6 + l, cc]
-                for b in range(npas):
-                    z[b] = du[t, b, cc]
-                ldl_solve(L, ol, npas, z)
-                for b in range(npas):
-                    dz[t, b, cc] = z[b]
-                for q in range(6):
-                    s = dP[t, q, cc]
-                    for b in range(npas):
-                        s += U[ou + b * 6 + q] * z[b]
-                    col[q] = s
-                for q in range(6):
-                    f[q] = 0.0
-                xform_force_T_add(E[i], r[i], col, f)
-                if t == p0:
-                    for q in range(6):
-                        Kt[k, q, cc] = f[q]
-                    continue
-                for q in range(6):
-                    dP[t - 1, q, cc] = f[q]
-                mp = body[parent[i], B_NM]
-                node = body[i, B_NODE] >= 0
-                oy = body[i, B_Y]
                 big = 0.0
-                for q in range(6):
-                    big = max(big, abs(f[q]))
-                for l in range(mp):
-                    s = 0.0
-                    if node:
-                        for q in range(6):
-                            s += Y[oy + 6 * l + q] * f[q]
-                    dP[t - 1, 6 + l, cc] = s
-                    big = max(big, abs(s))
+                for a in range(6 + mp):
+                    big = max(big, abs(dP[t - 1, a, cc]))
                 if big < SENSITIVITY_FLOOR:
                     dead[cc] = True
+            for cc in range(6):
+                if dead[cc]:
                     for a in range(6 + mp):
                         dP[t - 1, a, cc] = 0.0
     # Lam_jk = -J_j M^-1 J_k^T through the elimination: the sum over the bodies the two paths

@@ -47,7 +47,8 @@ from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, Lo
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
 from ..algorithms.packed import raw_view, unowned
-from ..algorithms.primitives import congruence_add, inertia_from_compact, xform_force_T_add, xform_motion
+from ..algorithms.primitives import (congruence_add, force_cols_T_add, inertia_from_compact, xform_force_T_add,
+                                     xform_motion)
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
@@ -302,29 +303,6 @@ def rigid_inertias(mass, com, I_com, IA):
     """IA[i] = body i's spatial inertia about its origin."""
     for i in range(mass.shape[0]):
         inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
-
-
-@njit(cache=True, inline="always")
-def force_cols_T_add(E, r, f, out, ncol):
-    """out[:, cc] += X^T f[:, cc] for the first ncol columns: ``xform_force_T_add``'s arithmetic on
-    each, written out so that the loop over the (independent) columns vectorises."""
-    e00, e01, e02 = E[0, 0], E[0, 1], E[0, 2]
-    e10, e11, e12 = E[1, 0], E[1, 1], E[1, 2]
-    e20, e21, e22 = E[2, 0], E[2, 1], E[2, 2]
-    r0, r1, r2 = r[0], r[1], r[2]
-    for cc in range(ncol):
-        n0 = e00 * f[0, cc] + e10 * f[1, cc] + e20 * f[2, cc]
-        n1 = e01 * f[0, cc] + e11 * f[1, cc] + e21 * f[2, cc]
-        n2 = e02 * f[0, cc] + e12 * f[1, cc] + e22 * f[2, cc]
-        g0 = e00 * f[3, cc] + e10 * f[4, cc] + e20 * f[5, cc]
-        g1 = e01 * f[3, cc] + e11 * f[4, cc] + e21 * f[5, cc]
-        g2 = e02 * f[3, cc] + e12 * f[4, cc] + e22 * f[5, cc]
-        out[0, cc] += n0 + r1 * g2 - r2 * g1
-        out[1, cc] += n1 + r2 * g0 - r0 * g2
-        out[2, cc] += n2 + r0 * g1 - r1 * g0
-        out[3, cc] += g0
-        out[4, cc] += g1
-        out[5, cc] += g2
 
 
 @njit(cache=True, inline="always")
