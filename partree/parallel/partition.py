@@ -969,7 +969,12 @@ def cap_handles(model, pt, max_handles=MAX_HANDLES, units=None, path_weight=0.0)
 #: way up) and the 3-D chain's (whose walk stops after a few thousand bodies), so that both are
 #: balanced on 2 ranks; ``python scripts/benchmarks/bench_parallel.py --profile SPEC r2 7`` measures
 #: it, and docs/parallel-engine.md gives the figures.
-PATH_WEIGHT = 0.12
+PATH_WEIGHT = 0.16
+
+#: the path weight of a model with flexible bodies: its parts' walk is dearer than a rigid one's,
+#: but the lower part of a chain waits for the upper one's kinematics, and on 2 ranks a larger
+#: weight measured slower (docs/parallel-engine.md, "Weights")
+FLEXIBLE_PATH_WEIGHT = 0.12
 
 
 #: the path weight of a model with closed loops (:func:`loop_path_weight`): a path body of a part
@@ -997,9 +1002,14 @@ def make_partition(model, parts, path_weight=PATH_WEIGHT, nranks=None):
     with ``nranks`` the partition balanced over that many ranks (``partition_for_ranks``: at least
     nranks parts, and one per tree of a forest, more where equal parts cannot even the ranks
     out).  The default ``path_weight``
-    is :func:`loop_path_weight` for a model with closed loops."""
-    if path_weight == PATH_WEIGHT and len(getattr(model, "loops", ())):
-        path_weight = loop_path_weight(model)
+    is :func:`loop_path_weight` for a model with closed loops, FLEXIBLE_PATH_WEIGHT for one with
+    flexible bodies."""
+    if path_weight == PATH_WEIGHT:
+        fl = getattr(model, "flexible", None)
+        if len(getattr(model, "loops", ())):
+            path_weight = loop_path_weight(model)
+        elif fl is not None and np.any(np.asarray(fl.nmodes) > 0):
+            path_weight = FLEXIBLE_PATH_WEIGHT
     if isinstance(parts, Partition):
         if parts.n != model.n:
             raise PartreeInputError(f"the partition is for {parts.n} bodies, the model has {model.n}")

@@ -69,6 +69,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--wait", default="yield", help="the engines' waits to time, comma separated: yield, spin "
                                                     "(MPIEngine's wait=)")
+    ap.add_argument("--path-weight", default="", help="the partitioner's path weights to time, comma separated "
+                                                      "(MPIEngine's path_weight=; default: the engine's)")
     a = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     for shape in a.shapes.split(","):
@@ -78,8 +80,10 @@ def main(argv=None):
         q = np.concatenate((model.random_configuration(rng), 1e-3 * rng.normal(size=nq - model.nq)))
         qd = np.concatenate((model.random_velocity(rng), 1e-2 * rng.normal(size=nv - model.nv)))
         tau = rng.normal(size=nv)
-        waits = a.wait.split(",")
-        engines = [MPIEngine(model, comm=comm, wait=w) for w in waits]
+        pws = [float(x) for x in a.path_weight.split(",")] if a.path_weight else [None]
+        combos = [(w, pw) for w in a.wait.split(",") for pw in pws]
+        engines = [MPIEngine(model, comm=comm, wait=w) if pw is None else
+                   MPIEngine(model, comm=comm, wait=w, path_weight=pw) for w, pw in combos]
         ref = flexible_aba(model, q, qd, tau) if comm.rank == 0 else None
         # per engine: qdd gathered on rank 0, then qdd left on the ranks (as `partree bench` times
         # the engine, and as a distributed simulation uses it)
@@ -89,12 +93,13 @@ def main(argv=None):
                     lambda e=e: e.forward_dynamics(q, qd, tau, gather=False)]
         times, outs = side_by_side(fns, a.repeat, comm)
         ts = times[0]
-        for j, (w, eng) in enumerate(zip(waits, engines)):
+        for j, ((w, pw), eng) in enumerate(zip(combos, engines)):
             te, tl, got = times[1 + 2 * j], times[2 + 2 * j], outs[1 + 2 * j]
             if comm.rank != 0:
                 continue
             ratios = ts / te
             print(json.dumps({"shape": shape, "n": a.n, "modes": a.modes, "ranks": comm.size, "wait": w,
+                              "path_weight": pw,
                               "serial_s": round(float(ts.min()), 5), "engine_s": round(float(te.min()), 5),
                               "speedup": round(float(ts.min() / te.min()), 3),
                               "engine_local_s": round(float(tl.min()), 5),
