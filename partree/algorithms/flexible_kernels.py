@@ -757,6 +757,12 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
 
 
 @njit(cache=True, inline="always")
+def _y_column(Y, o):
+    """The six entries of a node map's column at Y[o:o + 6], as scalars."""
+    return Y[o], Y[o + 1], Y[o + 2], Y[o + 3], Y[o + 4], Y[o + 5]
+
+
+@njit(cache=True, inline="always")
 def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
     """Add a child's moved articulated inertia P and bias pf to its parent's IA and pA (at oip,
     opp; mp modes), spread over the parent's modes by the child's node map Y (at oy):
@@ -772,13 +778,7 @@ def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
         return
     # Q = P Y, column l at Q[l]; the parent's coupling block row by row
     for l in range(mp):
-        o = oy + 6 * l
-        y0 = Y[o]
-        y1 = Y[o + 1]
-        y2 = Y[o + 2]
-        y3 = Y[o + 3]
-        y4 = Y[o + 4]
-        y5 = Y[o + 5]
+        y0, y1, y2, y3, y4, y5 = _y_column(Y, oy + 6 * l)
         rl = oip + (6 + l) * dp
         for k in range(6):
             s = P[k, 0] * y0 + P[k, 1] * y1 + P[k, 2] * y2 + P[k, 3] * y3 + P[k, 4] * y4 + P[k, 5] * y5
@@ -787,13 +787,7 @@ def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
         pA[opp + 6 + l] += y0 * pf[0] + y1 * pf[1] + y2 * pf[2] + y3 * pf[3] + y4 * pf[4] + y5 * pf[5]
     # Y^T Q on the modal block's lower triangle, column by column
     for k in range(mp):
-        o = oy + 6 * k
-        y0 = Y[o]
-        y1 = Y[o + 1]
-        y2 = Y[o + 2]
-        y3 = Y[o + 3]
-        y4 = Y[o + 4]
-        y5 = Y[o + 5]
+        y0, y1, y2, y3, y4, y5 = _y_column(Y, oy + 6 * k)
         ck = oip + 6 * dp + 6 + k
         for l in range(k, mp):
             IA[ck + l * dp] += y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
