@@ -892,22 +892,19 @@ def joint_velocity(S, qd, iv, nvi, out):
 
 
 @njit(cache=True, inline="always")
-def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, a, qdd,
-                  tau_out, z, ap, ah):
-    """Pass 3's step at body i (m modes, nj passive joint velocities; the sizes are arguments so
-    that :func:`flexible_forward_pass2` can give them as constants)."""
-    p = parent[i]
+def outward_step(i, iv, nvi, nj, npas, act, body, c, S, U, u, L, qdd_in, ah, z):
+    """Pass 3's step at body i from ah = X_up a_attachment (in place): ah += c_i and the given
+    accelerations of an active joint; z = D^-1 (u - U^T ah), the passive coordinates'
+    accelerations; ah += S z over the passive joint velocities (nj of the npas coordinates), so
+    that ah ends as the body's acceleration.  Shared with the flexible parts' walk
+    (``partree.parallel.flexible_part``)."""
     oz = body[i, B_Z]
     ou = 6 * oz
-    npas = nj + m
-    _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap)
-    xform_motion(E[i], r[i], ap, ah)
     for k in range(6):
         ah[k] += c[i, k]
     if act:
         for b in range(nvi):
             w = qdd_in[iv + b]
-            qdd[iv + b] = w
             for k in range(6):
                 ah[k] += S[iv + b, k] * w
     for b in range(npas):
@@ -917,9 +914,23 @@ def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, 
         z[b] = s
     ldl_solve(L, body[i, B_L], npas, z)
     for b in range(nj):
-        qdd[iv + b] = z[b]
         for k in range(6):
             ah[k] += S[iv + b, k] * z[b]
+
+
+@njit(cache=True, inline="always")
+def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, a, qdd,
+                  tau_out, z, ap, ah):
+    """Pass 3's step at body i (m modes, nj passive joint velocities; the sizes are arguments so
+    that :func:`flexible_forward_pass2` can give them as constants)."""
+    _attachment_acceleration(i, parent[i], body, a, Y, qdd, nv, gravity, ap)
+    xform_motion(E[i], r[i], ap, ah)
+    outward_step(i, iv, nvi, nj, nj + m, act, body, c, S, U, u, L, qdd_in, ah, z)
+    if act:
+        for b in range(nvi):
+            qdd[iv + b] = qdd_in[iv + b]
+    for b in range(nj):
+        qdd[iv + b] = z[b]
     ie = body[i, B_IE]
     for k in range(m):
         qdd[nv + ie + k] = z[nj + k]

@@ -50,8 +50,8 @@ from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
                                            FIXED_JOINT, FIXED_MODES, flexible_apply_loads, flexible_backward_pass,
                                            flexible_forward_pass1, flexible_forward_pass2, flexible_pack,
-                                           flexible_rnea_inward, flexible_rnea_outward, joint_velocity, ldl_solve,
-                                           node_motion_add)
+                                           flexible_rnea_inward, flexible_rnea_outward, joint_velocity, node_motion_add,
+                                           outward_step)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.packed import raw_view, unowned
 from ..algorithms.primitives import cross_motion, force_cols_T_add, xform_motion
@@ -269,9 +269,6 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
         for t in range(q0, q1):
             i = path_idx[t]
             m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
-            ou = 6 * body[i, B_Z]
-            ol = body[i, B_L]
-            oz = body[i, B_Z]
             # the attachment acceleration: the parent's plus its modes' through Y (R: zero)
             for q in range(6):
                 col[q] = ah[q] if t > q0 else 0.0
@@ -282,22 +279,7 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                     for q in range(6):
                         col[q] += Y[oy + 6 * l + q] * w
             xform_motion(E[i], r[i], col, ah)
-            for q in range(6):
-                ah[q] += c[i, q]
-            if active[i]:
-                for b in range(nvi):
-                    w = qdd_in[iv + b]
-                    for q in range(6):
-                        ah[q] += S[iv + b, q] * w
-            for b in range(npas):
-                s = u[oz + b]
-                for q in range(6):
-                    s -= U[ou + b * 6 + q] * ah[q]
-                z[b] = s
-            ldl_solve(L, ol, npas, z)
-            for b in range(nj):
-                for q in range(6):
-                    ah[q] += S[iv + b, q] * z[b]
+            outward_step(i, iv, nvi, nj, npas, active[i], body, c, S, U, u, L, qdd_in, ah, z)
             for l in range(m):
                 ed[l] = z[nj + l]
             mprev = m
