@@ -8,8 +8,8 @@ Three passes over the regular numbering, as the rigid ABA (``partree.algorithms.
    velocities v and velocity products c, every body's mass matrix M(eta) into IA and its velocity,
    elastic and damping forces b into pA;
 2. :func:`flexible_backward_pass`, inward: at each body the passive columns of its coordinate
-   map ``S_hat = blockdiag(S, 1_m)`` eliminated (U = IA S_hat, D = S_hat^T U by its Cholesky
-   factor L), and the 6 x 6 articulated inertia and bias handed to the parent through
+   map ``S_hat = blockdiag(S, 1_m)`` eliminated (U = IA S_hat, D = S_hat^T U by its factors
+   L diag(d) L^T), and the 6 x 6 articulated inertia and bias handed to the parent through
    ``T = X_up [1 | Y]``;
 3. :func:`flexible_forward_pass2`, outward: accelerations, qdd of the passive coordinates, the
    forces of the active joints.
@@ -53,13 +53,15 @@ body (n, BODY_COLUMNS) int64       per body: modes (B_NM), kind (B_KIND, -1 rigi
                                    L (B_L)
 kinfo (nk, 8) int64                per kind: offset of its modes in ``first``, ``xphi`` (K_E), of
                                    its mode pairs in the m x m arrays (K_2), 1 if it has geometric
-                                   stiffening (K_STIFF), 1 if it has damping (K_DAMP), the first entry
-                                   and the number of entries of C (K_C, K_CN) and of axial(C) (K_X,
+                                   stiffening (K_STIFF), 1 if it has damping (K_DAMP), the first row
+                                   and the number of rows of C (K_C, K_CN) and of axial(C) (K_X,
                                    K_XN) in ``sparse_i``, ``sparse_v``
 first (., 3), xphi (., 3, 3)       per mode: the columns of S, B_k
-sparse_i (., 3), sparse_v (.,)     the nonzero entries of C_lk = integral rho Phi_l Phi_k^T (l, k,
-                                   3 a + b) and of axial(C_lk) (l, k, component), with their values:
-                                   the invariants of a beam are mostly zeros
+sparse_i (.,), sparse_v (., mmax)  the entries of C_lk = integral rho Phi_l Phi_k^T that are
+                                   nonzero for some l: their place 9 k + 3 a + b in N_k (flat) and
+                                   their values over l; then those of axial(C_lk) (3 k + component):
+                                   the invariants of a beam are mostly zeros (12 of its 54 N_k
+                                   entries and 6 of its 18 axial ones with 6 modes)
 Mee, Kst, Dmp (.,)                 per mode pair (k, l) at K_2 + k m + l: modal mass, stiffness,
                                    damping
 Gs (., 3, 3)                       per mode pair: geometric stiffening G[:, :, k, l] (zeros: none)
@@ -79,10 +81,12 @@ ld_data (.,)                       per load node: its point (3), Psi (3 x m), Ph
 E, r (n, 3, 3), (n, 3)             workspace: X_up of every body
 v, c, a (n, 6)                     workspace: velocities, velocity products, accelerations
 S (nv, 6)                          workspace: motion subspaces, one row per joint velocity
-IA, pA                             workspace: (6 + m)^2 and (6 + m) per body at B_I, B_P
+IA, pA                             workspace: (6 + m) x (6 + m) symmetric, held as its lower
+                                   triangle row by row (``tri``), and (6 + m), per body at B_I, B_P
 Y                                  workspace: 6 x m_p per child of a flexible body at B_Y, column
                                    by column (column l at B_Y + 6 l)
-U, u, L                            workspace: 6 x n_z, n_z and n_z^2 per body (n_z = nv_i + m_i)
+U, u, L                            workspace: 6 x n_z, n_z and n_z (n_z + 1) / 2 (a lower triangle,
+                                   ``tri``) per body (n_z = nv_i + m_i)
 qdd, tau_out (nv + ne,)            results: accelerations; forces (given ones copied, active joints'
                                    computed)
 =================================  ================================================================
@@ -111,9 +115,46 @@ KINFO_COLUMNS = 8
 FIXED_MODES = 6
 FIXED_JOINT = 1
 
+#: the floating-point flags of the flexible kernels: a product and the sum it enters may be
+#: contracted into one fused multiply-add (one rounding instead of two; nothing is reordered).
+#: The passes are sums of products; fused, they take about 10% less time.  The flexible parts of
+#: the parallel engine (``partree.parallel.flexible_part``) are compiled with the same flags, so
+#: that the steps they share with these passes give the same results there.
+MATH = {"contract"}
+
+
+# ----------------------------------------------------------------------------- symmetric storage
+@njit(cache=True, inline="always", fastmath=MATH)
+def tri(k):
+    """Offset of row k of a symmetric matrix held as its lower triangle, row by row (entry (k, l),
+    l <= k, at tri(k) + l): how IA holds each body's (6 + m) x (6 + m) inertia."""
+    return (k * (k + 1)) // 2
+
+
+@njit(cache=True, inline="always", fastmath=MATH)
+def sym(k, l):
+    """Offset of entry (k, l) of a symmetric matrix held as its lower triangle, in either order."""
+    return tri(k) + l if l <= k else tri(l) + k
+
+
+def tri_size(d):
+    """Entries of a d x d symmetric matrix held as its lower triangle."""
+    return d * (d + 1) // 2
+
+
+def symmetric_block(IA, o, d, rows=None):
+    """The symmetric d x d matrix held as a lower triangle at IA[o:] (a NumPy array; ``rows`` the
+    leading rows and columns wanted, all by default)."""
+    k = d if rows is None else rows
+    i, j = np.tril_indices(k)
+    out = np.empty((k, k))
+    out[i, j] = IA[o + i * (i + 1) // 2 + j]
+    out[j, i] = out[i, j]
+    return out
+
 
 # ----------------------------------------------------------------------------- rotations
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _node_rotation(th, thd, Rn, Jr, Jrd):
     """Rn = exp(th~), the right Jacobian J_r(th) and its time derivative for the rate thd (the
     series of the NumPy reference below 1e-2 rad^2)."""
@@ -172,24 +213,26 @@ def _node_rotation(th, thd, Rn, Jr, Jrd):
     Jrd[2, 1] += g * x - a * xd
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def ldl_solve(L, ol, npas, z):
-    """z := D^-1 z with D's Cholesky factor at L[ol:] (npas x npas, row major, its diagonal
-    reciprocal), as ``flexible_backward_pass`` stores it."""
+    """z := D^-1 z with D = L diag(d) L^T factored at L[ol:] as ``flexible_backward_pass`` stores
+    it: npas x npas, held row by row as ``tri`` says, L's unit lower triangle below the diagonal
+    and the reciprocal pivots 1 / d on it."""
     for b in range(npas):
+        rb = ol + tri(b)
         s = z[b]
         for t in range(b):
-            s -= L[ol + b * npas + t] * z[t]
-        z[b] = s * L[ol + b * npas + b]
+            s -= L[rb + t] * z[t]
+        z[b] = s
     for b in range(npas - 1, -1, -1):
-        s = z[b]
+        s = z[b] * L[ol + tri(b) + b]
         for t in range(b + 1, npas):
-            s -= L[ol + t * npas + b] * z[t]
-        z[b] = s * L[ol + b * npas + b]
+            s -= L[ol + tri(t) + b] * z[t]
+        z[b] = s
 
 
 # ----------------------------------------------------------------------------- pass 1
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _node_kinematics(i, p, on, mp, nq, nv, body, E_tree, r_tree, nodes, q, qd, v, Y, th, thd, rp, ph, Rn, Jr, Jrd,
                      Ep, wn, jt, cp, vp, tmp):
     """Pass 1's node step: body i hangs at node ``on`` of its flexible parent p (mp modes; an
@@ -249,7 +292,7 @@ def _node_kinematics(i, p, on, mp, nq, nv, body, E_tree, r_tree, nodes, q, qd, v
         vp[k] = v[p, k] + wn[k]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, mass, com, I_com,
                    q, qd, v, IA, pA, N, Nf, Gc, Gd, Gdf):
     """Pass 1's step for flexible body i (m > 0 modes; an argument so that
@@ -259,7 +302,6 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
     op = body[i, B_P]
     # M(eta) and b as partree.flexible.body_mass_matrix and _flexible_bias form them, in scalars:
     # the second moment Y and its rate Yd are symmetric (their upper triangles)
-    d = 6 + m
     kd = body[i, B_KIND]
     ke = kinfo[kd, K_E]
     k2 = kinfo[kd, K_2]
@@ -274,7 +316,10 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
                 N[k, 3 * a + b] = xphi[ke + k, a, b]
     c0 = kinfo[kd, K_C]
     for t in range(c0, c0 + kinfo[kd, K_CN]):
-        Nf[9 * sparse_i[t, 1] + sparse_i[t, 2]] += q[e0 + sparse_i[t, 0]] * sparse_v[t]
+        s = 0.0
+        for l in range(m):
+            s += sparse_v[t, l] * q[e0 + l]
+        Nf[sparse_i[t]] += s
     mi = mass[i]
     cx, cy, cz = com[i, 0], com[i, 1], com[i, 2]
     sv0 = mi * cx
@@ -337,7 +382,10 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
         Gd[k, 2] = 0.0
     xo = kinfo[kd, K_X]
     for t in range(xo, xo + kinfo[kd, K_XN]):
-        Gdf[3 * sparse_i[t, 1] + sparse_i[t, 2]] += qd[d0 + sparse_i[t, 0]] * sparse_v[t]
+        s = 0.0
+        for l in range(m):
+            s += sparse_v[t, l] * qd[d0 + l]
+        Gdf[sparse_i[t]] += s
     # J = tr(Y) 1 - Y, Jd = tr(Yd) 1 - Yd
     J00 = Y11 + Y22
     J11 = Y00 + Y22
@@ -345,64 +393,37 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
     Jd00 = D11 + D22
     Jd11 = D00 + D22
     Jd22 = D00 + D11
-    # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]], row by row
-    r0 = oi
-    r1 = oi + d
-    r2 = oi + 2 * d
-    r3 = oi + 3 * d
-    r4 = oi + 4 * d
-    r5 = oi + 5 * d
-    IA[r0] = J00
-    IA[r0 + 1] = -Y01
-    IA[r0 + 2] = -Y02
-    IA[r0 + 3] = 0.0
-    IA[r0 + 4] = -sv2
-    IA[r0 + 5] = sv1
-    IA[r1] = -Y01
-    IA[r1 + 1] = J11
-    IA[r1 + 2] = -Y12
-    IA[r1 + 3] = sv2
-    IA[r1 + 4] = 0.0
-    IA[r1 + 5] = -sv0
-    IA[r2] = -Y02
-    IA[r2 + 1] = -Y12
-    IA[r2 + 2] = J22
-    IA[r2 + 3] = -sv1
-    IA[r2 + 4] = sv0
-    IA[r2 + 5] = 0.0
-    IA[r3] = 0.0
-    IA[r3 + 1] = sv2
-    IA[r3 + 2] = -sv1
-    IA[r3 + 3] = mi
-    IA[r3 + 4] = 0.0
-    IA[r3 + 5] = 0.0
-    IA[r4] = -sv2
-    IA[r4 + 1] = 0.0
-    IA[r4 + 2] = sv0
-    IA[r4 + 3] = 0.0
-    IA[r4 + 4] = mi
-    IA[r4 + 5] = 0.0
-    IA[r5] = sv1
-    IA[r5 + 1] = -sv0
-    IA[r5 + 2] = 0.0
-    IA[r5 + 3] = 0.0
-    IA[r5 + 4] = 0.0
-    IA[r5 + 5] = mi
+    # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]], its lower triangle row by row
+    IA[oi] = J00
+    IA[oi + 1] = -Y01
+    IA[oi + 2] = J11
+    IA[oi + 3] = -Y02
+    IA[oi + 4] = -Y12
+    IA[oi + 5] = J22
+    IA[oi + 6] = 0.0
+    IA[oi + 7] = sv2
+    IA[oi + 8] = -sv1
+    IA[oi + 9] = mi
+    IA[oi + 10] = -sv2
+    IA[oi + 11] = 0.0
+    IA[oi + 12] = sv0
+    IA[oi + 13] = 0.0
+    IA[oi + 14] = mi
+    IA[oi + 15] = sv1
+    IA[oi + 16] = -sv0
+    IA[oi + 17] = 0.0
+    IA[oi + 18] = 0.0
+    IA[oi + 19] = 0.0
+    IA[oi + 20] = mi
     for k in range(m):
-        IA[r0 + 6 + k] = Gc[k, 0]
-        IA[r1 + 6 + k] = Gc[k, 1]
-        IA[r2 + 6 + k] = Gc[k, 2]
-        IA[r3 + 6 + k] = first[ke + k, 0]
-        IA[r4 + 6 + k] = first[ke + k, 1]
-        IA[r5 + 6 + k] = first[ke + k, 2]
-        rk = oi + (6 + k) * d
+        rk = oi + tri(6 + k)
         IA[rk] = Gc[k, 0]
         IA[rk + 1] = Gc[k, 1]
         IA[rk + 2] = Gc[k, 2]
         IA[rk + 3] = first[ke + k, 0]
         IA[rk + 4] = first[ke + k, 1]
         IA[rk + 5] = first[ke + k, 2]
-        for l in range(m):
+        for l in range(k + 1):
             IA[rk + 6 + l] = Mee[k2 + k * m + l]
     # h = M nu (its first six entries), f = the rigid rows of b without the v x* h term
     w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2]
@@ -465,7 +486,7 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
     pA[op + 5] = w0 * sd1 - w1 * sd0 + w0 * h4 - w1 * h3
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
                            q, qd, E, r, v, c, S, IA, pA, Y, stage=0):
@@ -559,8 +580,8 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
         if m == 0:
             inertia_from_compact(mass[i], com[i], I_com[i], I6)
             for k in range(6):
-                for l in range(6):
-                    IA[oi + 6 * k + l] = I6[k, l]
+                for l in range(k + 1):
+                    IA[oi + tri(k) + l] = I6[k, l]
             inertia_times(mass[i], com[i], I_com[i], v[i], h)
             cross_force(v[i], h, f)
             for k in range(6):
@@ -576,7 +597,7 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
 
 
 # ----------------------------------------------------------------------------- external loads
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA):
     """Subtract the generalized forces of the external loads from pA (after pass 1: pA holds
     every body's velocity, elastic and damping forces b).
@@ -638,14 +659,13 @@ def flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA)
 
 
 # ----------------------------------------------------------------------------- pass 2
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
                     W, y, Ia, pa, P, T, pf, ch, Q):
     """Pass 2's step at body i (m modes, nj passive joint velocities; the sizes are arguments so
-    that :func:`flexible_backward_pass` can give them as constants): U, u, D's factor L, and the
+    that :func:`flexible_backward_pass` can give them as constants): U, u, D's factors L, and the
     articulated inertia Ia and bias pa moved to the parent's frame, P = X_up^T Ia X_up and
     pf = X_up^T pa (:func:`_to_parent` adds them there).  False where D is not positive definite."""
-    d = 6 + m
     oi = body[i, B_I]
     op = body[i, B_P]
     oz = body[i, B_Z]
@@ -653,13 +673,13 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
     npas = nj + m
     ou = 6 * oz
     # U = IA S_hat over the passive columns (first six rows kept), u, and D = S_hat^T U's
-    # lower triangle (row major npas x npas at L[ol:])
+    # lower triangle (row by row at L[ol:], as ``tri`` says)
     for a in range(nj):
         ua = ou + a * 6
         for k in range(6):
             s = 0.0
             for l in range(6):
-                s += IA[oi + k * d + l] * S[iv + a, l]
+                s += IA[oi + sym(k, l)] * S[iv + a, l]
             U[ua + k] = s
         s = tau[iv + a]
         for k in range(6):
@@ -669,38 +689,43 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
             s = 0.0
             for k in range(6):
                 s += S[iv + b, k] * U[ua + k]
-            L[ol + a * npas + b] = s
+            L[ol + tri(a) + b] = s
         for k in range(m):
-            ro = oi + (6 + k) * d
+            ro = oi + tri(6 + k)
             s = 0.0
             for l in range(6):
                 s += IA[ro + l] * S[iv + a, l]
-            L[ol + (nj + k) * npas + a] = s
+            L[ol + tri(nj + k) + a] = s
     ie = body[i, B_IE]
     for k in range(m):
-        ro = oi + (6 + k) * d
+        ro = oi + tri(6 + k)
         uo = ou + (nj + k) * 6
         for l in range(6):
             U[uo + l] = IA[ro + l]
         u[oz + nj + k] = tau[nv + ie + k] - pA[op + 6 + k]
-        lo = ol + (nj + k) * npas + nj
+        lo = ol + tri(nj + k) + nj
         for l in range(k + 1):
             L[lo + l] = IA[ro + 6 + l]
-    # the Cholesky factor, row by row (reciprocal diagonal, as linalg.cholesky)
+    # D = L diag(d) L^T, row by row (see ``ldl_solve``): row a's entries first as G = L diag(d)
+    # (G_at = D_at - sum_j<t G_aj L_tj), then scaled; one division per pivot and no square root,
+    # which on this chain of dependent rows is what a Cholesky factor would wait for
     for a in range(npas):
-        ra = ol + a * npas
+        ra = ol + tri(a)
         for t in range(a):
-            rt = ol + t * npas
+            rt = ol + tri(t)
             s = L[ra + t]
             for j in range(t):
                 s -= L[ra + j] * L[rt + j]
-            L[ra + t] = s * L[rt + t]
+            L[ra + t] = s
         s = L[ra + a]
-        for j in range(a):
-            s -= L[ra + j] * L[ra + j]
+        for t in range(a):
+            g = L[ra + t]
+            f = g * L[ol + tri(t) + t]
+            s -= g * f
+            L[ra + t] = f
         if not s > 0.0:
             return False
-        L[ra + a] = 1.0 / np.sqrt(s)
+        L[ra + a] = 1.0 / s
     p = parent[i]
     if p < 0:
         return True
@@ -712,9 +737,10 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
             w = qdd_in[iv + a]
             for k in range(6):
                 ch[k] += S[iv + a, k] * w
-    # Ia = IA6 - U D^-1 U^T = IA6 - W^T W with W = L^-1 U^T; pa = pA6 + Ia ch + W^T L^-1 u
+    # Ia = IA6 - U D^-1 U^T = IA6 - W^T diag(1/d) W with W = L^-1 U^T;
+    # pa = pA6 + Ia ch + W^T diag(1/d) L^-1 u
     for a in range(npas):
-        ra = ol + a * npas
+        ra = ol + tri(a)
         for k in range(6):
             W[a, k] = U[ou + a * 6 + k]
         s = u[oz + a]
@@ -723,19 +749,17 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
             s -= f * y[t]
             for k in range(6):
                 W[a, k] -= f * W[t, k]
-        f = L[ra + a]
-        y[a] = s * f
-        for k in range(6):
-            W[a, k] *= f
+        y[a] = s
     for k in range(6):
         pa[k] = pA[op + k]
         for l in range(k, 6):
-            Ia[k, l] = IA[oi + k * d + l]
+            Ia[k, l] = IA[oi + tri(l) + k]
     for a in range(npas):
-        ya = y[a]
+        rd = L[ol + tri(a) + a]
+        ya = y[a] * rd
         for k in range(6):
-            wk = W[a, k]
-            pa[k] += wk * ya
+            wk = W[a, k] * rd
+            pa[k] += W[a, k] * ya
             for l in range(k, 6):
                 Ia[k, l] -= wk * W[a, l]
     for k in range(6):
@@ -756,30 +780,29 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
     return True
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _y_column(Y, o):
     """The six entries of a node map's column at Y[o:o + 6], as scalars."""
     return Y[o], Y[o + 1], Y[o + 2], Y[o + 3], Y[o + 4], Y[o + 5]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
     """Add a child's moved articulated inertia P and bias pf to its parent's IA and pA (at oip,
     opp; mp modes), spread over the parent's modes by the child's node map Y (at oy):
     [1 | Y]^T P [1 | Y] and [1 | Y]^T pf.  Of the modal rows only the parts passes 2 and 3 read
     get the terms: the coupling block below the rigid rows (rows 6.., columns 0..5) and the modal
     block's lower triangle; the blocks above them keep pass 1's M(eta)."""
-    dp = 6 + mp
     for k in range(6):
         pA[opp + k] += pf[k]
-        for l in range(6):
-            IA[oip + k * dp + l] += P[k, l]
+        for l in range(k + 1):
+            IA[oip + tri(k) + l] += P[k, l]
     if mp == 0:
         return
     # Q = P Y, column l at Q[l]; the parent's coupling block row by row
     for l in range(mp):
         y0, y1, y2, y3, y4, y5 = _y_column(Y, oy + 6 * l)
-        rl = oip + (6 + l) * dp
+        rl = oip + tri(6 + l)
         for k in range(6):
             s = P[k, 0] * y0 + P[k, 1] * y1 + P[k, 2] * y2 + P[k, 3] * y3 + P[k, 4] * y4 + P[k, 5] * y5
             Q[l, k] = s
@@ -788,15 +811,14 @@ def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
     # Y^T Q on the modal block's lower triangle, column by column
     for k in range(mp):
         y0, y1, y2, y3, y4, y5 = _y_column(Y, oy + 6 * k)
-        ck = oip + 6 * dp + 6 + k
         for l in range(k, mp):
-            IA[ck + l * dp] += y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
+            IA[oip + tri(6 + l) + 6 + k] += y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L):
     """Pass 2, inward: articulated inertias IA and biases pA (in place), U (first six rows), u
-    and the Cholesky factor L of D over each body's passive coordinates.  Returns -1, or the body
+    and the factors L diag(d) L^T of D over each body's passive coordinates (``ldl_solve``).  Returns -1, or the body
     whose D is not positive definite.
 
     D's lower triangle is formed in L and factored there row by row; the modes' rows of U and D
@@ -850,7 +872,7 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
 
 
 # ----------------------------------------------------------------------------- pass 3
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap):
     """ap = the acceleration, in the parent's frame, of the node where body i hangs from its
     parent p: the parent's rigid acceleration plus its modes' through the node map Y; at the
@@ -865,7 +887,7 @@ def _attachment_acceleration(i, p, body, a, Y, qdd, nv, gravity, ap):
     node_motion_add(i, p, body, Y, qdd, nv, ap)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def node_motion_add(i, p, body, Y, x, nv, out):
     """out += Y_i x_p: the motion of the node where body i hangs from its parent p due to the
     parent's modal rates (or accelerations) in x (a full vector, the modes after nv); nothing
@@ -881,7 +903,7 @@ def node_motion_add(i, p, body, Y, x, nv, out):
             out[k] += s
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def joint_velocity(S, qd, iv, nvi, out):
     """out = S_i qd_i, the joint's velocity (its nvi motion subspace rows from S[iv])."""
     for k in range(6):
@@ -891,7 +913,7 @@ def joint_velocity(S, qd, iv, nvi, out):
             out[k] += S[iv + d, k] * qd[iv + d]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def outward_step(i, iv, nvi, nj, npas, act, body, c, S, U, u, L, qdd_in, ah, z):
     """Pass 3's step at body i from ah = X_up a_attachment (in place): ah += c_i and the given
     accelerations of an active joint; z = D^-1 (u - U^T ah), the passive coordinates'
@@ -918,7 +940,7 @@ def outward_step(i, iv, nvi, nj, npas, act, body, c, S, U, u, L, qdd_in, ah, z):
             ah[k] += S[iv + b, k] * z[b]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, a, qdd,
                   tau_out, z, ap, ah):
     """Pass 3's step at body i (m modes, nj passive joint velocities; the sizes are arguments so
@@ -937,15 +959,14 @@ def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, 
     for k in range(6):
         a[i, k] = ah[k]
     if act and nvi > 0:
-        d = 6 + m
         oi = body[i, B_I]
         op = body[i, B_P]
         for k in range(6):
             s = pA[op + k]
             for l in range(6):
-                s += IA[oi + k * d + l] * ah[l]
+                s += IA[oi + sym(k, l)] * ah[l]
             for l in range(m):
-                s += IA[oi + (6 + l) * d + k] * qdd[nv + ie + l]
+                s += IA[oi + tri(6 + l) + k] * qdd[nv + ie + l]
             ap[k] = s
         for b in range(nvi):
             s = 0.0
@@ -954,7 +975,7 @@ def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, 
             tau_out[iv + b] = s
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L,
                            a, qdd, tau_out):
     """Pass 3, outward from a0 = [0; -g]: accelerations a (rigid part, n x 6), qdd of the passive
@@ -989,7 +1010,7 @@ def flexible_forward_pass2(parent, idx_v, nv, body, mmax, gravity, active, qdd_i
     own[0] = 0.0        # the scratch's memory held to here
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                                 body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
                                 gravity, q, qd, tau, active, qdd_in, f_ext, ld_body, ld_off, ld_w, ld_data,
@@ -1010,7 +1031,7 @@ def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass
 
 
 # ----------------------------------------------------------------------------- inverse dynamics
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a, tau):
     """Inverse dynamics after pass 1 (IA holding every body's M(eta), pA its b):
     :func:`flexible_rnea_outward` then :func:`flexible_rnea_inward`."""
@@ -1018,7 +1039,7 @@ def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, 
     flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a):
     """Outward, after pass 1: the accelerations a_i = X_up (a_p + Y eta_dd_p) + S qdd_i + c_i and
     the body forces f_i = M_i [a_i; eta_dd_i] + b_i (written over pA)."""
@@ -1050,17 +1071,21 @@ def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA,
         oi = body[i, B_I]
         op = body[i, B_P]
         e0 = nv + body[i, B_IE]
+        # f = M [a; eta_dd] + b from M's lower triangle, row by row: an entry (k, l < k) enters
+        # rows k and l (row l's sum is complete before: only rows below it add to it)
         for k in range(d):
-            s = pA[op + k]
-            for l in range(6):
-                s += IA[oi + k * d + l] * ah[l]
-            for l in range(m):
-                s += IA[oi + k * d + 6 + l] * qdd[e0 + l]
+            xk = ah[k] if k < 6 else qdd[e0 + k - 6]
+            rk = oi + tri(k)
+            s = pA[op + k] + IA[rk + k] * xk
+            for l in range(k):
+                w = IA[rk + l]
+                s += w * (ah[l] if l < 6 else qdd[e0 + l - 6])
+                pA[op + l] += w * xk
             pA[op + k] = s
     own[0] = 0.0        # the scratch's memory held to here
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau):
     """Inward, after :func:`flexible_rnea_outward`: tau = S_hat^T f_i and
     f_p += [1 | Y]^T X_up^T f_i[:6], so that pA[B_P(i):B_P(i) + 6] ends as the wrench joint i
@@ -1104,7 +1129,7 @@ def flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau):
     own[0] = 0.0        # the scratch's memory held to here
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def flexible_rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv, body,
                          kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax, gravity, q, qd, qdd,
                          f_ext, ld_body, ld_off, ld_w, ld_data, E, r, v, c, a, S, IA, pA, Y, tau):
@@ -1153,7 +1178,7 @@ class FlexiblePack:
         m2 = sum(b.m * b.m for b in order)
         first = np.zeros((max(me, 1), 3))
         xphi = np.zeros((max(me, 1), 3, 3))
-        sp_i, sp_v = [np.zeros((0, 3), dtype=np.int64)], [np.zeros(0)]
+        sp_i, sp_v = [np.zeros(0, dtype=np.int64)], [np.zeros((0, max(self.mmax, 1)))]
         nsp = 0
         Mee = np.zeros(max(m2, 1))
         Kst = np.zeros(max(m2, 1))
@@ -1166,10 +1191,12 @@ class FlexiblePack:
             ax = np.stack((C[..., 1, 2] - C[..., 2, 1], C[..., 2, 0] - C[..., 0, 2], C[..., 0, 1] - C[..., 1, 0]),
                           axis=-1)
             entries = []
-            for arr in (C.reshape(m, m, 9), ax):
-                idx = np.argwhere(arr != 0.0)
-                sp_i.append(idx.astype(np.int64))
-                sp_v.append(arr[tuple(idx.T)])
+            for arr in (C.reshape(m, m, 9), ax):           # [l, k, entry]
+                idx = np.argwhere(np.any(arr != 0.0, axis=0))   # (k, entry) nonzero for some l
+                sp_i.append((idx[:, 0] * arr.shape[2] + idx[:, 1]).astype(np.int64))
+                vals = np.zeros((len(idx), max(self.mmax, 1)))
+                vals[:, :m] = arr[:, idx[:, 0], idx[:, 1]].T
+                sp_v.append(vals)
                 entries.append((nsp, len(idx)))
                 nsp += len(idx)
             kinfo[kd, K_E], kinfo[kd, K_2] = oe, o2
@@ -1205,10 +1232,10 @@ class FlexiblePack:
         mp = np.where(body[:, B_NODE] >= 0, mp, 0)
         nz = self.nv_j + nm
         body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mp)[:-1]))
-        body[:, B_I] = np.concatenate(([0], np.cumsum((6 + nm) ** 2)[:-1]))
+        body[:, B_I] = np.concatenate(([0], np.cumsum(tri_size(6 + nm))[:-1]))
         body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
         body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
-        body[:, B_L] = np.concatenate(([0], np.cumsum(nz * nz)[:-1]))
+        body[:, B_L] = np.concatenate(([0], np.cumsum(tri_size(nz))[:-1]))
         self.body, self.kinfo = body, kinfo
         self.first, self.xphi = first, xphi
         self.sparse_i, self.sparse_v = np.concatenate(sp_i), np.concatenate(sp_v)
@@ -1221,12 +1248,12 @@ class FlexiblePack:
         self.c = np.empty((n, 6))
         self.a = np.empty((n, 6))
         self.S = np.empty((max(nv, 1), 6))
-        self.IA = np.empty(int(((6 + nm) ** 2).sum()))
+        self.IA = np.empty(int(tri_size(6 + nm).sum()))
         self.pA = np.empty(int((6 + nm).sum()))
         self.Y = np.empty(max(int((6 * mp).sum()), 1))
         self.U = np.empty(max(int(6 * nz.sum()), 1))
         self.u = np.empty(max(int(nz.sum()), 1))
-        self.L = np.empty(max(int((nz * nz).sum()), 1))
+        self.L = np.empty(max(int(tri_size(nz).sum()), 1))
 
     def valid_for(self, model):
         return (self.source is model.flexible and self.nv_j.shape[0] == model.n

@@ -48,10 +48,11 @@ from numba import njit
 from .. import checks
 from ..algorithms.cfa.bases import project_wrench
 from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE, B_P, B_Y, B_Z, BODY_COLUMNS,
-                                           FIXED_JOINT, FIXED_MODES, flexible_apply_loads, flexible_backward_pass,
-                                           flexible_forward_pass1, flexible_forward_pass2, flexible_pack,
-                                           flexible_rnea_inward, flexible_rnea_outward, joint_velocity, node_motion_add,
-                                           outward_step)
+                                           FIXED_JOINT, FIXED_MODES, MATH, flexible_apply_loads,
+                                           flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
+                                           flexible_pack, flexible_rnea_inward, flexible_rnea_outward,
+                                           joint_velocity, node_motion_add, outward_step, symmetric_block,
+                                           tri, tri_size)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.packed import raw_view, unowned
 from ..algorithms.primitives import cross_motion, force_cols_T_add, xform_motion
@@ -66,7 +67,7 @@ from .part import Workspace, _paths, fast_index, index_ranges, local_parents
 SENSITIVITY_FLOOR = 1e-150
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _sizes(i, n, nv, idx_v, body, active):
     m = body[i, B_NM]
     iv = idx_v[i]
@@ -75,7 +76,7 @@ def _sizes(i, n, nv, idx_v, body, active):
     return m, iv, nvi, nj, nj + m
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def compose_transforms(parent, E, r, TE, Tr):
     """T_i = X_up,i T_parent (frame 0 -> body i) of every body, T_0 = X_up,0."""
     n = parent.shape[0]
@@ -94,15 +95,15 @@ def compose_transforms(parent, E, r, TE, Tr):
                 TE[i, a, b] = E[i, a, 0] * TE[p, 0, b] + E[i, a, 1] * TE[p, 1, b] + E[i, a, 2] * TE[p, 2, b]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", fastmath=MATH)
 def _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6):
     """The sensitivity walk's step at path position t (body i, m modes, nj passive joint
     velocities; the sizes are arguments so that :func:`sensitivity_kernel` can give them as
     constants): the six columns of dP[t] to du[t], dz[t] and the force they pass on, F6."""
     npas = nj + m
     # the six columns at once (a dead column's entries are zeros, and stay zeros):
-    # du = -S_hat^T dP, dz = D^-1 du (forward, then backward substitution with L), and
-    # the force the columns pass on, X^T (dP + U dz)
+    # du = -S_hat^T dP, dz = D^-1 du (forward, then backward substitution with D's factors, as
+    # ``ldl_solve``), and the force the columns pass on, X^T (dP + U dz)
     ou = 6 * body[i, B_Z]
     ol = body[i, B_L]
     for b in range(nj):
@@ -115,27 +116,26 @@ def _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F
         for cc in range(6):
             du[t, nj + l, cc] = -dP[t, 6 + l, cc]
     for b in range(npas):
-        rb = ol + b * npas
+        rb = ol + tri(b)
         for cc in range(6):
             zc[cc] = du[t, b, cc]
         for j in range(b):
             f0 = L[rb + j]
             for cc in range(6):
                 zc[cc] -= f0 * Z[j, cc]
-        f0 = L[rb + b]
         for cc in range(6):
-            Z[b, cc] = zc[cc] * f0
+            Z[b, cc] = zc[cc]
     for b in range(npas - 1, -1, -1):
+        f0 = L[ol + tri(b) + b]
         for cc in range(6):
-            zc[cc] = Z[b, cc]
+            zc[cc] = Z[b, cc] * f0
         for j in range(b + 1, npas):
-            f0 = L[ol + j * npas + b]
+            f0 = L[ol + tri(j) + b]
             for cc in range(6):
                 zc[cc] -= f0 * Z[j, cc]
-        f0 = L[ol + b * npas + b]
         for cc in range(6):
-            Z[b, cc] = zc[cc] * f0
-            dz[t, b, cc] = Z[b, cc]
+            Z[b, cc] = zc[cc]
+            dz[t, b, cc] = zc[cc]
     for q in range(6):
         for cc in range(6):
             zc[cc] = dP[t, q, cc]
@@ -151,7 +151,7 @@ def _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F
     force_cols_T_add(E[i], r[i], C6, F6, 6)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, pA, Y, U, u, L, path_ptr, path_idx,
                        cp, dP, du, dz, Kt, Lam, beta, live):
     """After ``flexible_backward_pass`` on the augmented part (body 0 the carrier R): per handle k
@@ -288,7 +288,7 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
     own[0] = 0.0        # the scratch's memory held to here
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g, u, pA, live):
     """The known handle wrenches g (H, 6) into the backward pass's results along the paths:
     u += du g and the biases pA += dP g (the carrier R excluded), from path position ``live[k]``
@@ -317,7 +317,7 @@ def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g
                 pA[op + a] += s
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
     """Pass 1's velocities v and velocity products c, computed with the carrier R at rest, moved
     to the carrier's rates now in ``qd`` (its first six entries; the others as pass 1 had them).
@@ -369,7 +369,7 @@ def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
 _NO_GRAVITY = np.zeros(3)      # the parts' a_in carries gravity (a0 = [0; -g] at the root)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def part_wrenches(m, body, pA, idx_v, idx_s, S, tau, Wt, F, FS, FT):
     """The part's joint wrenches F (m, 6), read off its full copy after the inward pass (part body
     j is the copy's body j + 1, its wrench the first six entries of its pA), and their split
@@ -449,10 +449,10 @@ class _Augmented(Workspace):
         mpar = np.where(body[:, B_NODE] >= 0, nm[np.maximum(parent, 0)], 0)
         nz = nv_j + nm
         body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mpar)[:-1]))
-        body[:, B_I] = np.concatenate(([0], np.cumsum((6 + nm) ** 2)[:-1]))
+        body[:, B_I] = np.concatenate(([0], np.cumsum(tri_size(6 + nm))[:-1]))
         body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
         body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
-        body[:, B_L] = np.concatenate(([0], np.cumsum(nz * nz)[:-1]))
+        body[:, B_L] = np.concatenate(([0], np.cumsum(tri_size(nz))[:-1]))
         self.n = n
         self.parent, self.jtype, self.axis, self.axis2 = parent, jtype, axis, axis2
         self.E_tree, self.r_tree, self.mass, self.com, self.I_com = E_tree, r_tree, mass, com, I_com
@@ -487,12 +487,12 @@ class _Augmented(Workspace):
         self.c = np.zeros((n, 6))
         self.a = np.zeros((n, 6))
         self.S = np.zeros((max(self.nv, 1), 6))
-        self.IA = np.zeros(int(((6 + nm) ** 2).sum()))
+        self.IA = np.zeros(int(tri_size(6 + nm).sum()))
         self.pA = np.zeros(int((6 + nm).sum()))
         self.Y = np.zeros(max(int((6 * mpar).sum()), 1))
         self.U = np.zeros(max(int(6 * nz.sum()), 1))
         self.u = np.zeros(max(int(nz.sum()), 1))
-        self.L = np.zeros(max(int((nz * nz).sum()), 1))
+        self.L = np.zeros(max(int(tri_size(nz).sum()), 1))
         self.qa = np.zeros(self.nq + self.ne)
         self.qa[6] = 1.0                    # the carrier's quaternion (x, y, z, w): the identity
         self.qda = np.zeros(self.nv + self.ne)
@@ -771,7 +771,7 @@ class FlexiblePartKernel(Workspace):
                 raise PartreeInputError(f"part {self.part_id}: singular articulated inertia at a handle frame")
             raise PartreeInputError(f"flexible dynamics: the articulated inertia of body {int(self.bodies[bad - 1])} "
                                     f"is singular along its passive coordinates")
-        self.M[:] = A.IA[:36].reshape(6, 6)
+        self.M[:] = symmetric_block(A.IA, 0, 6)
         self.m0[:] = A.pA[:6]
         if self.H:
             sensitivity_kernel(A.parent, A.idx_v, A.nv, A.body, A.act, A.qddin, A.E, A.r, A.c, A.S, A.IA, A.pA, A.Y,
@@ -1022,7 +1022,7 @@ def part_forces(F, b):
                      np.ascontiguousarray(local + 1, dtype=np.int64), off, np.ascontiguousarray(F.ld_w[mine]), data)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=MATH)
 def subtract_body_wrenches(m, body, F, pA):
     """pA -= the external wrenches F (m, 6) at the origins of the part's bodies (the copy's bodies
     1..m): on the six rigid rows of each, nothing on the modes (``flexible_apply_loads``)."""
