@@ -188,27 +188,28 @@ def test_singular_and_wrong_sizes_are_refused():
 
 
 def test_pass1_mass_matrices_and_pass2_articulated_inertias(model):
-    """Pass 1 writes every body's M(eta) into IA, as its lower triangle (against
-    partree.flexible.body_mass_matrix); pass 2 turns it into the articulated inertia (against the
-    NumPy recursion's)."""
+    """Pass 1 writes every body's M(eta) into IA (its rigid and modal blocks' lower triangles) and
+    U (its coupling block's rows) (against partree.flexible.body_mass_matrix); pass 2 turns it into
+    the articulated inertia (against the NumPy recursion's)."""
     from partree.algorithms import flexible_kernels as fk
     from partree.flexible import body_mass_matrix
     q, qd = _state(model, np.random.default_rng(5))
     tau = np.random.default_rng(6).normal(size=qd.shape)
     pk = flexible_pack(model)
     m = model
-    # each body's triangle follows the previous one's, and IA holds nothing else
-    sizes = fk.tri_size(6 + pk.body[:, fk.B_NM])
+    # each body's two triangles follow the previous body's, and IA holds nothing else; U a row
+    # per coordinate
+    sizes = 21 + fk.tri_size(pk.body[:, fk.B_NM])
     assert np.array_equal(pk.body[1:, fk.B_I], np.cumsum(sizes)[:-1]) and pk.IA.size == sizes.sum()
+    assert pk.U.shape == (6 * qd.size,)
     fk.flexible_forward_pass1(m.parent, m.jtype, m.axis, m.axis2, m.E_tree, m.r_tree, m.mass, m.com, m.I_com,
                               m.idx_q, m.idx_v, m.nq, m.nv, pk.body, pk.kinfo, pk.first, pk.xphi, pk.sparse_i,
                               pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, q, qd, pk.E, pk.r, pk.v,
-                              pk.c, pk.S, pk.IA, pk.pA, pk.Y)
+                              pk.c, pk.S, pk.IA, pk.pA, pk.Y, pk.U)
 
     def blocks():
         for i in range(m.n):
-            nm = int(pk.body[i, fk.B_NM])
-            yield i, nm, fk.symmetric_block(pk.IA, int(pk.body[i, fk.B_I]), 6 + nm)
+            yield i, int(pk.body[i, fk.B_NM]), fk.body_inertia(pk, m.nv, i)
 
     for i, nm, M in blocks():
         if nm:

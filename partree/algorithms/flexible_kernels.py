@@ -25,7 +25,8 @@ Jacobian of the node rotation ``exp(Psi eta_p)``): the child's articulated inert
 rigid congruence ``P = X_up^T Ia X_up`` and then spread over the parent's modes as ``P Y`` and
 ``Y^T P Y``.  And only the rigid 6 x 6 block of a body's articulated inertia and the first 6
 entries of its bias reach the parent (the modes' rows of the velocity-product term are zero), so
-only the first six rows of U are kept.
+only the first six rows of U = IA S_hat are needed: its modes' columns are the inertia's coupling
+block, which is held there (in U) from pass 1 on.
 
 Each pass's per-body step is an inlined function of the body's sizes (its modes m, its passive
 joint velocities nj).  A body of FIXED_MODES modes on a joint of FIXED_JOINT passive velocities
@@ -81,12 +82,16 @@ ld_data (.,)                       per load node: its point (3), Psi (3 x m), Ph
 E, r (n, 3, 3), (n, 3)             workspace: X_up of every body
 v, c, a (n, 6)                     workspace: velocities, velocity products, accelerations
 S (nv, 6)                          workspace: motion subspaces, one row per joint velocity
-IA, pA                             workspace: (6 + m) x (6 + m) symmetric, held as its lower
-                                   triangle row by row (``tri``), and (6 + m), per body at B_I, B_P
+IA, pA                             workspace: per body at B_I, B_P: the (6 + m) x (6 + m) symmetric
+                                   inertia's rigid and modal blocks as lower triangles (``ia_size``;
+                                   its coupling block is in U), and (6 + m)
 Y                                  workspace: 6 x m_p per child of a flexible body at B_Y, column
                                    by column (column l at B_Y + 6 l)
-U, u, L                            workspace: 6 x n_z, n_z and n_z (n_z + 1) / 2 (a lower triangle,
-                                   ``tri``) per body (n_z = nv_i + m_i)
+U (nv + ne, 6)                     workspace: the first six rows of IA S_hat per coordinate: for
+                                   each joint velocity (pass 2), for each mode its body's coupling
+                                   block row (pass 1, and the children's terms in pass 2)
+u, L                               workspace: n_z and n_z (n_z + 1) / 2 (a lower triangle, ``tri``)
+                                   per body (n_z = nv_i + m_i)
 qdd, tau_out (nv + ne,)            results: accelerations; forces (given ones copied, active joints'
                                    computed)
 =================================  ================================================================
@@ -124,10 +129,15 @@ MATH = {"contract"}
 
 
 # ----------------------------------------------------------------------------- symmetric storage
+# A body's symmetric (6 + m) x (6 + m) inertia [[R, C^T], [C, M]] is held in two arrays, so that
+# each pass reads whole rows and nothing twice.  IA: the rigid 6 x 6 block R's lower triangle (21
+# entries, row by row), then the modal block M's lower triangle (mode k's row at 21 + tri(k)).  U:
+# the coupling block C, mode k's row of 6 at U[6 (nv + B_IE + k):] -- the row U = IA S_hat has for
+# that modal coordinate, beside the joints' rows (U[6 (idx_v + a):] = R S_a) that pass 2 adds.
+# L holds each body's factors as one lower triangle.
 @njit(cache=True, inline="always", fastmath=MATH)
 def tri(k):
-    """Offset of row k of a symmetric matrix held as its lower triangle, row by row (entry (k, l),
-    l <= k, at tri(k) + l): how IA holds each body's (6 + m) x (6 + m) inertia."""
+    """Offset of row k of a lower triangle held row by row (entry (k, l), l <= k, at tri(k) + l)."""
     return (k * (k + 1)) // 2
 
 
@@ -142,18 +152,34 @@ def tri_size(d):
     return d * (d + 1) // 2
 
 
-def symmetric_block(IA, o, d, rows=None):
-    """The symmetric d x d matrix held as a lower triangle at IA[o:] (a NumPy array; ``rows`` the
-    leading rows and columns wanted, all by default)."""
-    k = d if rows is None else rows
-    i, j = np.tril_indices(k)
-    out = np.empty((k, k))
-    out[i, j] = IA[o + i * (i + 1) // 2 + j]
-    out[j, i] = out[i, j]
+def ia_size(m):
+    """Entries of IA per body of m modes: the rigid block's and the modal block's triangles."""
+    return 21 + tri_size(m)
+
+
+def body_inertia(pk, nv, i):
+    """Body i's (6 + m) x (6 + m) inertia as the passes hold it in ``pk.IA`` and ``pk.U`` (after
+    pass 1 its M(eta), after pass 2 its articulated inertia), as a NumPy array."""
+    m = int(pk.body[i, B_NM])
+    oi = int(pk.body[i, B_I])
+    out = np.empty((6 + m, 6 + m))
+    out[:6, :6] = rigid_block(pk.IA, oi)
+    c0 = 6 * (nv + int(pk.body[i, B_IE]))
+    out[6:, :6] = pk.U[c0:c0 + 6 * m].reshape(m, 6)
+    out[:6, 6:] = out[6:, :6].T
+    k, l = np.tril_indices(m)
+    out[6 + k, 6 + l] = out[6 + l, 6 + k] = pk.IA[oi + 21 + k * (k + 1) // 2 + l]
     return out
 
 
-# ----------------------------------------------------------------------------- rotations
+_RIGID_INDEX = np.array([[max(k, l) * (max(k, l) + 1) // 2 + min(k, l) for l in range(6)] for k in range(6)])
+
+
+def rigid_block(IA, o):
+    """The symmetric 6 x 6 rigid block held as a lower triangle at IA[o:], as a NumPy array."""
+    return IA[o + _RIGID_INDEX]
+
+
 @njit(cache=True, inline="always", fastmath=MATH)
 def _node_rotation(th, thd, Rn, Jr, Jrd):
     """Rn = exp(th~), the right Jacobian J_r(th) and its time derivative for the rate thd (the
@@ -294,10 +320,10 @@ def _node_kinematics(i, p, on, mp, nq, nv, body, E_tree, r_tree, nodes, q, qd, v
 
 @njit(cache=True, inline="always", fastmath=MATH)
 def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, mass, com, I_com,
-                   q, qd, v, IA, pA, N, Nf, Gc, Gd, Gdf):
+                   q, qd, v, IA, pA, U, N, Nf, Gc, Gd, Gdf):
     """Pass 1's step for flexible body i (m > 0 modes; an argument so that
     :func:`flexible_forward_pass1` can give it as a constant): its mass matrix M(eta) into IA and
-    its velocity, elastic, damping and stiffening forces b into pA."""
+    U (the coupling block) and its velocity, elastic, damping and stiffening forces b into pA."""
     oi = body[i, B_I]
     op = body[i, B_P]
     # M(eta) and b as partree.flexible.body_mass_matrix and _flexible_bias form them, in scalars:
@@ -393,7 +419,8 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
     Jd00 = D11 + D22
     Jd11 = D00 + D22
     Jd22 = D00 + D11
-    # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]], its lower triangle row by row
+    # the mass matrix [[J, s~, G], [s~^T, m 1, S], [G^T, S^T, M_ee]]: the rigid and modal blocks'
+    # lower triangles into IA, the coupling rows [G^T, S^T] into U
     IA[oi] = J00
     IA[oi + 1] = -Y01
     IA[oi + 2] = J11
@@ -416,15 +443,16 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
     IA[oi + 19] = 0.0
     IA[oi + 20] = mi
     for k in range(m):
-        rk = oi + tri(6 + k)
-        IA[rk] = Gc[k, 0]
-        IA[rk + 1] = Gc[k, 1]
-        IA[rk + 2] = Gc[k, 2]
-        IA[rk + 3] = first[ke + k, 0]
-        IA[rk + 4] = first[ke + k, 1]
-        IA[rk + 5] = first[ke + k, 2]
+        rk = 6 * (d0 + k)
+        U[rk] = Gc[k, 0]
+        U[rk + 1] = Gc[k, 1]
+        U[rk + 2] = Gc[k, 2]
+        U[rk + 3] = first[ke + k, 0]
+        U[rk + 4] = first[ke + k, 1]
+        U[rk + 5] = first[ke + k, 2]
+        rk = oi + 21 + tri(k)
         for l in range(k + 1):
-            IA[rk + 6 + l] = Mee[k2 + k * m + l]
+            IA[rk + l] = Mee[k2 + k * m + l]
     # h = M nu (its first six entries), f = the rigid rows of b without the v x* h term
     w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2]
     V0, V1, V2 = v[i, 3], v[i, 4], v[i, 5]
@@ -489,11 +517,12 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
 @njit(cache=True, fastmath=MATH)
 def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
-                           q, qd, E, r, v, c, S, IA, pA, Y, stage=0):
-    """Pass 1, outward: X_up (E, r), S, Y, v, c, IA = M(eta) and pA = b (velocity, elastic,
-    damping and stiffening forces) of every body (arguments: the module's table).
+                           q, qd, E, r, v, c, S, IA, pA, Y, U, stage=0):
+    """Pass 1, outward: X_up (E, r), S, Y, v, c, M(eta) into IA and U (its coupling block's rows)
+    and pA = b (velocity, elastic, damping and stiffening forces) of every body (arguments: the
+    module's table).
 
-    ``stage`` 0: all of it; 1: the kinematics only (E, r, S, Y, v, c); 2: the rest (IA and pA,
+    ``stage`` 0: all of it; 1: the kinematics only (E, r, S, Y, v, c); 2: the rest (IA, U and pA,
     from the v a stage 1 left).  The parallel engine's parts split the pass so that the bodies a
     child part waits for go through the kinematics first."""
     # the array arguments as views that count no references (see ``unowned``)
@@ -503,7 +532,7 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     xphi, sparse_i, sparse_v, Mee = unowned(xphi), unowned(sparse_i), unowned(sparse_v), unowned(Mee)
     Kst, Dmp, Gs, nodes, q, qd = unowned(Kst), unowned(Dmp), unowned(Gs), unowned(nodes), unowned(q), unowned(qd)
     E, r, v, c, S, IA, pA = unowned(E), unowned(r), unowned(v), unowned(c), unowned(S), unowned(IA), unowned(pA)
-    Y = unowned(Y)
+    Y, U = unowned(Y), unowned(U)
     n = parent.shape[0]
     # the scratch, as views of one array that count no references (passed to the inlined steps
     # per body, views that count them would cost two atomic operations each); ``own`` holds the
@@ -589,10 +618,10 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
             continue
         if m == FIXED_MODES:
             _mass_and_bias(i, FIXED_MODES, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs,
-                           mass, com, I_com, q, qd, v, IA, pA, N, Nf, Gc, Gd, Gdf)
+                           mass, com, I_com, q, qd, v, IA, pA, U, N, Nf, Gc, Gd, Gdf)
         else:
             _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, mass, com,
-                           I_com, q, qd, v, IA, pA, N, Nf, Gc, Gd, Gdf)
+                           I_com, q, qd, v, IA, pA, U, N, Nf, Gc, Gd, Gdf)
     own[0] = 0.0        # the scratch's memory held to here
 
 
@@ -671,11 +700,13 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
     oz = body[i, B_Z]
     ol = body[i, B_L]
     npas = nj + m
-    ou = 6 * oz
-    # U = IA S_hat over the passive columns (first six rows kept), u, and D = S_hat^T U's
+    # U = IA S over the passive joint columns (first six rows kept: the modes' columns of
+    # IA S_hat, the coupling block's rows, are in U from pass 1 on), u, and D = S_hat^T IA S_hat's
     # lower triangle (row by row at L[ol:], as ``tri`` says)
+    ie = body[i, B_IE]
+    oc = 6 * (nv + ie)
     for a in range(nj):
-        ua = ou + a * 6
+        ua = 6 * (iv + a)
         for k in range(6):
             s = 0.0
             for l in range(6):
@@ -691,21 +722,17 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
                 s += S[iv + b, k] * U[ua + k]
             L[ol + tri(a) + b] = s
         for k in range(m):
-            ro = oi + tri(6 + k)
+            ro = oc + 6 * k
             s = 0.0
             for l in range(6):
-                s += IA[ro + l] * S[iv + a, l]
+                s += U[ro + l] * S[iv + a, l]
             L[ol + tri(nj + k) + a] = s
-    ie = body[i, B_IE]
     for k in range(m):
-        ro = oi + tri(6 + k)
-        uo = ou + (nj + k) * 6
-        for l in range(6):
-            U[uo + l] = IA[ro + l]
+        ro = oi + 21 + tri(k)
         u[oz + nj + k] = tau[nv + ie + k] - pA[op + 6 + k]
         lo = ol + tri(nj + k) + nj
         for l in range(k + 1):
-            L[lo + l] = IA[ro + 6 + l]
+            L[lo + l] = IA[ro + l]
     # D = L diag(d) L^T, row by row (see ``ldl_solve``): row a's entries first as G = L diag(d)
     # (G_at = D_at - sum_j<t G_aj L_tj), then scaled; one division per pivot and no square root,
     # which on this chain of dependent rows is what a Cholesky factor would wait for
@@ -741,8 +768,9 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
     # pa = pA6 + Ia ch + W^T diag(1/d) L^-1 u
     for a in range(npas):
         ra = ol + tri(a)
+        ro = 6 * (iv + a) if a < nj else oc + 6 * (a - nj)
         for k in range(6):
-            W[a, k] = U[ou + a * 6 + k]
+            W[a, k] = U[ro + k]
         s = u[oz + a]
         for t in range(a):
             f = L[ra + t]
@@ -787,12 +815,10 @@ def _y_column(Y, o):
 
 
 @njit(cache=True, inline="always", fastmath=MATH)
-def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
-    """Add a child's moved articulated inertia P and bias pf to its parent's IA and pA (at oip,
-    opp; mp modes), spread over the parent's modes by the child's node map Y (at oy):
-    [1 | Y]^T P [1 | Y] and [1 | Y]^T pf.  Of the modal rows only the parts passes 2 and 3 read
-    get the terms: the coupling block below the rigid rows (rows 6.., columns 0..5) and the modal
-    block's lower triangle; the blocks above them keep pass 1's M(eta)."""
+def _to_parent(oy, oip, opp, ocp, mp, IA, pA, U, Y, P, pf, Q):
+    """Add a child's moved articulated inertia P and bias pf to its parent's inertia and pA (IA
+    at oip, the coupling rows in U at ocp, pA at opp; mp modes), spread over the parent's modes by
+    the child's node map Y (at oy): [1 | Y]^T P [1 | Y] and [1 | Y]^T pf."""
     for k in range(6):
         pA[opp + k] += pf[k]
         for l in range(k + 1):
@@ -802,29 +828,28 @@ def _to_parent(oy, oip, opp, mp, IA, pA, Y, P, pf, Q):
     # Q = P Y, column l at Q[l]; the parent's coupling block row by row
     for l in range(mp):
         y0, y1, y2, y3, y4, y5 = _y_column(Y, oy + 6 * l)
-        rl = oip + tri(6 + l)
+        rl = ocp + 6 * l
         for k in range(6):
             s = P[k, 0] * y0 + P[k, 1] * y1 + P[k, 2] * y2 + P[k, 3] * y3 + P[k, 4] * y4 + P[k, 5] * y5
             Q[l, k] = s
-            IA[rl + k] += s
+            U[rl + k] += s
         pA[opp + 6 + l] += y0 * pf[0] + y1 * pf[1] + y2 * pf[2] + y3 * pf[3] + y4 * pf[4] + y5 * pf[5]
     # Y^T Q on the modal block's lower triangle, column by column
     for k in range(mp):
         y0, y1, y2, y3, y4, y5 = _y_column(Y, oy + 6 * k)
         for l in range(k, mp):
-            IA[oip + tri(6 + l) + 6 + k] += y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3] + y4 * Q[l, 4] + y5 * Q[l, 5]
+            IA[oip + 21 + tri(l) + k] += (y0 * Q[l, 0] + y1 * Q[l, 1] + y2 * Q[l, 2] + y3 * Q[l, 3]
+                                          + y4 * Q[l, 4] + y5 * Q[l, 5])
 
 
 @njit(cache=True, fastmath=MATH)
 def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L):
-    """Pass 2, inward: articulated inertias IA and biases pA (in place), U (first six rows), u
-    and the factors L diag(d) L^T of D over each body's passive coordinates (``ldl_solve``).  Returns -1, or the body
-    whose D is not positive definite.
+    """Pass 2, inward: articulated inertias (IA and the coupling rows in U) and biases pA (in
+    place), U's joint rows, u and the factors L diag(d) L^T of D over each body's passive
+    coordinates (``ldl_solve``).  Returns -1, or the body whose D is not positive definite.
 
-    D's lower triangle is formed in L and factored there row by row; the modes' rows of U and D
-    are read along IA's rows, below its rigid rows and on the modal block's lower triangle,
-    the parts of IA the children's terms are added to (:func:`_to_parent`); Ia = IA6 - W^T W is
-    formed on its upper triangle and mirrored.  Bodies of FIXED_MODES modes on joints of FIXED_JOINT
+    D's lower triangle is formed in L and factored there row by row; Ia = IA6 - W^T diag(1/d) W
+    is formed on its upper triangle and mirrored.  Bodies of FIXED_MODES modes on joints of FIXED_JOINT
     passive velocities take the step compiled for those sizes."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, body, active, tau = unowned(parent), unowned(idx_v), unowned(body), unowned(active), unowned(tau)
@@ -864,9 +889,11 @@ def flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E
         if p >= 0:
             mp = body[p, B_NM]
             if mp == FIXED_MODES:
-                _to_parent(body[i, B_Y], body[p, B_I], body[p, B_P], FIXED_MODES, IA, pA, Y, P, pf, Q)
+                _to_parent(body[i, B_Y], body[p, B_I], body[p, B_P], 6 * (nv + body[p, B_IE]), FIXED_MODES, IA, pA,
+                           U, Y, P, pf, Q)
             else:
-                _to_parent(body[i, B_Y], body[p, B_I], body[p, B_P], mp, IA, pA, Y, P, pf, Q)
+                _to_parent(body[i, B_Y], body[p, B_I], body[p, B_P], 6 * (nv + body[p, B_IE]), mp, IA, pA, U, Y, P,
+                           pf, Q)
     own[0] = 0.0        # the scratch's memory held to here
     return -1
 
@@ -914,14 +941,13 @@ def joint_velocity(S, qd, iv, nvi, out):
 
 
 @njit(cache=True, inline="always", fastmath=MATH)
-def outward_step(i, iv, nvi, nj, npas, act, body, c, S, U, u, L, qdd_in, ah, z):
+def outward_step(i, iv, nvi, nj, npas, act, nv, body, c, S, U, u, L, qdd_in, ah, z):
     """Pass 3's step at body i from ah = X_up a_attachment (in place): ah += c_i and the given
     accelerations of an active joint; z = D^-1 (u - U^T ah), the passive coordinates'
-    accelerations; ah += S z over the passive joint velocities (nj of the npas coordinates), so
+    accelerations (U's rows: the passive joints', then the body's modes'); ah += S z over the passive joint velocities (nj of the npas coordinates), so
     that ah ends as the body's acceleration.  Shared with the flexible parts' walk
     (``partree.parallel.flexible_part``)."""
     oz = body[i, B_Z]
-    ou = 6 * oz
     for k in range(6):
         ah[k] += c[i, k]
     if act:
@@ -929,10 +955,12 @@ def outward_step(i, iv, nvi, nj, npas, act, body, c, S, U, u, L, qdd_in, ah, z):
             w = qdd_in[iv + b]
             for k in range(6):
                 ah[k] += S[iv + b, k] * w
+    oc = 6 * (nv + body[i, B_IE])
     for b in range(npas):
+        ro = 6 * (iv + b) if b < nj else oc + 6 * (b - nj)
         s = u[oz + b]
         for k in range(6):
-            s -= U[ou + b * 6 + k] * ah[k]
+            s -= U[ro + k] * ah[k]
         z[b] = s
     ldl_solve(L, body[i, B_L], npas, z)
     for b in range(nj):
@@ -947,7 +975,7 @@ def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, 
     that :func:`flexible_forward_pass2` can give them as constants)."""
     _attachment_acceleration(i, parent[i], body, a, Y, qdd, nv, gravity, ap)
     xform_motion(E[i], r[i], ap, ah)
-    outward_step(i, iv, nvi, nj, nj + m, act, body, c, S, U, u, L, qdd_in, ah, z)
+    outward_step(i, iv, nvi, nj, nj + m, act, nv, body, c, S, U, u, L, qdd_in, ah, z)
     if act:
         for b in range(nvi):
             qdd[iv + b] = qdd_in[iv + b]
@@ -966,7 +994,7 @@ def _outward_body(i, m, nj, act, nvi, iv, parent, nv, body, gravity, qdd_in, E, 
             for l in range(6):
                 s += IA[oi + sym(k, l)] * ah[l]
             for l in range(m):
-                s += IA[oi + tri(6 + l) + k] * qdd[nv + ie + l]
+                s += U[6 * (nv + ie + l) + k] * qdd[nv + ie + l]
             ap[k] = s
         for b in range(nvi):
             s = 0.0
@@ -1020,7 +1048,7 @@ def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass
     coordinates have a singular articulated inertia."""
     flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
-                           q, qd, E, r, v, c, S, IA, pA, Y)
+                           q, qd, E, r, v, c, S, IA, pA, Y, U)
     flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA)
     bad = flexible_backward_pass(parent, idx_v, nv, body, mmax, active, tau, qdd_in, E, r, c, S, IA, pA, Y, U, u, L)
     if bad >= 0:
@@ -1032,21 +1060,21 @@ def flexible_articulated_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass
 
 # ----------------------------------------------------------------------------- inverse dynamics
 @njit(cache=True, fastmath=MATH)
-def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a, tau):
-    """Inverse dynamics after pass 1 (IA holding every body's M(eta), pA its b):
+def flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, U, a, tau):
+    """Inverse dynamics after pass 1 (IA and U holding every body's M(eta), pA its b):
     :func:`flexible_rnea_outward` then :func:`flexible_rnea_inward`."""
-    flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a)
+    flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, U, a)
     flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau)
 
 
 @njit(cache=True, fastmath=MATH)
-def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a):
+def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, U, a):
     """Outward, after pass 1: the accelerations a_i = X_up (a_p + Y eta_dd_p) + S qdd_i + c_i and
     the body forces f_i = M_i [a_i; eta_dd_i] + b_i (written over pA)."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, body, gravity, qdd = unowned(parent), unowned(idx_v), unowned(body), unowned(gravity), unowned(qdd)
     E, r, c, S, IA, pA = unowned(E), unowned(r), unowned(c), unowned(S), unowned(IA), unowned(pA)
-    Y, a = unowned(Y), unowned(a)
+    Y, U, a = unowned(Y), unowned(U), unowned(a)
     n = parent.shape[0]
     # the scratch, as views that count no references (see flexible_forward_pass1)
     own = np.empty(12)
@@ -1067,21 +1095,25 @@ def flexible_rnea_outward(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA,
         for k in range(6):
             a[i, k] = ah[k]
         m = body[i, B_NM]
-        d = 6 + m
         oi = body[i, B_I]
         op = body[i, B_P]
         e0 = nv + body[i, B_IE]
-        # f = M [a; eta_dd] + b from M's lower triangle, row by row: an entry (k, l < k) enters
-        # rows k and l (row l's sum is complete before: only rows below it add to it)
-        for k in range(d):
-            xk = ah[k] if k < 6 else qdd[e0 + k - 6]
-            rk = oi + tri(k)
-            s = pA[op + k] + IA[rk + k] * xk
-            for l in range(k):
-                w = IA[rk + l]
-                s += w * (ah[l] if l < 6 else qdd[e0 + l - 6])
-                pA[op + l] += w * xk
+        # f = M [a; eta_dd] + b, M = [[R, C^T], [C, Mm]]: the rigid rows R a + C^T eta_dd, the
+        # modes' rows C a + Mm eta_dd (R and Mm from their lower triangles in IA, C's rows in U)
+        for k in range(6):
+            s = pA[op + k]
+            for l in range(6):
+                s += IA[oi + sym(k, l)] * ah[l]
+            for l in range(m):
+                s += U[6 * (e0 + l) + k] * qdd[e0 + l]
             pA[op + k] = s
+        for k in range(m):
+            s = pA[op + 6 + k]
+            for l in range(6):
+                s += U[6 * (e0 + k) + l] * ah[l]
+            for l in range(m):
+                s += IA[oi + 21 + sym(k, l)] * qdd[e0 + l]
+            pA[op + 6 + k] = s
     own[0] = 0.0        # the scratch's memory held to here
 
 
@@ -1132,15 +1164,15 @@ def flexible_rnea_inward(parent, idx_v, nv, body, E, r, S, pA, Y, tau):
 @njit(cache=True, fastmath=MATH)
 def flexible_rnea_kernel(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv, body,
                          kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax, gravity, q, qd, qdd,
-                         f_ext, ld_body, ld_off, ld_w, ld_data, E, r, v, c, a, S, IA, pA, Y, tau):
+                         f_ext, ld_body, ld_off, ld_w, ld_data, E, r, v, c, a, S, IA, pA, Y, U, tau):
     """Inverse dynamics: pass 1, the external loads (:func:`flexible_apply_loads`), then
     :func:`flexible_rnea_passes` (arguments: the module's table; qdd (nv + ne,) the accelerations,
     tau (nv + ne,) the result)."""
     flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
-                           q, qd, E, r, v, c, S, IA, pA, Y)
+                           q, qd, E, r, v, c, S, IA, pA, Y, U)
     flexible_apply_loads(nq, body, f_ext, ld_body, ld_off, ld_w, ld_data, q, pA)
-    flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, a, tau)
+    flexible_rnea_passes(parent, idx_v, nv, body, gravity, qdd, E, r, c, S, IA, pA, Y, U, a, tau)
 
 
 # ----------------------------------------------------------------------------- packing
@@ -1232,7 +1264,7 @@ class FlexiblePack:
         mp = np.where(body[:, B_NODE] >= 0, mp, 0)
         nz = self.nv_j + nm
         body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mp)[:-1]))
-        body[:, B_I] = np.concatenate(([0], np.cumsum(tri_size(6 + nm))[:-1]))
+        body[:, B_I] = np.concatenate(([0], np.cumsum(ia_size(nm))[:-1]))
         body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
         body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
         body[:, B_L] = np.concatenate(([0], np.cumsum(tri_size(nz))[:-1]))
@@ -1248,10 +1280,10 @@ class FlexiblePack:
         self.c = np.empty((n, 6))
         self.a = np.empty((n, 6))
         self.S = np.empty((max(nv, 1), 6))
-        self.IA = np.empty(int(tri_size(6 + nm).sum()))
+        self.IA = np.empty(int(ia_size(nm).sum()))
         self.pA = np.empty(int((6 + nm).sum()))
         self.Y = np.empty(max(int((6 * mp).sum()), 1))
-        self.U = np.empty(max(int(6 * nz.sum()), 1))
+        self.U = np.empty(6 * max(nv + self.ne, 1))
         self.u = np.empty(max(int(nz.sum()), 1))
         self.L = np.empty(max(int(tri_size(nz).sum()), 1))
 
@@ -1325,5 +1357,5 @@ def flexible_inverse(model, q, qd, qdd, loads=None):
         model.parent, model.jtype, model.axis, model.axis2, model.E_tree, model.r_tree, model.mass, model.com,
         model.I_com, model.idx_q, model.idx_v, model.nq, model.nv, pk.body, pk.kinfo, pk.first, pk.xphi,
         pk.sparse_i, pk.sparse_v, pk.Mee, pk.Kst, pk.Dmp, pk.Gs, pk.nodes, pk.mmax, model.gravity,
-        q, qd, qdd, *load_arrays(loads), pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, tau)
+        q, qd, qdd, *load_arrays(loads), pk.E, pk.r, pk.v, pk.c, pk.a, pk.S, pk.IA, pk.pA, pk.Y, pk.U, tau)
     return tau

@@ -51,7 +51,7 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
                                            FIXED_JOINT, FIXED_MODES, MATH, flexible_apply_loads,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
                                            flexible_pack, flexible_rnea_inward, flexible_rnea_outward,
-                                           joint_velocity, node_motion_add, outward_step, symmetric_block,
+                                           ia_size, joint_velocity, node_motion_add, outward_step, rigid_block,
                                            tri, tri_size)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.packed import raw_view, unowned
@@ -96,15 +96,16 @@ def compose_transforms(parent, E, r, TE, Tr):
 
 
 @njit(cache=True, inline="always", fastmath=MATH)
-def _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6):
+def _walk_columns(t, i, iv, m, nj, nv, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6):
     """The sensitivity walk's step at path position t (body i, m modes, nj passive joint
     velocities; the sizes are arguments so that :func:`sensitivity_kernel` can give them as
     constants): the six columns of dP[t] to du[t], dz[t] and the force they pass on, F6."""
     npas = nj + m
     # the six columns at once (a dead column's entries are zeros, and stay zeros):
     # du = -S_hat^T dP, dz = D^-1 du (forward, then backward substitution with D's factors, as
-    # ``ldl_solve``), and the force the columns pass on, X^T (dP + U dz)
-    ou = 6 * body[i, B_Z]
+    # ``ldl_solve``), and the force the columns pass on, X^T (dP + U dz) (U's rows: the passive
+    # joints', then the body's modes')
+    oc = 6 * (nv + body[i, B_IE])
     ol = body[i, B_L]
     for b in range(nj):
         for cc in range(6):
@@ -140,7 +141,7 @@ def _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F
         for cc in range(6):
             zc[cc] = dP[t, q, cc]
         for b in range(npas):
-            f0 = U[ou + b * 6 + q]
+            f0 = U[(6 * (iv + b) if b < nj else oc + 6 * (b - nj)) + q]
             for cc in range(6):
                 zc[cc] += f0 * Z[b, cc]
         for cc in range(6):
@@ -208,9 +209,10 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
             i = path_idx[t]
             m, iv, nvi, nj, npas = _sizes(i, n, nv, idx_v, body, active)
             if m == FIXED_MODES and nj == FIXED_JOINT:
-                _walk_columns(t, i, iv, FIXED_MODES, FIXED_JOINT, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6)
+                _walk_columns(t, i, iv, FIXED_MODES, FIXED_JOINT, nv, body, S, U, L, E, r, dP, du, dz, Z, zc, C6,
+                              F6)
             else:
-                _walk_columns(t, i, iv, m, nj, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6)
+                _walk_columns(t, i, iv, m, nj, nv, body, S, U, L, E, r, dP, du, dz, Z, zc, C6, F6)
             if t == p0:
                 for q in range(6):
                     for cc in range(6):
@@ -279,7 +281,7 @@ def sensitivity_kernel(parent, idx_v, nv, body, active, qdd_in, E, r, c, S, IA, 
                     for q in range(6):
                         col[q] += Y[oy + 6 * l + q] * w
             xform_motion(E[i], r[i], col, ah)
-            outward_step(i, iv, nvi, nj, npas, active[i], body, c, S, U, u, L, qdd_in, ah, z)
+            outward_step(i, iv, nvi, nj, npas, active[i], nv, body, c, S, U, u, L, qdd_in, ah, z)
             for l in range(m):
                 ed[l] = z[nj + l]
             mprev = m
@@ -449,7 +451,7 @@ class _Augmented(Workspace):
         mpar = np.where(body[:, B_NODE] >= 0, nm[np.maximum(parent, 0)], 0)
         nz = nv_j + nm
         body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mpar)[:-1]))
-        body[:, B_I] = np.concatenate(([0], np.cumsum(tri_size(6 + nm))[:-1]))
+        body[:, B_I] = np.concatenate(([0], np.cumsum(ia_size(nm))[:-1]))
         body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
         body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
         body[:, B_L] = np.concatenate(([0], np.cumsum(tri_size(nz))[:-1]))
@@ -487,10 +489,10 @@ class _Augmented(Workspace):
         self.c = np.zeros((n, 6))
         self.a = np.zeros((n, 6))
         self.S = np.zeros((max(self.nv, 1), 6))
-        self.IA = np.zeros(int(tri_size(6 + nm).sum()))
+        self.IA = np.zeros(int(ia_size(nm).sum()))
         self.pA = np.zeros(int((6 + nm).sum()))
         self.Y = np.zeros(max(int((6 * mpar).sum()), 1))
-        self.U = np.zeros(max(int(6 * nz.sum()), 1))
+        self.U = np.zeros(6 * max(self.nv + self.ne, 1))
         self.u = np.zeros(max(int(nz.sum()), 1))
         self.L = np.zeros(max(int(tri_size(nz).sum()), 1))
         self.qa = np.zeros(self.nq + self.ne)
@@ -525,7 +527,7 @@ class _Augmented(Workspace):
                                self.com, self.I_com, self.idx_q, self.idx_v, self.nq, self.nv, self.body, gp.kinfo,
                                gp.first, gp.xphi, gp.sparse_i, gp.sparse_v, gp.Mee, gp.Kst, gp.Dmp, gp.Gs, gp.nodes,
                                self.mmax, self.qa, self.qda, self.E, self.r, self.v, self.c, self.S, self.IA,
-                               self.pA, self.Y, stage)
+                               self.pA, self.Y, self.U, stage)
 
 
 class _Shared:
@@ -771,7 +773,7 @@ class FlexiblePartKernel(Workspace):
                 raise PartreeInputError(f"part {self.part_id}: singular articulated inertia at a handle frame")
             raise PartreeInputError(f"flexible dynamics: the articulated inertia of body {int(self.bodies[bad - 1])} "
                                     f"is singular along its passive coordinates")
-        self.M[:] = symmetric_block(A.IA, 0, 6)
+        self.M[:] = rigid_block(A.IA, 0)
         self.m0[:] = A.pA[:6]
         if self.H:
             sensitivity_kernel(A.parent, A.idx_v, A.nv, A.body, A.act, A.qddin, A.E, A.r, A.c, A.S, A.IA, A.pA, A.Y,
@@ -871,7 +873,7 @@ class FlexiblePartKernel(Workspace):
         A.pass1(self.shared)
         self._apply_loads(A)
         flexible_rnea_outward(A.parent, A.idx_v, A.nv, A.body, _NO_GRAVITY, A.qdda, A.E, A.r, A.c, A.S, A.IA, A.pA,
-                              A.Y, A.a)
+                              A.Y, A.U, A.a)
         for k in range(self.H):
             o = int(A.body[A.fbody[k], B_P])
             A.pA[o:o + 6] += self._g[k]
