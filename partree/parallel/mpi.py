@@ -45,7 +45,7 @@ from ..errors import PartreeInputError
 from . import hierarchical_root as HR
 from . import messages as msg
 from . import root as R
-from .part import (RunIndex, attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted,
+from .part import (RunIndex, Take, attach_loop_forces, build_part, check_momentum_parts, early_kinematics_wanted,
                    gravity_a0, index_ranges)
 from .flexible_part import NOT_BUILT, PartLoads, full_sizes, own_selections, part_forces
 from .partition import PATH_WEIGHT, make_partition
@@ -265,6 +265,7 @@ class MPIEngine:
         """The engine's layouts once this rank holds its parts (``tree`` and ``pt`` on rank 0 or,
         with ``distribute='each'``, everywhere; ``model`` where the results are gathered)."""
         P = int(meta["nparts"])
+        self._take = [(Take(pk.qix), Take(pk.vix)) for pk in self.parts]     # a part's slices of q, qd
         self.n, self.nq, self.nv = int(meta["n"]), int(meta["nq"]), int(meta["nv"])
         self.nloops = int(meta["nloops"])
         self.flexible = bool(meta["flexible"])
@@ -816,8 +817,8 @@ class MPIEngine:
             if x.shape != (size,):
                 raise PartreeInputError(f"{nm} has shape {x.shape}, expected ({size},)")
         fs = self._force_slices(f_ext)
-        local = self.evaluate_local([q[pk.qix] for pk in self.parts], [qd[pk.vix] for pk in self.parts],
-                                    [tau[pk.vix] for pk in self.parts], fs, actives=actives, qdds=qdds)
+        local = self.evaluate_local([tq(q) for tq, _ in self._take], [tv(qd) for _, tv in self._take],
+                                    [tv(tau) for _, tv in self._take], fs, actives=actives, qdds=qdds)
         if hyb is not None:
             self.local_tau = [x[1].copy() for x in local]
             local = [x[0] for x in local]

@@ -111,6 +111,28 @@ class RunIndex:
         for d, a, n in self.runs:
             dst[d:d + n] = src[a:a + n]
 
+    def take(self, src):
+        """src[index], a new array."""
+        if self.runs is None:
+            return src[self.index]
+        out = np.empty(self.size, dtype=src.dtype)
+        for d, a, n in self.runs:
+            out[a:a + n] = src[d:d + n]
+        return out
+
+
+class Take:
+    """``x[index]`` for a part's index as :func:`fast_index` leaves it: a view where it is a slice,
+    else a :class:`RunIndex` copy (a flexible part's coordinates are two runs, its joints' and its
+    modes', which a gather through the index array would read entry by entry)."""
+
+    def __init__(self, index):
+        self.slice = index if isinstance(index, slice) else None
+        self.runs = None if self.slice is not None else RunIndex(index)
+
+    def __call__(self, x):
+        return x[self.slice] if self.slice is not None else self.runs.take(x)
+
 
 def index_ranges(start, count):
     """Concatenation of arange(start[i], start[i] + count[i])."""
