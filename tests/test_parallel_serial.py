@@ -313,10 +313,11 @@ def test_constraint_forces_engine_reuse_and_handle_wrenches():
         assert max(_cfa_errors(res, partree.cfa(m, q, qd, tau))) < 1e-10
 
 
-def test_run_index_puts_as_the_index_does():
-    """RunIndex.put (slice copies per run where the runs are few) equals dst[index] = src: one
-    run, a few runs, a permutation (many runs: the index itself), nothing."""
-    from partree.parallel.part import RunIndex
+def test_run_index_puts_and_takes_as_the_index_does():
+    """RunIndex.put and take (slice copies per run where the runs are few) equal dst[index] = src
+    and src[index], and Take those of a slice or an index array: one run, a few runs, a
+    permutation (many runs: the index itself), nothing."""
+    from partree.parallel.part import RunIndex, Take, fast_index
 
     rng = np.random.default_rng(0)
     n = 5000
@@ -329,5 +330,10 @@ def test_run_index_puts_as_the_index_does():
         a[idx] = src
         ri.put(b, src)
         assert np.array_equal(a, b)
+        x = rng.normal(size=n)
+        got = ri.take(x)
+        assert np.array_equal(got, x[idx]) and not np.shares_memory(got, x)
+        assert np.array_equal(Take(fast_index(idx))(x), x[idx])
     assert RunIndex(cases[1]).runs is not None and len(RunIndex(cases[1]).runs) == 3
     assert RunIndex(cases[2]).runs is None
+    assert isinstance(fast_index(cases[0]), slice) and np.shares_memory(Take(fast_index(cases[0]))(x), x)
