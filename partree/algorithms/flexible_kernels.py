@@ -514,6 +514,37 @@ def _mass_and_bias(i, m, nq, nv, body, kinfo, first, xphi, sparse_i, sparse_v, M
     pA[op + 5] = w0 * sd1 - w1 * sd0 + w0 * h4 - w1 * h3
 
 
+@njit(cache=True, inline="always", fastmath=MATH)
+def shift_body(i, p, iv, nvi, nv, body, E, r, S, Y, qd, v, c, dv, w, vJ, t1, t2):
+    """Body i's velocity v and velocity product c, computed with body 0 at rest, moved to body
+    0's rates now in ``qd`` (the others as they were).  Both are affine in body 0's velocity:
+    dv_i = X_i dv_p (dv_0 = S_0 qd_0), and dc_i = X_i (dv_p x w_i) + dv_i x vJ_i, with
+    w_i = Y_i eta_dot_p the node's velocity relative to a flexible parent (zero elsewhere) and
+    vJ_i = S_i qd_i the joint's.  dv (n, 6) holds the bodies' dv, parents first."""
+    joint_velocity(S, qd, iv, nvi, vJ)
+    if p < 0:
+        # body 0 itself: its velocity is its joint's (a free joint at the identity: no c change)
+        for k in range(6):
+            dv[i, k] = vJ[k]
+            v[i, k] = vJ[k]
+        return
+    xform_motion(E[i], r[i], dv[p], t1)
+    for k in range(6):
+        dv[i, k] = t1[k]
+        v[i, k] += t1[k]
+    cross_motion(t1, vJ, t2)
+    for k in range(6):
+        c[i, k] += t2[k]
+    if body[i, B_NODE] >= 0:
+        for k in range(6):
+            w[k] = 0.0
+        node_motion_add(i, p, body, Y, qd, nv, w)
+        cross_motion(dv[p], w, t1)
+        xform_motion(E[i], r[i], t1, t2)
+        for k in range(6):
+            c[i, k] += t2[k]
+
+
 @njit(cache=True, fastmath=MATH)
 def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com, I_com, idx_q, idx_v, nq, nv,
                            body, kinfo, first, xphi, sparse_i, sparse_v, Mee, Kst, Dmp, Gs, nodes, mmax,
@@ -523,8 +554,10 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     module's table).
 
     ``stage`` 0: all of it; 1: the kinematics only (E, r, S, Y, v, c); 2: the rest (IA, U and pA,
-    from the v a stage 1 left).  The parallel engine's parts split the pass so that the bodies a
-    child part waits for go through the kinematics first."""
+    from the v a stage 1 left); 3: stage 2 after moving each body's v and c, which stage 1 computed
+    with body 0 at rest, to body 0's rates now in qd (:func:`shift_body`).  The parallel engine's
+    parts split the pass so that the bodies a child part waits for go through the kinematics
+    first, before their own incoming velocity (body 0's, a carrier's) is known."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, jtype, axis, axis2 = unowned(parent), unowned(jtype), unowned(axis), unowned(axis2)
     E_tree, r_tree, mass, com, I_com = unowned(E_tree), unowned(r_tree), unowned(mass), unowned(com), unowned(I_com)
@@ -538,7 +571,7 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     # per body, views that count them would cost two atomic operations each); ``own`` holds the
     # memory and is used again after the loop, so that it lives as long as the views
     mm = max(mmax, 1)
-    own = np.empty(153 + 15 * mm)
+    own = np.empty(153 + 15 * mm + (6 * n if stage == 3 else 0))
     R = raw_view(own, 0, (3, 3))
     R2 = raw_view(own, 9, (3, 3))
     Rn = raw_view(own, 18, (3, 3))
@@ -564,8 +597,13 @@ def flexible_forward_pass1(parent, jtype, axis, axis2, E_tree, r_tree, mass, com
     Gc = raw_view(own, 153 + 9 * mm, (mm, 3))
     Gd = raw_view(own, 153 + 12 * mm, (mm, 3))
     Gdf = raw_view(own, 153 + 12 * mm, (3 * mm,))
+    dv = raw_view(own, 153 + 15 * mm, (n if stage == 3 else 0, 6))
     for i in range(n):
-        if stage != 2:
+        if stage == 3:
+            iv = idx_v[i]
+            shift_body(i, parent[i], iv, idx_v[i + 1] - iv if i + 1 < n else nv - iv, nv, body, E, r, S, Y, qd, v,
+                       c, dv, wn, vJ, tmp, h)
+        if stage < 2:
             p = parent[i]
             iv = idx_v[i]
             on = body[i, B_NODE]
@@ -944,9 +982,9 @@ def joint_velocity(S, qd, iv, nvi, out):
 def outward_step(i, iv, nvi, nj, npas, act, nv, body, c, S, U, u, L, qdd_in, ah, z):
     """Pass 3's step at body i from ah = X_up a_attachment (in place): ah += c_i and the given
     accelerations of an active joint; z = D^-1 (u - U^T ah), the passive coordinates'
-    accelerations (U's rows: the passive joints', then the body's modes'); ah += S z over the passive joint velocities (nj of the npas coordinates), so
-    that ah ends as the body's acceleration.  Shared with the flexible parts' walk
-    (``partree.parallel.flexible_part``)."""
+    accelerations (U's rows: the passive joints', then the body's modes'); ah += S z over the
+    passive joint velocities (nj of the npas coordinates), so that ah ends as the body's
+    acceleration.  Shared with the flexible parts' walk (``partree.parallel.flexible_part``)."""
     oz = body[i, B_Z]
     for k in range(6):
         ah[k] += c[i, k]

@@ -51,11 +51,10 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
                                            FIXED_JOINT, FIXED_MODES, MATH, flexible_apply_loads,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
                                            flexible_pack, flexible_rnea_inward, flexible_rnea_outward,
-                                           ia_size, joint_velocity, node_motion_add, outward_step, rigid_block,
-                                           tri, tri_size)
+                                           ia_size, outward_step, rigid_block, tri, tri_size)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.packed import raw_view, unowned
-from ..algorithms.primitives import cross_motion, force_cols_T_add, xform_motion
+from ..algorithms.primitives import force_cols_T_add, xform_motion
 from ..errors import PartreeInputError
 from ..joints import FIXED, FREE
 from .part import Workspace, _paths, fast_index, index_ranges, local_parents
@@ -319,54 +318,6 @@ def apply_handle_wrenches(idx_v, nv, body, active, path_ptr, path_idx, dP, du, g
                 pA[op + a] += s
 
 
-@njit(cache=True, fastmath=MATH)
-def shift_velocities(parent, idx_v, nv, body, E, r, S, Y, qd, v, c):
-    """Pass 1's velocities v and velocity products c, computed with the carrier R at rest, moved
-    to the carrier's rates now in ``qd`` (its first six entries; the others as pass 1 had them).
-    Both are affine in R's velocity: dv_i = X_i dv_p (dv_0 = S_0 qd_0), and
-    dc_i = X_i (dv_p x w_i) + dv_i x vJ_i, with w_i = Y_i eta_dot_p the node's velocity relative
-    to a flexible parent (zero elsewhere) and vJ_i = S_i qd_i the joint's.  So a part does its
-    kinematics before its incoming velocity is known (the velocity round) and this after."""
-    # the array arguments as views that count no references (see ``unowned``)
-    parent, idx_v, body, E, r, S = unowned(parent), unowned(idx_v), unowned(body), unowned(E), unowned(r), unowned(S)
-    Y, qd, v, c = unowned(Y), unowned(qd), unowned(v), unowned(c)
-    n = parent.shape[0]
-    # the scratch, as views that count no references (see sensitivity_kernel)
-    own = np.empty(6 * n + 24)
-    w = raw_view(own, 0, (6,))
-    vJ = raw_view(own, 6, (6,))
-    t1 = raw_view(own, 12, (6,))
-    t2 = raw_view(own, 18, (6,))
-    dv = raw_view(own, 24, (n, 6))
-    for i in range(n):
-        p = parent[i]
-        iv = idx_v[i]
-        nvi = idx_v[i + 1] - iv if i + 1 < n else nv - iv
-        joint_velocity(S, qd, iv, nvi, vJ)
-        if p < 0:
-            # R itself: its velocity is its joint's (its free joint at the identity: no c change)
-            for k in range(6):
-                dv[i, k] = vJ[k]
-                v[i, k] = vJ[k]
-            continue
-        xform_motion(E[i], r[i], dv[p], t1)
-        for k in range(6):
-            dv[i, k] = t1[k]
-            v[i, k] += t1[k]
-        cross_motion(t1, vJ, t2)
-        for k in range(6):
-            c[i, k] += t2[k]
-        if body[i, B_NODE] >= 0:
-            for k in range(6):
-                w[k] = 0.0
-            node_motion_add(i, p, body, Y, qd, nv, w)
-            cross_motion(dv[p], w, t1)
-            xform_motion(E[i], r[i], t1, t2)
-            for k in range(6):
-                c[i, k] += t2[k]
-    own[0] = 0.0        # the scratch's memory held to here
-
-
 # ----------------------------------------------------------------------------- the augmented part
 _NO_GRAVITY = np.zeros(3)      # the parts' a_in carries gravity (a0 = [0; -g] at the root)
 
@@ -513,13 +464,10 @@ class _Augmented(Workspace):
         self.qda[0:3] = v_in[3:6]
         self.qda[3:6] = v_in[0:3]
 
-    def shift(self, v_in):
-        """Pass 1's kinematics, done with the carrier at rest, moved to its velocity v_in
-        (:func:`shift_velocities`)."""
+    def set_carrier(self, v_in):
+        """The carrier's rates: v_in = [omega; v] as the free joint's [v; omega]."""
         self.qda[0:3] = v_in[3:6]
         self.qda[3:6] = v_in[0:3]
-        shift_velocities(self.parent, self.idx_v, self.nv, self.body, self.E, self.r, self.S, self.Y, self.qda,
-                         self.v, self.c)
 
     def pass1(self, gp, stage=0):
         """The serial pass 1 on this copy (``stage`` as ``flexible_forward_pass1`` takes it)."""
@@ -625,7 +573,7 @@ class FlexiblePartKernel(Workspace):
         # the velocity step.  With ``early_kinematics`` (the engine's choice where some rank's
         # handle paths are long: a chain split across ranks, ``part.early_kinematics_wanted``)
         # every part runs pass 1's kinematics on its full copy with the carrier at rest, and the
-        # reduction moves them to v_in (``_Augmented.shift``): no reduction waits for the
+        # reduction moves them to v_in (pass 1's stage 3, ``shift_body``): no reduction waits for the
         # kinematics of the part above.  Otherwise a part runs the kinematics of its handle
         # paths only, on the path copy (the bodies on the paths), and its whole pass 1 in the
         # reduction; a part at the base whose paths are most of it does its velocity step on the
@@ -697,7 +645,7 @@ class FlexiblePartKernel(Workspace):
         if self.H == 0 and not self.early:
             return self.TE, self.Tr, self.vrel
         # the kinematics with the carrier at rest (the child parts' v_in needs them; the
-        # reduction moves the full copy's to this part's v_in, ``shift``)
+        # reduction moves the full copy's to this part's v_in, pass 1's stage 3)
         c = self.pathcopy if self.pathcopy is not None else self.full
         c.set_state(self._q, self._qd, np.zeros(6))
         c.pass1(self.shared, stage=1)
@@ -758,9 +706,11 @@ class FlexiblePartKernel(Workspace):
                 self._act = np.flatnonzero(mask).astype(np.int64)
         self._tau = A.taua[6:]       # (a view: the forces stay until the next reduction)
         if self._kin:       # the velocity step did the kinematics with the carrier at rest
-            if not self.top:
-                A.shift(np.ascontiguousarray(v_in, dtype=np.float64))
-            A.pass1(self.shared, stage=2)
+            if self.top:
+                A.pass1(self.shared, stage=2)
+            else:           # moved to v_in, body by body, before the rest of pass 1
+                A.set_carrier(np.ascontiguousarray(v_in, dtype=np.float64))
+                A.pass1(self.shared, stage=3)
         else:
             A.set_state(self._q, self._qd, np.ascontiguousarray(v_in, dtype=np.float64))
             A.pass1(self.shared)
