@@ -1301,29 +1301,13 @@ class FlexiblePack:
         mp = np.where(parent >= 0, nm[np.maximum(parent, 0)], 0)
         mp = np.where(body[:, B_NODE] >= 0, mp, 0)
         nz = self.nv_j + nm
-        body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mp)[:-1]))
-        body[:, B_I] = np.concatenate(([0], np.cumsum(ia_size(nm))[:-1]))
-        body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
-        body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
-        body[:, B_L] = np.concatenate(([0], np.cumsum(tri_size(nz))[:-1]))
+        set_offsets(body, nm, nz, mp)
         self.body, self.kinfo = body, kinfo
         self.first, self.xphi = first, xphi
         self.sparse_i, self.sparse_v = np.concatenate(sp_i), np.concatenate(sp_v)
         self.Mee, self.Kst, self.Dmp, self.Gs, self.nodes = Mee, Kst, Dmp, Gs, nodes
-        # workspace
-        nv = model.nv
-        self.E = np.empty((n, 3, 3))
-        self.r = np.empty((n, 3))
-        self.v = np.empty((n, 6))
-        self.c = np.empty((n, 6))
-        self.a = np.empty((n, 6))
-        self.S = np.empty((max(nv, 1), 6))
-        self.IA = np.empty(int(ia_size(nm).sum()))
-        self.pA = np.empty(int((6 + nm).sum()))
-        self.Y = np.empty(max(int((6 * mp).sum()), 1))
-        self.U = np.empty(6 * max(nv + self.ne, 1))
-        self.u = np.empty(max(int(nz.sum()), 1))
-        self.L = np.empty(max(int(tri_size(nz).sum()), 1))
+        for name, shape in workspace_shapes(model.nv, nm, nz, mp).items():
+            setattr(self, name, np.empty(shape))
 
     def valid_for(self, model):
         return (self.source is model.flexible and self.nv_j.shape[0] == model.n
@@ -1339,6 +1323,23 @@ class FlexiblePack:
     def __setstate__(self, state):
         self.source = None
         self.nv_j = np.zeros(0, dtype=np.int64)
+
+
+def set_offsets(body, nm, nz, mp):
+    """The per-body offsets into the workspace (B_Y, B_I, B_P, B_Z, B_L of ``body``) of bodies of
+    nm modes and nz coordinates (joint velocities and modes), mp the modes of the flexible parent
+    a body hangs from at a node (0 elsewhere)."""
+    for col, size in ((B_Y, 6 * mp), (B_I, ia_size(nm)), (B_P, 6 + nm), (B_Z, nz), (B_L, tri_size(nz))):
+        body[:, col] = np.concatenate(([0], np.cumsum(size)[:-1]))
+
+
+def workspace_shapes(nv, nm, nz, mp):
+    """The shapes of the passes' workspace arrays (the module's table) for nv joint velocities and
+    bodies as :func:`set_offsets` takes them."""
+    n = nm.shape[0]
+    return {"E": (n, 3, 3), "r": (n, 3), "v": (n, 6), "c": (n, 6), "a": (n, 6), "S": (max(nv, 1), 6),
+            "IA": int(ia_size(nm).sum()), "pA": int((6 + nm).sum()), "Y": max(int((6 * mp).sum()), 1),
+            "U": 6 * max(nv + int(nm.sum()), 1), "u": max(int(nz.sum()), 1), "L": max(int(tri_size(nz).sum()), 1)}
 
 
 def flexible_pack(model):

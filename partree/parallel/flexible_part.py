@@ -51,7 +51,7 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
                                            FIXED_JOINT, FIXED_MODES, MATH, flexible_apply_loads,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
                                            flexible_pack, flexible_rnea_inward, flexible_rnea_outward,
-                                           ia_size, outward_step, rigid_block, tri, tri_size)
+                                           outward_step, rigid_block, set_offsets, tri, workspace_shapes)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.packed import raw_view, unowned
 from ..algorithms.primitives import force_cols_T_add, xform_motion
@@ -401,11 +401,7 @@ class _Augmented(Workspace):
             self.fbody[k] = o - 1
         mpar = np.where(body[:, B_NODE] >= 0, nm[np.maximum(parent, 0)], 0)
         nz = nv_j + nm
-        body[:, B_Y] = np.concatenate(([0], np.cumsum(6 * mpar)[:-1]))
-        body[:, B_I] = np.concatenate(([0], np.cumsum(ia_size(nm))[:-1]))
-        body[:, B_P] = np.concatenate(([0], np.cumsum(6 + nm)[:-1]))
-        body[:, B_Z] = np.concatenate(([0], np.cumsum(nz)[:-1]))
-        body[:, B_L] = np.concatenate(([0], np.cumsum(tri_size(nz))[:-1]))
+        set_offsets(body, nm, nz, mpar)
         self.n = n
         self.parent, self.jtype, self.axis, self.axis2 = parent, jtype, axis, axis2
         self.E_tree, self.r_tree, self.mass, self.com, self.I_com = E_tree, r_tree, mass, com, I_com
@@ -434,18 +430,8 @@ class _Augmented(Workspace):
     def _allocate(self):
         n = self.n
         nz, nm, mpar = self.sizes
-        self.E = np.zeros((n, 3, 3))
-        self.r = np.zeros((n, 3))
-        self.v = np.zeros((n, 6))
-        self.c = np.zeros((n, 6))
-        self.a = np.zeros((n, 6))
-        self.S = np.zeros((max(self.nv, 1), 6))
-        self.IA = np.zeros(int(ia_size(nm).sum()))
-        self.pA = np.zeros(int((6 + nm).sum()))
-        self.Y = np.zeros(max(int((6 * mpar).sum()), 1))
-        self.U = np.zeros(6 * max(self.nv + self.ne, 1))
-        self.u = np.zeros(max(int(nz.sum()), 1))
-        self.L = np.zeros(max(int(tri_size(nz).sum()), 1))
+        for name, shape in workspace_shapes(self.nv, nm, nz, mpar).items():
+            setattr(self, name, np.zeros(shape))
         self.qa = np.zeros(self.nq + self.ne)
         self.qa[6] = 1.0                    # the carrier's quaternion (x, y, z, w): the identity
         self.qda = np.zeros(self.nv + self.ne)
@@ -461,8 +447,7 @@ class _Augmented(Workspace):
         [v; omega])."""
         self.qa[7:] = q[self.qmap] if not self.full else q
         self.qda[6:] = qd[self.vmap] if not self.full else qd
-        self.qda[0:3] = v_in[3:6]
-        self.qda[3:6] = v_in[0:3]
+        self.set_carrier(v_in)
 
     def set_carrier(self, v_in):
         """The carrier's rates: v_in = [omega; v] as the free joint's [v; omega]."""
