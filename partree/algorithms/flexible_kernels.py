@@ -147,6 +147,13 @@ def sym(k, l):
     return tri(k) + l if l <= k else tri(l) + k
 
 
+@njit(cache=True, inline="always", fastmath=MATH)
+def u_row(b, iv, nj, oc):
+    """Offset in U of the row of a body's passive coordinate b: its nj passive joint velocities
+    first (from idx_v = iv), then its modes (the coupling block's rows, from oc = 6 (nv + B_IE))."""
+    return 6 * (iv + b) if b < nj else oc + 6 * (b - nj)
+
+
 def tri_size(d):
     """Entries of a d x d symmetric matrix held as its lower triangle."""
     return d * (d + 1) // 2
@@ -806,7 +813,7 @@ def _eliminate_body(i, m, nj, act, nvi, iv, parent, nv, body, tau, qdd_in, E, r,
     # pa = pA6 + Ia ch + W^T diag(1/d) L^-1 u
     for a in range(npas):
         ra = ol + tri(a)
-        ro = 6 * (iv + a) if a < nj else oc + 6 * (a - nj)
+        ro = u_row(a, iv, nj, oc)
         for k in range(6):
             W[a, k] = U[ro + k]
         s = u[oz + a]
@@ -995,7 +1002,7 @@ def outward_step(i, iv, nvi, nj, npas, act, nv, body, c, S, U, u, L, qdd_in, ah,
                 ah[k] += S[iv + b, k] * w
     oc = 6 * (nv + body[i, B_IE])
     for b in range(npas):
-        ro = 6 * (iv + b) if b < nj else oc + 6 * (b - nj)
+        ro = u_row(b, iv, nj, oc)
         s = u[oz + b]
         for k in range(6):
             s -= U[ro + k] * ah[k]

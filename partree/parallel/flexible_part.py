@@ -51,7 +51,8 @@ from ..algorithms.flexible_kernels import (B_I, B_IE, B_KIND, B_L, B_NM, B_NODE,
                                            FIXED_JOINT, FIXED_MODES, MATH, flexible_apply_loads,
                                            flexible_backward_pass, flexible_forward_pass1, flexible_forward_pass2,
                                            flexible_pack, flexible_rnea_inward, flexible_rnea_outward,
-                                           outward_step, rigid_block, set_offsets, tri, workspace_shapes)
+                                           outward_step, rigid_block, set_offsets, tri, u_row,
+                                           workspace_shapes)
 from ..algorithms.flexible_dynamics import FlexibleLoads, flexible_loads
 from ..algorithms.packed import raw_view, unowned
 from ..algorithms.primitives import force_cols_T_add, xform_motion
@@ -140,7 +141,7 @@ def _walk_columns(t, i, iv, m, nj, nv, body, S, U, L, E, r, dP, du, dz, Z, zc, C
         for cc in range(6):
             zc[cc] = dP[t, q, cc]
         for b in range(npas):
-            f0 = U[(6 * (iv + b) if b < nj else oc + 6 * (b - nj)) + q]
+            f0 = U[u_row(b, iv, nj, oc) + q]
             for cc in range(6):
                 zc[cc] += f0 * Z[b, cc]
         for cc in range(6):
