@@ -164,6 +164,64 @@ def test_long_chain_walk_stops_where_the_handle_influence_dies_out(skew):
     assert np.array_equal(top.Yst[lo:], fresh.parts[0].Yst[lo:])
 
 
+def test_walk_reach_is_the_frame0_components_of_the_path():
+    """``reach`` (the components the path bodies' S~ and e~ can occupy in frame 0): a planar chain
+    of z revolutes moves in (omega_z, v_x, v_y) only; an out-of-plane v_in, a 3-D chain, a prismatic
+    joint along z or a joint of several DOF reach further."""
+    from partree.joints import PRISMATIC, SPHERICAL
+    from partree.parallel.kernels import walk_reach
+
+    def top_reach(m, v_in=np.zeros(6)):
+        eng = SerialEngine(m, 2)
+        q, qd, tau = _state(m, 3)
+        eng.forward_dynamics(q, qd, tau)
+        return int(walk_reach(eng.parts[0].reach[0], v_in))
+
+    planar = 0b011100
+    assert top_reach(auto_tree(400)) == planar
+    assert top_reach(auto_tree(400), np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0])) == planar | 0b100000
+    assert top_reach(auto_tree(400), np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])) == 0b111111
+    assert top_reach(auto_tree(400), np.array([0.0, 0.0, 2.0, 1.0, 0.0, 0.0])) == planar
+    assert top_reach(auto_tree(400, skew=0.5)) == 0b111111
+    for jt, want in ((PRISMATIC, planar | 0b100000), (SPHERICAL, 0b111111)):
+        m = auto_tree(400)
+        m.jtype[20] = jt
+        if jt == SPHERICAL:
+            m = partree.Model(m.parent, m.jtype, m.axis, m.E_tree, m.r_tree, m.mass, m.com, m.I_com)
+        assert top_reach(m) == want
+
+
+def test_planar_walk_stops_once_the_reached_rows_of_G_are_zero():
+    """On a planar chain the walk stops where the in-plane columns of G~ have died out: the rows
+    of G~ in ``reach`` are then zero, and the bodies above add exact zeros.  The bodies above are
+    not read: made NaN there, the walk returns the same relations bit for bit; walked with every
+    component reachable (no stop), it reads them and returns NaN."""
+    from partree.parallel import kernels as K
+
+    m = auto_tree(20000)
+    q, qd, tau = _state(m, 4)
+    eng = SerialEngine(m, 2)
+    assert _rel(eng.forward_dynamics(q, qd, tau), partree.aba(m, q, qd, tau)) < 1e-10
+    top = eng.parts[0]
+    top.velocity(q[top.qix], qd[top.vix])
+    top.reduce(np.zeros(6), tau[top.vix])
+    want = [x.copy() for x in (top.Kt, top.Lam, top.beta, top.Yst)]
+    lo = int(top.ylo[0])
+    assert top.H == 1 and top.path_idx.size > 8000 and lo > top.path_idx.size // 2
+    c = top.c.copy()
+    c[:lo] = np.nan                         # the bodies above the last update
+    reach = int(K.walk_reach(top.reach[0], np.zeros(6)))
+    for every, finite in ((reach, True), (63, False)):
+        top.Yst[:] = want[3]
+        K._sensitivities(top.m, top.nv, top.idx_v, top.path_ptr, top.path_idx, top.cp, top.slot, top.TEb,
+                         top.Trb, top.yptr, top.Yst, top.ylo, top.S, c, top.U, top.Dinv, top.u, top.G, top.Kt,
+                         top.Psi, top.Lam, top.beta, every)
+        assert np.all(np.isfinite(top.beta)) == finite
+        if finite:
+            for x, w in zip((top.Kt, top.Lam, top.beta, top.Yst[lo:]), want[:3] + [want[3][lo:]]):
+                assert np.array_equal(x, w)
+
+
 def test_walk_writes_every_row_it_leaves_to_the_back_substitution():
     """The walk stores only the rows of Y that are not zero and fills the gaps between them with
     zeros.  A planar chain with one prismatic joint along z deep in the top part: past the first

@@ -141,9 +141,57 @@ def _compose_T(e, rr, A, t):
     return B, (u0, u1, u2)
 
 
+@njit(cache=True, inline="always")
+def _frame0_bits(jt, A, t, S, iv):
+    """The components (bits 0..5) a joint's motion subspace can occupy in frame 0, S~ = T^-1 S with
+    T = (A, t) as in _compose_T: those of S~ computed, for a 1-DOF joint (whose cJ is zero); none for a
+    fixed joint; all six for a joint of more DOF, whose cJ the bits do not follow.  The walk's
+    ``reach`` is built from them (see ``_sensitivities``)."""
+    if jt == FIXED:
+        return 0
+    if jt != REVOLUTE and jt != PRISMATIC:
+        return 63
+    s0, s1, s2, s3, s4, s5 = S[iv, 0], S[iv, 1], S[iv, 2], S[iv, 3], S[iv, 4], S[iv, 5]
+    w0 = A[0] * s0 + A[3] * s1 + A[6] * s2
+    w1 = A[1] * s0 + A[4] * s1 + A[7] * s2
+    w2 = A[2] * s0 + A[5] * s1 + A[8] * s2
+    z0 = A[0] * s3 + A[3] * s4 + A[6] * s5 + t[1] * w2 - t[2] * w1
+    z1 = A[1] * s3 + A[4] * s4 + A[7] * s5 + t[2] * w0 - t[0] * w2
+    z2 = A[2] * s3 + A[5] * s4 + A[8] * s5 + t[0] * w1 - t[1] * w0
+    return (int(w0 != 0.0) | int(w1 != 0.0) << 1 | int(w2 != 0.0) << 2 | int(z0 != 0.0) << 3
+            | int(z1 != 0.0) << 4 | int(z2 != 0.0) << 5)
+
+
+@njit(cache=True, inline="always")
+def _cross3_bits(x, y):
+    """The components (bits 0..2) a 3-vector cross product x × y can occupy, from those of x and y."""
+    b = 0
+    if (x & 2 and y & 4) or (x & 4 and y & 2):
+        b |= 1
+    if (x & 4 and y & 1) or (x & 1 and y & 4):
+        b |= 2
+    if (x & 1 and y & 2) or (x & 2 and y & 1):
+        b |= 4
+    return b
+
+
+@njit(cache=True)
+def walk_reach(path_bits, v_in):
+    """The components (bits 0..5) that the path bodies' e~ and S~ can occupy in frame 0: those of
+    v_in and of the S~ (``path_bits``, see _frame0_bits), closed under the velocity product: since
+    v~_i = v_in + sum over the path above of S~ qd and c~_i = cJ~ + v~_i x S~_i qd_i (cJ = 0 for the
+    1-DOF joints the bits follow), e~_i = c~_i + S~_i x lies there too.  See ``_sensitivities``."""
+    a = path_bits
+    for k in range(6):
+        if v_in[k] != 0.0:
+            a |= 1 << k
+    aw, av = a & 7, a >> 3
+    return a | _cross3_bits(aw, aw) | (_cross3_bits(aw, av) | _cross3_bits(av, aw)) << 3
+
+
 @njit(cache=True)
 def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
-                    kbod, kslot, slot, handles, with_T, E, r, S, cJb, vJb, TEb, Trb, vrb, TE, Tr, vrel):
+                    kbod, kslot, slot, handles, with_T, E, r, S, cJb, vJb, TEb, Trb, vrb, TE, Tr, vrel, reach):
     """Joint kinematics of the bodies ``kbod`` (increasing; at least the path bodies) into E, r,
     S (and, for joints of more than one DOF, cJ, vJ in rows ``kslot[i]`` of cJb, vJb), and the
     maps v_h = T_h v_in + vrel_h of the handles (TE, Tr, vrel (H, ...)) through the path
@@ -151,13 +199,16 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
     ``with_T`` False (a part hanging from the fixed base, whose v_in is zero): v_h = vrel_h, the
     path transforms are left to pass 1 of the reduce kernel (``form_T``, where the walk needs them)
     and T_h is reported as the identity; the caller then passes the part's velocities v as vrb
-    (rows by body, not by slot): for such a part they are the relative ones, and pass 1 keeps them."""
+    (rows by body, not by slot): for such a part they are the relative ones, and pass 1 keeps them.
+    With the path transforms, ``reach[0]`` gets the components the path bodies' S~ occupy in frame 0
+    (see _frame0_bits)."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, jtype, axis, axis2 = unowned(parent), unowned(jtype), unowned(axis), unowned(axis2)
     E_tree, r_tree, idx_q, idx_v, q = unowned(E_tree), unowned(r_tree), unowned(idx_q), unowned(idx_v), unowned(q)
     qd, kbod, kslot, slot, handles = unowned(qd), unowned(kbod), unowned(kslot), unowned(slot), unowned(handles)
     E, r, S, cJb, vJb, TEb = unowned(E), unowned(r), unowned(S), unowned(cJb), unowned(vJb), unowned(TEb)
     Trb, vrb, TE, Tr, vrel = unowned(Trb), unowned(vrb), unowned(TE), unowned(Tr), unowned(vrel)
+    reach = unowned(reach)
     # the scratch, as views of one array that count no references (passed to inlined steps per
     # body, or rebound per body, views that count them cost atomic operations); ``own`` holds
     # the memory and is used again at the end, so that it lives as long as the views
@@ -170,6 +221,7 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = (0.0, 0.0, 0.0)
     w0 = w1 = w2 = x0 = x1 = x2 = 0.0
+    bits = 0
     for ki in range(kbod.shape[0]):
         i = kbod[ki]
         iv = idx_v[i]
@@ -235,6 +287,7 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
             x2 = e[6] * u0 + e[7] * u1 + e[8] * u2 + vJ[5]
         if with_T:
             _store_T(TEb, Trb, si, A, t)
+            bits |= _frame0_bits(jtype[i], A, t, S, iv)
         sv = si if with_T else i
         vrb[sv, 0], vrb[sv, 1], vrb[sv, 2] = w0, w1, w2
         vrb[sv, 3], vrb[sv, 4], vrb[sv, 5] = x0, x1, x2
@@ -247,18 +300,21 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
                 TE[k, a, b] = TEb[si, a, b] if with_T else (1.0 if a == b else 0.0)
         for j in range(6):
             vrel[k, j] = vrb[si if with_T else handles[k], j]
+    if with_T:
+        reach[0] = bits
     own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)
 def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA, bias=True):
+           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, reach, E, r, S, v, c, pA, bias=True):
     """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
     kslot[i] < 0, fused in).  ``form_T``: a part hanging from the fixed base, with handles: the
     velocity kernel already formed its path bodies' velocities in v (v_in = 0), and pass 1 forms
     their path transforms T_i = X_i T_p (rows slot[i] of TEb, Trb), which the velocity kernel
     leaves out for such a part; the composition, a chain of dependent products carried in
-    registers along a chain (see _compose_T), overlaps here with pass 1's own work.  ``bias``
+    registers along a chain (see _compose_T), overlaps here with pass 1's own work.  With them,
+    ``reach[0]`` gets the components the path bodies' S~ occupy in frame 0 (see _frame0_bits).  ``bias``
     False: the velocities are formed but c and pA are set to zero (no velocity products, no
     external forces): the passes then solve M x = tau alone (the loop corrections' steps)."""
     # the array arguments as views that count no references (see ``unowned``)
@@ -267,9 +323,10 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
     qd, mass, com, I_com, f_ext = unowned(qd), unowned(mass), unowned(com), unowned(I_com), unowned(f_ext)
     v_in, kslot, cJb, vJb, slot = unowned(v_in), unowned(kslot), unowned(cJb), unowned(vJb), unowned(slot)
     TEb, Trb, E, r, S, v, c = unowned(TEb), unowned(Trb), unowned(E), unowned(r), unowned(S), unowned(v), unowned(c)
-    pA = unowned(pA)
+    pA, reach = unowned(pA), unowned(reach)
     n = parent.shape[0]
     prev = -1
+    bits = 0
     A = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     t = (0.0, 0.0, 0.0)
     # the scratch, as views that count no references (see velocity_kernel)
@@ -343,14 +400,17 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
                     A, t = _rot(TEb, slot[p]), _vec3(Trb, slot[p])
                 A, t = _compose_T(_rot(E, i), _vec3(r, i), A, t)
             _store_T(TEb, Trb, slot[i], A, t)
+            bits |= _frame0_bits(jtype[i], A, t, S, iv)
             prev = i
+    if form_T:
+        reach[0] = bits
     own[0] = 0.0        # the scratch's memory held to here
 
 
 @njit(cache=True)
 def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd,
                   mass, com, I_com, tau, f_ext, has_fext, v_in,
-                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, form_T, TEb, Trb, yptr, Yst, ylo,
+                  path_ptr, path_idx, cp, kslot, slot, cJb, vJb, form_T, TEb, Trb, reach, yptr, Yst, ylo,
                   acc_first, acc_has, E, r, S, v, c, IA, pA, U, Dinv, u, G,
                   M, m0, Kt, Psi, Lam, beta, active, qdd_in, bias=True):
     """Passes 1 and 2 from v_in, then the part's boundary relations.  Returns -1 or the (local)
@@ -382,6 +442,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     f_ext, v_in, path_ptr, path_idx = unowned(f_ext), unowned(v_in), unowned(path_ptr), unowned(path_idx)
     cp, kslot, slot, cJb, vJb = unowned(cp), unowned(kslot), unowned(slot), unowned(cJb), unowned(vJb)
     TEb, Trb, yptr, Yst, ylo, E = unowned(TEb), unowned(Trb), unowned(yptr), unowned(Yst), unowned(ylo), unowned(E)
+    reach = unowned(reach)
     r, S, v, c, IA, pA, U = unowned(r), unowned(S), unowned(v), unowned(c), unowned(IA), unowned(pA), unowned(U)
     Dinv, u, G, M, m0, Kt = unowned(Dinv), unowned(u), unowned(G), unowned(M), unowned(m0), unowned(Kt)
     Psi, Lam, beta = unowned(Psi), unowned(Lam), unowned(beta)
@@ -397,7 +458,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
     tmp = raw_view(own, 180, (6,))
     pa = raw_view(own, 186, (6,))
     _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, E, r, S, v, c, pA, bias)
+           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, reach, E, r, S, v, c, pA, bias)
     # pass 2 (ABA's, written out; the part's root also forms Ia, pa: its boundary relation)
     handed = False
     for i in range(n - 1, -1, -1):
@@ -501,7 +562,7 @@ def reduce_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, q
             congruence_add(E[i], r[i], Ia, M, T)
             xform_force_T_add(E[i], r[i], pa, m0)
     _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, Yst, ylo, S, c, U, Dinv, u, G,
-                   Kt, Psi, Lam, beta)
+                   Kt, Psi, Lam, beta, walk_reach(reach[0], v_in))
     own[0] = 0.0        # the scratch's memory held to here
     return -1
 
@@ -539,6 +600,17 @@ def _flush_columns(Gc, tiny):
             for k in range(6):
                 Gc[k, l] = 0.0
     return 1 if live else 2
+
+
+@njit(cache=True, fastmath=_WALK_MATH, inline="always")
+def _rows_clear(Gc, rows):
+    """Whether the rows of G~ in ``rows`` (bits 0..5) are all zero."""
+    for k in range(6):
+        if (rows >> k) & 1:
+            for l in range(6):
+                if Gc[k, l] != 0.0:
+                    return False
+    return True
 
 
 @njit(cache=True, fastmath=_WALK_MATH, inline="always")
@@ -728,8 +800,13 @@ def _walk_step_any(iv, nv, si, i, TEb, Trb, c, S, U, Dinv, u, Yst, yo, Gc, Lc, b
 
 @njit(cache=True, fastmath=_WALK_MATH)
 def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, Yst, ylo, S, c, U, Dinv, u, G,
-                   Kt, Psi, Lam, beta):
-    """The handle-path walk of ``reduce_kernel`` (see there)."""
+                   Kt, Psi, Lam, beta, reach):
+    """The handle-path walk of ``reduce_kernel`` (see there).  ``reach``: the components (bits
+    0..5) that every path body's S~ and e~ can occupy in frame 0 (``walk_reach``).  A body
+    contributes to the sums only through S~^T G~ and G~^T e~, so once the rows of G~ in ``reach``
+    are all zero (a planar chain, once the in-plane columns have died out: its out-of-plane
+    columns have no in-plane rows) the rest of the path adds exact zeros and a one-handle walk
+    stops there, as it does where G~ is all zero."""
     H = path_ptr.shape[0] - 1
     # the scratch, as views that count no references (see velocity_kernel)
     own = np.empty(240)
@@ -842,8 +919,8 @@ def _sensitivities(n, nvt, idx_v, path_ptr, path_idx, cp, slot, TEb, Trb, yptr, 
                 for l in range(6):
                     Yst[row, l] = 0.0
             lo = pos
-            if moved == 2 and not store:
-                break         # G~ = 0: nothing more to add on this path (its Y above lo stay unread)
+            if not store and (moved == 2 or _rows_clear(Gc, reach)):
+                break         # nothing more to add on this path (its Y above lo stay unread)
             # cross terms Lam_{j,kh} -= (S~^T G~_j)^T Dinv Y over the earlier paths through this body
             for j in range(kh):
                 if t >= cp[j, kh]:

@@ -193,8 +193,8 @@ class LoopPartKernel(PartKernel):
         # pass 1 from v_in; the joint kinematics the velocity step did (kslot >= 0) are reused
         K._pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q, self.idx_v,
                  self._q, self._qd, self.mass, self.com, self.I_com, F, has_f, v_in, self.kslot, self.cJb,
-                 self.vJb, self.slot, False, self.TEb, self.Trb, self.E, self.r, self.S, self.v, self.c, self.pA,
-                 bias)
+                 self.vJb, self.slot, False, self.TEb, self.Trb, self.reach, self.E, self.r, self.S, self.v, self.c,
+                 self.pA, bias)
         rigid_inertias(self.mass, self.com, self.I_com, self.IA)
         world_poses(self.parent, self.E, self.r, self.Rw, self.pw)     # relative to the root's parent frame
         try:

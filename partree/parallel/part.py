@@ -247,7 +247,7 @@ class PartKernel(Workspace):
     #: the workspace: allocated where the part runs, never pickled (a part sent to an MPI rank or
     #: a Dask worker carries its slice of the model only, a fraction of its workspace's size)
     _WORKSPACE = ("E", "r", "S", "v", "c", "IA", "pA", "a", "U", "Dinv", "u", "qdd", "G", "cJb", "vJb", "TEb",
-                  "Trb", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
+                  "Trb", "reach", "vrb", "Yst", "_q", "_qd", "_fext", "TE", "Tr", "vrel", "M", "m0", "Kt", "Psi", "Lam",
                   "beta", "_tau", "_F", "_has_f", "_g", "_wrench_ws", "_reduced", "_momentum_ws", "_act", "_qdd_in",
                   "tau_out")
 
@@ -273,6 +273,7 @@ class PartKernel(Workspace):
         self.vJb = np.zeros((self.kbod.size, 6))
         self.TEb = np.zeros((ns, 3, 3))
         self.Trb = np.zeros((ns, 3))
+        self.reach = np.zeros(1, dtype=np.int64)    # the path's S~ components in frame 0 (kernels._frame0_bits)
         self.vrb = np.zeros((0 if self._base_velocities else ns, 6))     # (a part at the base: v, see velocity)
         self.Yst = np.zeros((int(self.yptr[-1]), 6))
         self._reduced = False           # a reduction not yet used by solve (it serves one)
@@ -308,7 +309,7 @@ class PartKernel(Workspace):
                               self.idx_v, self._q, self._qd, self.kbod, self.kslot, self.slot, self.handles,
                               not self._base_velocities, self.E, self.r,
                               self.S, self.cJb, self.vJb, self.TEb, self.Trb,
-                              self.v if self._base_velocities else self.vrb, self.TE, self.Tr, self.vrel)
+                              self.v if self._base_velocities else self.vrb, self.TE, self.Tr, self.vrel, self.reach)
         return self.TE, self.Tr, self.vrel
 
     def _take_inputs(self, tau, f_ext):
@@ -350,7 +351,8 @@ class PartKernel(Workspace):
         bad = K.reduce_kernel(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q,
                               self.idx_v, self._q, self._qd, self.mass, self.com, self.I_com, self._tau, F, has_f,
                               np.ascontiguousarray(v_in, dtype=np.float64), self.path_ptr, self.path_idx, self.cp,
-                              self.kslot, self.slot, self.cJb, self.vJb, form_T, self.TEb, self.Trb, self.yptr,
+                              self.kslot, self.slot, self.cJb, self.vJb, form_T, self.TEb, self.Trb, self.reach,
+                              self.yptr,
                               self.Yst, self.ylo, self.acc_first, self.acc_has,
                               self.E, self.r, self.S, self.v, self.c, self.IA, self.pA, self.U,
                               self.Dinv, self.u, self.G, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta,

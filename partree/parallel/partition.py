@@ -969,7 +969,7 @@ def cap_handles(model, pt, max_handles=MAX_HANDLES, units=None, path_weight=0.0)
 #: way up) and the 3-D chain's (whose walk stops after a few thousand bodies), so that both are
 #: balanced on 2 ranks; ``python scripts/benchmarks/bench_parallel.py --profile SPEC r2 7`` measures
 #: it, and docs/parallel-engine.md gives the figures.
-PATH_WEIGHT = 0.16
+PATH_WEIGHT = 0.08
 
 #: the path weight of a model with flexible bodies: its parts' walk is dearer than a rigid one's,
 #: but the lower part of a chain waits for the upper one's kinematics, and on 2 ranks a larger
