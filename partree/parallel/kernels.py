@@ -29,8 +29,9 @@ Kernels:
                    pass 2 (IA, pA with g = 0) and the sensitivities: the root relation
                    g_root = M a_in + m0 + sum_k Kt_k g_k (frame 0) and the handle relations
                    a_hj = Psi_j a_in + sum_k Lam_jk g_k + beta_j
-                   (the walk skips the bodies where the handle's influence has died out: see
-                   _TINY_REL)
+                   (the walk skips the bodies where the handle's influence has died out, and
+                   a one-handle walk stops where nothing more can reach the sums: see
+                   _TINY_REL and _sensitivities)
   solve_kernel     back-substitution: with the known g, u -= Y g along the paths, then pass 3
   hybrid_finish    (hybrid dynamics) the given accelerations and the computed forces of the
                    joints whose acceleration is given (see ``reduce_kernel``'s ``active``)
