@@ -278,3 +278,45 @@ def test_the_engines_corrections_stop_at_the_rounding_floor():
     assert np.abs(partree.loop_constraints(m, qe).phi).max() < 1e-14
     with pytest.raises(PartreeInputError, match="could not be closed: violation"):
         SerialEngine(m, 3).correct_state(q + 0.5, qd, tol=1e-22, max_iter=1)
+
+
+def test_planar_loop_parts_walk_the_in_plane_columns_only():
+    """A planar scissor mast's loop parts carry the 3 in-plane columns of each handle's wrench
+    through their walk (``planar_axis``): the out-of-plane ones meet no joint and no loop row.  The
+    relations equal those of the walk with all 6 H columns (``planar_walk`` False) to rounding,
+    and the engine equals ``constrained_dynamics``; a path with one coupling entry or one joint
+    motion out of the plane is not planar."""
+    from partree.parallel.loop_part import planar_axis
+
+    m = partree.resolve_model("scissor:units=60,closed=true,support=slider")
+    rng = np.random.default_rng(1)
+    q, qd, tau = m.neutral(), 0.1 * rng.normal(size=m.nv), rng.normal(size=m.nv)
+    engines = []
+    for planar in (True, False):
+        eng = SerialEngine.for_ranks(m, 4)
+        parts = [p for p in eng.parts if isinstance(p, LoopPartKernel) and p.H]
+        assert len(parts) >= 3
+        for p in parts:
+            p.planar_walk = planar
+        x = eng.forward_dynamics(q, qd, tau)
+        assert all(p.ncols == (3 if planar else 6) * p.H for p in parts)
+        engines.append((x, parts))
+    (x, parts), (y, full) = engines
+    for p, f in zip(parts, full):
+        for name in ("Kt", "Lam", "beta", "M", "m0"):
+            a, b = getattr(p, name), getattr(f, name)
+            assert np.abs(a - b).max() <= 1e-13 * max(np.abs(b).max(), 1.0), name
+    ref = partree.constrained_dynamics(m, q, qd, tau, redundant="drop").qdd
+    assert np.abs(x - y).max() <= 1e-10 * np.abs(y).max()
+    assert np.abs(x - ref).max() <= 1e-9 * np.abs(ref).max()
+    p = parts[0]
+    ax = planar_axis(p.pbod, p.idx_v, p.E, p.r, p.S)
+    assert ax >= 0
+    b = (ax + 1) % 3
+    i = int(p.pbod[len(p.pbod) // 2])
+    E = p.E.copy()
+    E[i, ax, b] = 1e-17
+    assert planar_axis(p.pbod, p.idx_v, E, p.r, p.S) == -1
+    S = p.S.copy()
+    S[p.idx_v[i], 3 + ax] = 1e-17
+    assert planar_axis(p.pbod, p.idx_v, p.E, p.r, S) == -1

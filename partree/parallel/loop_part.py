@@ -30,7 +30,7 @@ Cholesky factors depend on neither), so :func:`loop_sensitivities` carries them 
   folded into beta.
 
 The back-substitution adds g's columns to u and k and runs the serial outward pass.  Cost: the
-serial loop passes over the part, plus 6H columns inward (and Lam's 6H x 6H products) and one
+serial loop passes over the part, plus 6H columns inward (3H on a planar path: planar_axis) and one
 outward on the path bodies.
 """
 from __future__ import annotations
@@ -127,9 +127,13 @@ class LoopPartKernel(PartKernel):
     ``solve``: the multipliers of the part's loops (rows of ``loops``, whose global numbers are
     ``loop_ids``)."""
 
+    #: the walk carries only the in-plane columns of a planar part (see :func:`planar_axis`); False
+    #: carries all 6 H (the same relations, to rounding)
+    planar_walk = True
+
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
-                                          "Ac", "lamc", "lam", "_terms", "_gamma", "_uact", "_kwact", "_tws",
-                                          "_bsc", "_fsc", "_none_f", "_none_i")
+                                          "Ac", "lamc", "lam", "colsrc", "ncols", "_terms", "_gamma", "_uact",
+                                          "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
                  root_loops=None, poses=False):
@@ -166,6 +170,8 @@ class LoopPartKernel(PartKernel):
         self.rank = np.zeros(m + 1, dtype=np.int64)
         self.ug = np.zeros((max(nv, 1), 6 * H))
         self.PAg = np.zeros((self.ns, 6, 6 * H))
+        self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
+        self.ncols = 6 * H                                  # how many of them it carries
         self.Ac = np.zeros((self.ns, 6))
         self.lamc = np.zeros(self.loops.nrow)
         self.lam = np.zeros(self.loops.nrow)
@@ -214,13 +220,12 @@ class LoopPartKernel(PartKernel):
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
                                     f"joint's motion; forward dynamics is undefined")
         zero_node_rows(self.kwg, t.rptr, self.path_nodes)
-        loop_sensitivities(self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S,
-                           self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl,
-                           t.prow, t.wrows, t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows,
-                           gamma, self.Cw,
-                           self.Kw, self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.kwg, self.Ac,
-                           self.lamc, self.top, self.a0 if bias else np.zeros(6), self.M, self.m0, self.Kt, self.Psi,
-                           self.Lam, self.beta)
+        self.ncols = loop_sensitivities(
+            self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c, self.IA,
+            self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap, t.wglob,
+            t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm,
+            self.rank, self.PAg, self.ug, self.kwg, self.Ac, self.lamc, self.top, self.a0 if bias else np.zeros(6),
+            self.Rw, self.pw, self.colsrc, self.planar_walk, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
         if self.top:
             # a part hanging from the base: its a_in is the base's a0, folded into beta (Psi = 0);
             # its root relation is not used, and Kt carries Psi^T, as the messages do
@@ -236,8 +241,12 @@ class LoopPartKernel(PartKernel):
         u[:] = self.u
         kw[:] = self.kw
         if self.H:
-            gv = g.reshape(-1)
-            u[self.path_v] += self.ug[self.path_v] @ gv
+            # g's components in the walk's column order (walk_columns); the columns the walk did not
+            # carry have no part in u and k
+            gv = g.reshape(-1)[self.colsrc]
+            nl = self.ncols
+            gv[nl:] = 0.0
+            u[self.path_v] += self.ug[self.path_v, :nl] @ gv[:nl]
             add_node_rows(kw, self.kwg, gv, t.rptr, self.path_nodes)
         lam = self.lam
         lam[:] = 0.0
@@ -323,9 +332,71 @@ def add_dinv_cols(Dinv, B, iv, nv, X, x0, out, ncol, sd):
 
 
 @njit(cache=True)
+def planar_axis(pbod, idx_v, E, r, S):
+    """The axis a (0, 1, 2) normal to the plane every path body ``pbod`` moves in, or -1.
+
+    Such a path keeps the wrench components out of the plane ([n; f]: the moments about the two
+    in-plane axes and the force along a) apart: each joint transform E_i is a rotation about a
+    (exact zeros where it would couple a with the other axes) with its offset r_i in the plane,
+    and each joint's motion S lies in the plane's algebra (no angular rate about an in-plane
+    axis, no velocity along a).  A handle wrench column out of the plane then stays out of it
+    along the path, S^T of it is exactly zero at every body (u's column is zero), no loop row
+    meets it, and it reaches the part's root as a rigid transform: the walk need not carry it.
+    A planar scissor mast's parts are such paths."""
+    nvt = S.shape[0]
+    n = E.shape[0]
+    for a in range(3):
+        b = (a + 1) % 3
+        c = (a + 2) % 3
+        ok = True
+        for x in pbod:
+            if (E[x, a, b] != 0.0 or E[x, a, c] != 0.0 or E[x, b, a] != 0.0 or E[x, c, a] != 0.0
+                    or r[x, a] != 0.0):
+                ok = False
+                break
+            iv = idx_v[x]
+            nv = (idx_v[x + 1] if x + 1 < n else nvt) - iv
+            for d in range(nv):
+                if S[iv + d, b] != 0.0 or S[iv + d, c] != 0.0 or S[iv + d, 3 + a] != 0.0:
+                    ok = False
+            if not ok:
+                break
+        if ok and pbod.shape[0] > 0:
+            return a
+    return -1
+
+
+@njit(cache=True)
+def walk_columns(axis, H, colsrc):
+    """The handle wrenches' columns (6 hk + j) in the walk's order, into colsrc (6 H,); returns how
+    many the walk carries.  ``axis`` -1: all 6 H, in order.  Otherwise (see planar_axis) the
+    in-plane components of every handle first (the moment about ``axis`` and the two in-plane
+    forces: 3 H columns, which the walk carries), then the out-of-plane ones."""
+    if axis < 0:
+        for cc in range(6 * H):
+            colsrc[cc] = cc
+        return 6 * H
+    b = (axis + 1) % 3
+    c = (axis + 2) % 3
+    pos = 0
+    for hk in range(H):
+        colsrc[pos] = 6 * hk + axis
+        colsrc[pos + 1] = 6 * hk + 3 + min(b, c)
+        colsrc[pos + 2] = 6 * hk + 3 + max(b, c)
+        pos += 3
+    for hk in range(H):
+        colsrc[pos] = 6 * hk + min(b, c)
+        colsrc[pos + 1] = 6 * hk + max(b, c)
+        colsrc[pos + 2] = 6 * hk + 3 + axis
+        pos += 3
+    return 3 * H
+
+
+@njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, top, a0, M, m0, Kt, Psi, Lam, beta):
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, top, a0, Rw, pw, colsrc, planar, M, m0,
+                       Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg and Ac), then the
@@ -336,7 +407,10 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     give beta at the handles; Psi is Kt^T (the part's response is symmetric: reciprocity).  A
     part hanging from the base (``top``) has a_in = a0 (the base's acceleration, gravity in it)
     folded into beta, Psi = 0.  The columns' loops run over the (independent) columns inside,
-    so that they vectorise."""
+    so that they vectorise.  The walk carries the columns colsrc[:nl] (written here, see
+    walk_columns): all 6 H, or on a planar path (planar_axis; ``planar`` False: never) the 3 H in-plane ones, the column
+    position cc of PAg, ug and kwg then holding handle wrench component colsrc[cc]; the
+    out-of-plane columns add nothing to Lam, and their Kt is the handle's pose (Rw, pw)."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
     slot, E, r, S, c, IA, pA = unowned(slot), unowned(E), unowned(r), unowned(S), unowned(c), unowned(IA), unowned(pA)
@@ -346,11 +420,15 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     nrows, gamma, Cw, Kw, kw, SC = unowned(nrows), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
     perm, rank, PAg, ug, kwg, Ac = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg), unowned(Ac)
     lamc, a0, M, m0, Kt, Psi = unowned(lamc), unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
-    Lam, beta = unowned(Lam), unowned(beta)
+    Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
     n = parent.shape[0]
     nvt = S.shape[0]
     H = handles.shape[0]
     nc = 6 * H
+    # the columns the walk carries, in colsrc[:nl] (6 hk + j: handle hk's wrench component j); a
+    # part whose path is planar carries the in-plane ones only (see planar_axis), the others
+    # follow in colsrc[nl:]
+    nl = walk_columns(planar_axis(pbod, idx_v, E, r, S) if planar else -1, H, colsrc)
     ns = pbod.shape[0]
     # the eliminations' scratch, sized for the path nodes' and the world's rows
     zm = max(1, wrows[n] - prow[n])
@@ -397,13 +475,14 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     nw = 0
     for s in range(ns):
         for k in range(6):
-            for cc in range(nc):
+            for cc in range(nl):
                 PAg[s, k, cc] = 0.0
     for hk in range(H):
         for k in range(6):
-            PAg[slot[handles[hk]], k, 6 * hk + k] += 1.0
             for j in range(6):
                 Kt[hk, k, j] = 0.0      # (the root's step writes it, unless g's columns died before)
+    for cc in range(nl):
+        PAg[slot[handles[colsrc[cc] // 6]], colsrc[cc] % 6, cc] += 1.0
     # ---- inward: g's columns along the paths, then the world node
     for step in range(ns + 1):
         x = pbod[ns - 1 - step] if step < ns else n
@@ -419,56 +498,56 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         # spend most of it in the subnormal range, where every operation is slow.  Entries below
         # TINY_ABS are flushed to zero, and a path body whose columns (pA's and its rows' k's) are
         # all zero passes nothing on: its u's columns are zero and the rest of its step is skipped
-        if x < n and nc > 0:
+        if x < n and nl > 0:
             mx = 0.0
             small = 0
             si = slot[x]
             for k in range(6):
-                for cc in range(nc):
+                for cc in range(nl):
                     v = abs(PAg[si, k, cc])
                     mx = max(mx, v)
                     small += (v < TINY_ABS) & (v > 0.0)
             for t in range(w):
-                for cc in range(nc):
+                for cc in range(nl):
                     v = abs(kwg[orr + t, cc])
                     mx = max(mx, v)
                     small += (v < TINY_ABS) & (v > 0.0)
             if mx < TINY_ABS:
                 for k in range(6):
-                    for cc in range(nc):
+                    for cc in range(nl):
                         PAg[si, k, cc] = 0.0
                 for t in range(w):
-                    for cc in range(nc):
+                    for cc in range(nl):
                         kwg[orr + t, cc] = 0.0
                 iv = idx_v[x]
                 nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
                 for d in range(nv):
-                    for cc in range(nc):
+                    for cc in range(nl):
                         ug[iv + d, cc] = 0.0
                 continue
             if small > 0:
                 for k in range(6):
-                    for cc in range(nc):
+                    for cc in range(nl):
                         if abs(PAg[si, k, cc]) < TINY_ABS:
                             PAg[si, k, cc] = 0.0
                 for t in range(w):
-                    for cc in range(nc):
+                    for cc in range(nl):
                         if abs(kwg[orr + t, cc]) < TINY_ABS:
                             kwg[orr + t, cc] = 0.0
-        if z > 0 and rank[x] > 0 and nc > 0:
+        if z > 0 and rank[x] > 0 and nl > 0:
             # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
             # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns] (rk x (6 + p + nc)), all columns in one
             # forward substitution, each in lower_solve's order
             rk = rank[x]
             c0 = 6 + p
-            ncw = c0 + nc
+            ncw = c0 + nl
             for j in range(rk):
                 zr = p + perm[orr + p + j]
                 for k in range(6):
                     Wb[j, k] = Cw[oc + zr * 6 + k]
                 for t in range(p):
                     Wb[j, 6 + t] = Kw[ok + zr * w + t]
-                for cc in range(nc):
+                for cc in range(nl):
                     Wb[j, c0 + cc] = -kwg[orr + zr, cc]
             for i in range(rk):
                 for j in range(i):
@@ -481,7 +560,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             # the loops' pivots: the multipliers oppose the handle wrenches (+ w3^T w3, w3 the
             # last nc columns); their rows are kept for one product at the end
             for j in range(rk):
-                for cc in range(nc):
+                for cc in range(nl):
                     Wl[nw, cc] = Wb[j, c0 + cc]
                 nw += 1
             # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3 (W1, W2: Wb's first 6
@@ -494,24 +573,24 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     f1 = Wb[1, k]
                     if k < 6:
                         si = slot[x]
-                        for cc in range(nc):
+                        for cc in range(nl):
                             PAg[si, k, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
                     else:
-                        for cc in range(nc):
+                        for cc in range(nl):
                             kwg[orr + k - 6, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
                     continue
-                for cc in range(nc):
+                for cc in range(nl):
                     acc[cc] = 0.0
                 for j in range(rk):
                     f = Wb[j, k]
-                    for cc in range(nc):
+                    for cc in range(nl):
                         acc[cc] += f * Wb[j, c0 + cc]
                 if k < 6:
                     si = slot[x]
-                    for cc in range(nc):
+                    for cc in range(nl):
                         PAg[si, k, cc] -= acc[cc]
                 else:
-                    for cc in range(nc):
+                    for cc in range(nl):
                         kwg[orr + k - 6, cc] += acc[cc]
         if x == n:
             break
@@ -520,42 +599,41 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
         # (the loops over the columns inside: independent, each summed in the one-column order)
         for d in range(nv):
-            for cc in range(nc):
+            for cc in range(nl):
                 ug[iv + d, cc] = 0.0
             for k in range(6):
                 f = S[iv + d, k]
-                for cc in range(nc):
+                for cc in range(nl):
                     ug[iv + d, cc] -= f * PAg[si, k, cc]
         # pa's columns: PAg + U D^-1 ug
         for k in range(6):
-            for cc in range(nc):
+            for cc in range(nl):
                 dg[k, cc] = PAg[si, k, cc]
-        add_dinv_cols(Dinv, U, iv, nv, ug, iv, dg, nc, sd)
+        add_dinv_cols(Dinv, U, iv, nv, ug, iv, dg, nl, sd)
         # the joint's pivot D: - ug^T D^-1 ug
         for d in range(nv):
-            for cc in range(nc):
+            for cc in range(nl):
                 s = 0.0
                 for e2 in range(nv):
                     s += Dinv[iv + d, e2] * ug[iv + e2, cc]
                 sd[cc] = s
-            for a in range(nc):
+            for a in range(nl):
                 f = ug[iv + d, a]
-                for b in range(nc):
+                for b in range(nl):
                     Ls[a, b] -= f * sd[b]
         up = parent[x]
         if up >= 0:
-            force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nc)
+            force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nl)
         elif x == 0:
-            for hk in range(H):
-                for j in range(6):
-                    for k in range(6):
-                        col6[k] = dg[k, 6 * hk + j]
-                        out6[k] = 0.0
-                    xform_force_T_add(E[x], r[x], col6, out6)
-                    for k in range(6):
-                        Kt[hk, k, j] = out6[k]
+            for cc in range(nl):
+                for k in range(6):
+                    col6[k] = dg[k, cc]
+                    out6[k] = 0.0
+                xform_force_T_add(E[x], r[x], col6, out6)
+                for k in range(6):
+                    Kt[colsrc[cc] // 6, k, colsrc[cc] % 6] = out6[k]
         pn = prow[x]
-        if pn == 0 or nc == 0:
+        if pn == 0 or nl == 0:
             continue
         q_ = up if up >= 0 else n
         orq = rptr[q_]
@@ -570,11 +648,29 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     for e2 in range(nv):
                         s += SC[os_ + t * nv + e2] * Dinv[iv + e2, d]
                     tmp[d] = s
-                for cc in range(nc):
+                for cc in range(nl):
                     s = kwg[orr + t, cc]
                     for d in range(nv):
                         s += tmp[d] * ug[iv + d, cc]
                     kwg[orq + tq, cc] += s
+    # the out-of-plane columns, left out of the walk: carried rigidly to the root's parent frame
+    # (f0 = Rw f, n0 = Rw n + pw x f0 with the handle's pose)
+    for cc in range(nl, nc):
+        hk = colsrc[cc] // 6
+        j = colsrc[cc] % 6
+        h = handles[hk]
+        for k in range(6):
+            Kt[hk, k, j] = 0.0
+        if j < 3:
+            for k in range(3):
+                Kt[hk, k, j] = Rw[h, k, j]
+        else:
+            for k in range(3):
+                Kt[hk, 3 + k, j] = Rw[h, k, j - 3]
+            f0, f1, f2 = Rw[h, 0, j - 3], Rw[h, 1, j - 3], Rw[h, 2, j - 3]
+            Kt[hk, 0, j] = pw[h, 1] * f2 - pw[h, 2] * f1
+            Kt[hk, 1, j] = pw[h, 2] * f0 - pw[h, 0] * f2
+            Kt[hk, 2, j] = pw[h, 0] * f1 - pw[h, 1] * f0
     # ---- the root relation: g_root = X0^T (Ia X0 a_in + pa) (+ Kt g, above)
     iv = idx_v[0]
     nv0 = idx_v[1] - iv if n > 1 else nvt - iv
@@ -586,7 +682,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     congruence_add(E[0], r[0], Ia, M, T6)
     xform_force_T_add(E[0], r[0], pa, m0)
     if H == 0:
-        return
+        return nl
     # ---- outward along the paths, g = 0: the accelerations' constant part (with a_in = a0 for a
     # part hanging from the base, else 0), which gives beta
     for k in range(6):
@@ -613,21 +709,26 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     # + Wl^T Wl, four rows at a time (Ls is read and written once per four)
     i0 = 0
     while i0 + 4 <= nw:
-        for a in range(nc):
+        for a in range(nl):
             f0 = Wl[i0, a]
             f1 = Wl[i0 + 1, a]
             f2 = Wl[i0 + 2, a]
             f3 = Wl[i0 + 3, a]
-            for b in range(nc):
+            for b in range(nl):
                 Ls[a, b] += (f0 * Wl[i0, b] + f1 * Wl[i0 + 1, b]) + (f2 * Wl[i0 + 2, b] + f3 * Wl[i0 + 3, b])
         i0 += 4
     for i in range(i0, nw):
-        for a in range(nc):
+        for a in range(nl):
             f = Wl[i, a]
-            for b in range(nc):
+            for b in range(nl):
                 Ls[a, b] += f * Wl[i, b]
     for a in range(nc):
         for b in range(nc):
+            Lam[a // 6, b // 6, a % 6, b % 6] = 0.0
+    for a in range(nl):
+        for b in range(nl):
             # (Ls is symmetric up to rounding; its upper triangle is taken)
-            Lam[a // 6, b // 6, a % 6, b % 6] = Ls[min(a, b), max(a, b)]
+            ca, cb = colsrc[a], colsrc[b]
+            Lam[ca // 6, cb // 6, ca % 6, cb % 6] = Ls[min(a, b), max(a, b)]
     own[0] = 0.0        # the scratch's memory held to here
+    return nl
