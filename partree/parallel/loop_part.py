@@ -219,13 +219,16 @@ class LoopPartKernel(PartKernel):
         if bad >= 0:
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
                                     f"joint's motion; forward dynamics is undefined")
-        zero_node_rows(self.kwg, t.rptr, self.path_nodes)
-        self.ncols = loop_sensitivities(
+        # the columns the walk carries (walk_columns): only they are zeroed, written and read
+        self.ncols = walk_columns(planar_axis(self.pbod, self.idx_v, self.E, self.r, self.S) if self.planar_walk
+                                  else -1, self.H, self.colsrc)
+        zero_node_rows(self.kwg, t.rptr, self.path_nodes, self.ncols)
+        loop_sensitivities(
             self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c, self.IA,
             self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap, t.wglob,
             t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm,
             self.rank, self.PAg, self.ug, self.kwg, self.Ac, self.lamc, self.top, self.a0 if bias else np.zeros(6),
-            self.Rw, self.pw, self.colsrc, self.planar_walk, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
+            self.Rw, self.pw, self.colsrc, self.ncols, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
         if self.top:
             # a part hanging from the base: its a_in is the base's a0, folded into beta (Psi = 0);
             # its root relation is not used, and Kt carries Psi^T, as the messages do
@@ -245,9 +248,8 @@ class LoopPartKernel(PartKernel):
             # carry have no part in u and k
             gv = g.reshape(-1)[self.colsrc]
             nl = self.ncols
-            gv[nl:] = 0.0
             u[self.path_v] += self.ug[self.path_v, :nl] @ gv[:nl]
-            add_node_rows(kw, self.kwg, gv, t.rptr, self.path_nodes)
+            add_node_rows(kw, self.kwg, gv, t.rptr, self.path_nodes, nl)
         lam = self.lam
         lam[:] = 0.0
         loop_forward_pass_in(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
@@ -288,21 +290,21 @@ class LoopPartKernel(PartKernel):
 
 
 @njit(cache=True)
-def zero_node_rows(X, rptr, nodes):
-    """X[rows of each of ``nodes``] = 0 (node x's rows: rptr[x] .. rptr[x + 1])."""
+def zero_node_rows(X, rptr, nodes, ncol):
+    """X[rows of each of ``nodes``, :ncol] = 0 (node x's rows: rptr[x] .. rptr[x + 1])."""
     for x in nodes:
         for i in range(rptr[x], rptr[x + 1]):
-            for j in range(X.shape[1]):
+            for j in range(ncol):
                 X[i, j] = 0.0
 
 
 @njit(cache=True)
-def add_node_rows(y, X, g, rptr, nodes):
-    """y[i] += X[i] . g over the rows i of ``nodes``."""
+def add_node_rows(y, X, g, rptr, nodes, ncol):
+    """y[i] += X[i, :ncol] . g[:ncol] over the rows i of ``nodes``."""
     for x in nodes:
         for i in range(rptr[x], rptr[x + 1]):
             s = 0.0
-            for j in range(X.shape[1]):
+            for j in range(ncol):
                 s += X[i, j] * g[j]
             y[i] += s
 
@@ -395,7 +397,7 @@ def walk_columns(axis, H, colsrc):
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, top, a0, Rw, pw, colsrc, planar, M, m0,
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, top, a0, Rw, pw, colsrc, nl, M, m0,
                        Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
@@ -407,8 +409,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     give beta at the handles; Psi is Kt^T (the part's response is symmetric: reciprocity).  A
     part hanging from the base (``top``) has a_in = a0 (the base's acceleration, gravity in it)
     folded into beta, Psi = 0.  The columns' loops run over the (independent) columns inside,
-    so that they vectorise.  The walk carries the columns colsrc[:nl] (written here, see
-    walk_columns): all 6 H, or on a planar path (planar_axis; ``planar`` False: never) the 3 H in-plane ones, the column
+    so that they vectorise.  The walk carries the columns colsrc[:nl] (see walk_columns): all
+    6 H, or on a planar path (planar_axis) the 3 H in-plane ones, the column
     position cc of PAg, ug and kwg then holding handle wrench component colsrc[cc]; the
     out-of-plane columns add nothing to Lam, and their Kt is the handle's pose (Rw, pw)."""
     # the array arguments as views that count no references (see ``unowned``)
@@ -425,10 +427,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     nvt = S.shape[0]
     H = handles.shape[0]
     nc = 6 * H
-    # the columns the walk carries, in colsrc[:nl] (6 hk + j: handle hk's wrench component j); a
+    # the columns the walk carries are colsrc[:nl] (6 hk + j: handle hk's wrench component j); a
     # part whose path is planar carries the in-plane ones only (see planar_axis), the others
     # follow in colsrc[nl:]
-    nl = walk_columns(planar_axis(pbod, idx_v, E, r, S) if planar else -1, H, colsrc)
     ns = pbod.shape[0]
     # the eliminations' scratch, sized for the path nodes' and the world's rows
     zm = max(1, wrows[n] - prow[n])
@@ -682,7 +683,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     congruence_add(E[0], r[0], Ia, M, T6)
     xform_force_T_add(E[0], r[0], pa, m0)
     if H == 0:
-        return nl
+        return
     # ---- outward along the paths, g = 0: the accelerations' constant part (with a_in = a0 for a
     # part hanging from the base, else 0), which gives beta
     for k in range(6):
@@ -731,4 +732,3 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             ca, cb = colsrc[a], colsrc[b]
             Lam[ca // 6, cb // 6, ca % 6, cb % 6] = Ls[min(a, b), max(a, b)]
     own[0] = 0.0        # the scratch's memory held to here
-    return nl
