@@ -164,12 +164,23 @@ class LoopPartKernel(PartKernel):
         self.Cw = np.zeros(6 * nrw)
         self.Kw = np.zeros(int(t.kptr[-1]))
         self.kw = np.zeros(nrw)
-        self.kwg = np.zeros((nrw, 6 * H))
         self.SC = np.zeros(max(int(t.sptr[-1]), 1))
         self.perm = np.zeros(nrw, dtype=np.int64)
         self.rank = np.zeros(m + 1, dtype=np.int64)
-        self.ug = np.zeros((max(nv, 1), 6 * H))
-        self.PAg = np.zeros((self.ns, 6, 6 * H))
+        # the walk's columns, stored compactly (the path bodies' only, with as many columns as it
+        # carries: see _walk_views): ug of the path dofs, PAg by path slot, kwg of the rows of the
+        # path nodes and of the world node, at kwrow[x] (-1: a node the walk does not reach)
+        pbod = np.asarray(self.pbod, dtype=np.int64)
+        nvb = np.diff(np.append(self.idx_v, nv))
+        self.pvptr = np.concatenate(([0], np.cumsum(nvb[pbod]))).astype(np.int64)
+        self.path_nodes = np.append(pbod, m).astype(np.int64)
+        w = np.diff(t.rptr)
+        self.kwrow = -np.ones(m + 1, dtype=np.int64)
+        self.kwrow[self.path_nodes] = np.concatenate(([0], np.cumsum(w[self.path_nodes])[:-1]))
+        self._ugbuf = np.zeros(max(int(self.pvptr[-1]), 1) * 6 * H)
+        self._pagbuf = np.zeros(max(self.ns, 1) * 36 * H)
+        self._kwbuf = np.zeros(max(int(w[self.path_nodes].sum()), 1) * 6 * H)
+        self._walk_views(6 * H)
         self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
         self.ncols = 6 * H                                  # how many of them it carries
         self.Ac = np.zeros((self.ns, 6))
@@ -185,9 +196,15 @@ class LoopPartKernel(PartKernel):
         self._fsc = np.empty(FORWARD_FIXED + max(t.zmax, 1))
         self._none_f = np.zeros(1)
         self._none_i = np.zeros(1, dtype=np.int64)
-        # the nodes whose rows hold the handle wrenches' columns of k (kwg): the path bodies and
-        # the world node; the other rows stay zero
-        self.path_nodes = np.append(np.asarray(self.pbod, dtype=np.int64), m).astype(np.int64)
+
+    def _walk_views(self, nl):
+        """ug (path dofs, nl), PAg (ns, 6, nl) and kwg (path nodes' rows, nl): C-contiguous views
+        of the walk's buffers with the nl columns it carries, so that it reads and writes no
+        column it does not carry."""
+        nu, nk = int(self.pvptr[-1]), int(np.diff(self.topo.rptr)[self.path_nodes].sum())
+        self.ug = self._ugbuf[:nu * nl].reshape(nu, nl)
+        self.PAg = self._pagbuf[:self.ns * 6 * nl].reshape(self.ns, 6, nl)
+        self.kwg = self._kwbuf[:nk * nl].reshape(nk, nl)
 
     # ---------------------------------------------------------------- the steps
     def reduce(self, v_in, tau, f_ext=None, rows="dynamics"):
@@ -220,15 +237,19 @@ class LoopPartKernel(PartKernel):
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
                                     f"joint's motion; forward dynamics is undefined")
         # the columns the walk carries (walk_columns): only they are zeroed, written and read
-        self.ncols = walk_columns(planar_axis(self.pbod, self.idx_v, self.E, self.r, self.S) if self.planar_walk
-                                  else -1, self.H, self.colsrc)
-        zero_node_rows(self.kwg, t.rptr, self.path_nodes, self.ncols)
+        nl = walk_columns(planar_axis(self.pbod, self.idx_v, self.E, self.r, self.S) if self.planar_walk
+                          else -1, self.H, self.colsrc)
+        if nl != self.ncols or self.kwg.shape[1] != nl:
+            self._walk_views(nl)
+        self.ncols = nl
+        self.kwg[:] = 0.0
         loop_sensitivities(
             self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c, self.IA,
             self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap, t.wglob,
             t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm,
-            self.rank, self.PAg, self.ug, self.kwg, self.Ac, self.lamc, self.top, self.a0 if bias else np.zeros(6),
-            self.Rw, self.pw, self.colsrc, self.ncols, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta)
+            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.Ac, self.lamc, self.top,
+            self.a0 if bias else np.zeros(6), self.Rw, self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi,
+            self.Lam, self.beta)
         if self.top:
             # a part hanging from the base: its a_in is the base's a0, folded into beta (Psi = 0);
             # its root relation is not used, and Kt carries Psi^T, as the messages do
@@ -247,9 +268,7 @@ class LoopPartKernel(PartKernel):
             # g's components in the walk's column order (walk_columns); the columns the walk did not
             # carry have no part in u and k
             gv = g.reshape(-1)[self.colsrc]
-            nl = self.ncols
-            u[self.path_v] += self.ug[self.path_v, :nl] @ gv[:nl]
-            add_node_rows(kw, self.kwg, gv, t.rptr, self.path_nodes, nl)
+            add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kwrow, self.path_nodes)
         lam = self.lam
         lam[:] = 0.0
         loop_forward_pass_in(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
@@ -290,23 +309,23 @@ class LoopPartKernel(PartKernel):
 
 
 @njit(cache=True)
-def zero_node_rows(X, rptr, nodes, ncol):
-    """X[rows of each of ``nodes``, :ncol] = 0 (node x's rows: rptr[x] .. rptr[x + 1])."""
+def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kwrow, nodes):
+    """The handle wrenches g's part in u and k (the columns the walk carried, ug.shape[1] of them):
+    u[path_v[i]] += ug[i] . g and, over the rows t of each of ``nodes`` x, kw[rptr[x] + t] +=
+    kwg[kwrow[x] + t] . g."""
+    nl = ug.shape[1]
+    for i in range(path_v.shape[0]):
+        s = 0.0
+        for j in range(nl):
+            s += ug[i, j] * g[j]
+        u[path_v[i]] += s
     for x in nodes:
-        for i in range(rptr[x], rptr[x + 1]):
-            for j in range(ncol):
-                X[i, j] = 0.0
-
-
-@njit(cache=True)
-def add_node_rows(y, X, g, rptr, nodes, ncol):
-    """y[i] += X[i, :ncol] . g[:ncol] over the rows i of ``nodes``."""
-    for x in nodes:
-        for i in range(rptr[x], rptr[x + 1]):
+        o = kwrow[x]
+        for t in range(rptr[x + 1] - rptr[x]):
             s = 0.0
-            for j in range(ncol):
-                s += X[i, j] * g[j]
-            y[i] += s
+            for j in range(nl):
+                s += kwg[o + t, j] * g[j]
+            kw[rptr[x] + t] += s
 
 
 @njit(cache=True)
@@ -397,21 +416,22 @@ def walk_columns(axis, H, colsrc):
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, kwg, Ac, lamc, top, a0, Rw, pw, colsrc, nl, M, m0,
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, Ac, lamc, top, a0, Rw, pw, colsrc, nl, M, m0,
                        Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg and Ac), then the
-    world node: PAg (ns, 6, 6H) the handle wrenches' columns of pA, ug (nv, 6H) of u and kwg
-    (rows, 6H, zeroed by the caller) of the rows' k, and Lam summed over the pivots they meet
+    world node: PAg (ns, 6, nl) the handle wrenches' columns of pA, ug (path dofs, nl) of u (path
+    body x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's
+    from kwrow[x]: the path nodes' and the world's), and Lam summed over the pivots they meet
     (module docstring).  Then the root relation M, m0, Kt (in the root's parent frame) and,
     outward along the paths with g = 0, the accelerations Ac (ns, 6) and multipliers lamc, which
     give beta at the handles; Psi is Kt^T (the part's response is symmetric: reciprocity).  A
     part hanging from the base (``top``) has a_in = a0 (the base's acceleration, gravity in it)
     folded into beta, Psi = 0.  The columns' loops run over the (independent) columns inside,
     so that they vectorise.  The walk carries the columns colsrc[:nl] (see walk_columns): all
-    6 H, or on a planar path (planar_axis) the 3 H in-plane ones, the column
-    position cc of PAg, ug and kwg then holding handle wrench component colsrc[cc]; the
+    6 H, or on a planar path (planar_axis) the 3 H in-plane ones, the column position cc of PAg,
+    ug and kwg then holding handle wrench component colsrc[cc]; the
     out-of-plane columns add nothing to Lam, and their Kt is the handle's pose (Rw, pw)."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
@@ -421,6 +441,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
     nrows, gamma, Cw, Kw, kw, SC = unowned(nrows), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
     perm, rank, PAg, ug, kwg, Ac = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg), unowned(Ac)
+    pvptr, kwrow = unowned(pvptr), unowned(kwrow)
     lamc, a0, M, m0, Kt, Psi = unowned(lamc), unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
     Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
     n = parent.shape[0]
@@ -494,6 +515,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         oc = cptr[x]
         ok = kptr[x]
         orr = rptr[x]
+        okr = kwrow[x]
         z = w - p
         # no subnormal number enters the walk: g's columns fade along a long 3-D path and would
         # spend most of it in the subnormal range, where every operation is slow.  Entries below
@@ -510,7 +532,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     small += (v < TINY_ABS) & (v > 0.0)
             for t in range(w):
                 for cc in range(nl):
-                    v = abs(kwg[orr + t, cc])
+                    v = abs(kwg[okr + t, cc])
                     mx = max(mx, v)
                     small += (v < TINY_ABS) & (v > 0.0)
             if mx < TINY_ABS:
@@ -519,12 +541,13 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                         PAg[si, k, cc] = 0.0
                 for t in range(w):
                     for cc in range(nl):
-                        kwg[orr + t, cc] = 0.0
+                        kwg[okr + t, cc] = 0.0
                 iv = idx_v[x]
+                ov = pvptr[si]
                 nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
                 for d in range(nv):
                     for cc in range(nl):
-                        ug[iv + d, cc] = 0.0
+                        ug[ov + d, cc] = 0.0
                 continue
             if small > 0:
                 for k in range(6):
@@ -533,8 +556,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                             PAg[si, k, cc] = 0.0
                 for t in range(w):
                     for cc in range(nl):
-                        if abs(kwg[orr + t, cc]) < TINY_ABS:
-                            kwg[orr + t, cc] = 0.0
+                        if abs(kwg[okr + t, cc]) < TINY_ABS:
+                            kwg[okr + t, cc] = 0.0
         if z > 0 and rank[x] > 0 and nl > 0:
             # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
             # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns] (rk x (6 + p + nc)), all columns in one
@@ -549,7 +572,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 for t in range(p):
                     Wb[j, 6 + t] = Kw[ok + zr * w + t]
                 for cc in range(nl):
-                    Wb[j, c0 + cc] = -kwg[orr + zr, cc]
+                    Wb[j, c0 + cc] = -kwg[okr + zr, cc]
             for i in range(rk):
                 for j in range(i):
                     f = Kw[ok + (p + i) * w + p + j]
@@ -578,7 +601,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                             PAg[si, k, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
                     else:
                         for cc in range(nl):
-                            kwg[orr + k - 6, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                            kwg[okr + k - 6, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
                     continue
                 for cc in range(nl):
                     acc[cc] = 0.0
@@ -592,34 +615,35 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                         PAg[si, k, cc] -= acc[cc]
                 else:
                     for cc in range(nl):
-                        kwg[orr + k - 6, cc] += acc[cc]
+                        kwg[okr + k - 6, cc] += acc[cc]
         if x == n:
             break
         si = slot[x]
         iv = idx_v[x]
+        ov = pvptr[si]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
         # (the loops over the columns inside: independent, each summed in the one-column order)
         for d in range(nv):
             for cc in range(nl):
-                ug[iv + d, cc] = 0.0
+                ug[ov + d, cc] = 0.0
             for k in range(6):
                 f = S[iv + d, k]
                 for cc in range(nl):
-                    ug[iv + d, cc] -= f * PAg[si, k, cc]
+                    ug[ov + d, cc] -= f * PAg[si, k, cc]
         # pa's columns: PAg + U D^-1 ug
         for k in range(6):
             for cc in range(nl):
                 dg[k, cc] = PAg[si, k, cc]
-        add_dinv_cols(Dinv, U, iv, nv, ug, iv, dg, nl, sd)
+        add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd)
         # the joint's pivot D: - ug^T D^-1 ug
         for d in range(nv):
             for cc in range(nl):
                 s = 0.0
                 for e2 in range(nv):
-                    s += Dinv[iv + d, e2] * ug[iv + e2, cc]
+                    s += Dinv[iv + d, e2] * ug[ov + e2, cc]
                 sd[cc] = s
             for a in range(nl):
-                f = ug[iv + d, a]
+                f = ug[ov + d, a]
                 for b in range(nl):
                     Ls[a, b] -= f * sd[b]
         up = parent[x]
@@ -637,7 +661,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         if pn == 0 or nl == 0:
             continue
         q_ = up if up >= 0 else n
-        orq = rptr[q_]
+        okq = kwrow[q_]
         os_ = sptr[x]
         for j in range(wptr[x], wptr[x] + npl[x]):
             l = wloop[j]
@@ -650,10 +674,10 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                         s += SC[os_ + t * nv + e2] * Dinv[iv + e2, d]
                     tmp[d] = s
                 for cc in range(nl):
-                    s = kwg[orr + t, cc]
+                    s = kwg[okr + t, cc]
                     for d in range(nv):
-                        s += tmp[d] * ug[iv + d, cc]
-                    kwg[orq + tq, cc] += s
+                        s += tmp[d] * ug[ov + d, cc]
+                    kwg[okq + tq, cc] += s
     # the out-of-plane columns, left out of the walk: carried rigidly to the root's parent frame
     # (f0 = Rw f, n0 = Rw n + pw x f0 with the handle's pose)
     for cc in range(nl, nc):
