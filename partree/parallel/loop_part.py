@@ -23,15 +23,17 @@ Cholesky factors depend on neither), so :func:`loop_sensitivities` carries them 
   + w^T w for the loops eliminated at a node (w = L^-1 of their rows' columns, L the pivoted
   Cholesky factor the serial pass left).  Equal to the handles' accelerations of an outward
   pass with g's columns, without that pass;
-* outward along the same paths, g = 0: the accelerations of the path bodies and the
-  multipliers of the loops they eliminate, which give beta; the root relation g_root = M a_in +
-  m0 + sum_k Kt_k g_k is the root's articulated inertia and bias force, and Psi = Kt^T (the
-  part's response is symmetric).  A part hanging from the base has a_in = a0 always: it is
-  folded into beta.
+* beta, the handles' accelerations with g = 0, as the inward walk goes: g's columns are the
+  adjoints of the outward pass, so beta is the sum over the same pivots of each column against
+  the serial pass's right-hand side (u, the loops' gamma - k) and over the path bodies of
+  the columns against their velocity terms c (see loop_sensitivities); the root relation
+  g_root = M a_in + m0 + sum_k Kt_k g_k is the root's articulated inertia and bias force, and
+  Psi = Kt^T (the part's response is symmetric).  A part hanging from the base has a_in = a0
+  always: it is folded into beta.
 
 The back-substitution adds g's columns to u and k and runs the serial outward pass.  Cost: the
-serial loop passes over the part, plus 6H columns inward (3H on a planar path: planar_axis) and one
-outward on the path bodies.
+serial loop passes over the part, plus 6H columns inward along the path bodies (3H on a planar
+path: planar_axis).
 """
 from __future__ import annotations
 
@@ -42,13 +44,11 @@ from numba import njit
 
 from ..algorithms.aba import articulated_project
 from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, LoopTopology, constrained_dynamics,
-                                                loop_backward_pass_in, loop_body_step, loop_forward_pass_in,
-                                                loop_wrench_kernel, solve_eliminated_in)
+                                                loop_backward_pass_in, loop_forward_pass_in, loop_wrench_kernel)
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
 from ..algorithms.packed import raw_view, unowned
-from ..algorithms.primitives import (congruence_add, force_cols_T_add, inertia_from_compact, xform_force_T_add,
-                                     xform_motion)
+from ..algorithms.primitives import congruence_add, force_cols_T_add, inertia_from_compact, xform_force_T_add
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
@@ -56,6 +56,7 @@ from .part import PartKernel, _bias, gravity_a0, loop_rhs
 
 #: entries of g's columns below this are flushed to zero in the walk (``partree.parallel.kernels``' bound)
 TINY_ABS = K._TINY_ABS
+USE_NEW = np.zeros(1, dtype=np.int64)
 
 #: constrained_dynamics' rank tolerance, so that a part picks the rows the serial solve picks
 RANK_TOL = inspect.signature(constrained_dynamics).parameters["rank_tol"].default
@@ -132,7 +133,7 @@ class LoopPartKernel(PartKernel):
     planar_walk = True
 
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
-                                          "Ac", "lamc", "lam", "colsrc", "ncols", "_terms", "_gamma", "_uact",
+                                          "lam", "colsrc", "ncols", "_terms", "_gamma", "_uact",
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
@@ -183,8 +184,6 @@ class LoopPartKernel(PartKernel):
         self._walk_views(6 * H)
         self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
         self.ncols = 6 * H                                  # how many of them it carries
-        self.Ac = np.zeros((self.ns, 6))
-        self.lamc = np.zeros(self.loops.nrow)
         self.lam = np.zeros(self.loops.nrow)
         self._terms = None
         self._gamma = None
@@ -247,7 +246,7 @@ class LoopPartKernel(PartKernel):
             self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c, self.IA,
             self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap, t.wglob,
             t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm,
-            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.Ac, self.lamc, self.top,
+            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.top,
             self.a0 if bias else np.zeros(6), self.Rw, self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi,
             self.Lam, self.beta)
         if self.top:
@@ -416,23 +415,31 @@ def walk_columns(axis, H, colsrc):
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, Ac, lamc, top, a0, Rw, pw, colsrc, nl, M, m0,
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, top, a0, Rw, pw, colsrc, nl, M, m0,
                        Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
-    Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg and Ac), then the
-    world node: PAg (ns, 6, nl) the handle wrenches' columns of pA, ug (path dofs, nl) of u (path
-    body x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's
-    from kwrow[x]: the path nodes' and the world's), and Lam summed over the pivots they meet
-    (module docstring).  Then the root relation M, m0, Kt (in the root's parent frame) and,
-    outward along the paths with g = 0, the accelerations Ac (ns, 6) and multipliers lamc, which
-    give beta at the handles; Psi is Kt^T (the part's response is symmetric: reciprocity).  A
-    part hanging from the base (``top``) has a_in = a0 (the base's acceleration, gravity in it)
-    folded into beta, Psi = 0.  The columns' loops run over the (independent) columns inside,
-    so that they vectorise.  The walk carries the columns colsrc[:nl] (see walk_columns): all
-    6 H, or on a planar path (planar_axis) the 3 H in-plane ones, the column position cc of PAg,
-    ug and kwg then holding handle wrench component colsrc[cc]; the
-    out-of-plane columns add nothing to Lam, and their Kt is the handle's pose (Rw, pw)."""
+    Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg), then the world
+    node: PAg (ns, 6, nl) the handle wrenches' columns of pA, ug (path dofs, nl) of u (path body
+    x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from
+    kwrow[x]: the path nodes' and the world's), and Lam summed over the pivots they meet (module
+    docstring).  Then the root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the
+    part's response is symmetric: reciprocity).
+
+    beta, the handles' accelerations with g = 0, needs no outward pass: the walk's columns are
+    the adjoints of the outward pass (the transposed steps, in reverse order: PAg is the
+    adjoint of a body's acceleration after its joint, dg of the one before it, -kwg of the
+    rows' multipliers), so each handle acceleration component is the sum over the path bodies
+    of dg^T c_x - ug^T D^-1 u_x, over the loop pivots they meet of w3^T (L^-1 (gamma_Z - k_Z)),
+    with the serial pass's u and k, and of a_in's column against a_in.  A part hanging from the
+    base (``top``) has a_in = a0 (the base's acceleration, gravity in it): it is folded into
+    beta, Psi = 0; a part below has a_in = 0 in beta.
+
+    The columns' loops run over the (independent) columns inside, so that they vectorise.  The
+    walk carries the columns colsrc[:nl] (see walk_columns): all 6 H, or on a planar path
+    (planar_axis) the 3 H in-plane ones, the column position cc of PAg, ug and kwg then holding
+    handle wrench component colsrc[cc]; the out-of-plane columns add nothing to Lam, and their Kt
+    is the handle's pose (Rw, pw)."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
     slot, E, r, S, c, IA, pA = unowned(slot), unowned(E), unowned(r), unowned(S), unowned(c), unowned(IA), unowned(pA)
@@ -440,9 +447,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     wpos, npl, prow, wrows, pmap = unowned(wpos), unowned(npl), unowned(prow), unowned(wrows), unowned(pmap)
     wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
     nrows, gamma, Cw, Kw, kw, SC = unowned(nrows), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
-    perm, rank, PAg, ug, kwg, Ac = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg), unowned(Ac)
+    perm, rank, PAg, ug, kwg = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg)
     pvptr, kwrow = unowned(pvptr), unowned(kwrow)
-    lamc, a0, M, m0, Kt, Psi = unowned(lamc), unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
+    a0, M, m0, Kt, Psi = unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
     Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
     n = parent.shape[0]
     nvt = S.shape[0]
@@ -466,24 +473,20 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     # the scratch, as views of one array that count no references (passed to inlined steps per
     # path body, views that count them cost atomic operations); ``own`` holds the memory and is
     # used again at the end, so that it lives as long as the views
-    own = np.empty(108 + 6 * c1 + zm * (6 + pm + c1) + c1 + zm + max(nc, 6) + c1 * c1 + w1 * c1)
+    own = np.empty(96 + 6 * c1 + zm * (7 + pm + c1) + c1 + max(nc, 6) + c1 * c1 + w1 * c1 + 7 * c1)
     Ia = raw_view(own, 0, (6, 6))
     T6 = raw_view(own, 36, (6, 6))
     pa = raw_view(own, 72, (6,))
     tmp = raw_view(own, 78, (6,))
     col6 = raw_view(own, 84, (6,))
     out6 = raw_view(own, 90, (6,))
-    ab = raw_view(own, 96, (6,))
-    hq = raw_view(own, 102, (6,))
-    o = 108
+    o = 96
     dg = raw_view(own, o, (6, c1))
     o += 6 * c1
-    Wb = raw_view(own, o, (zm, 6 + pm + c1))
-    o += zm * (6 + pm + c1)
+    Wb = raw_view(own, o, (zm, 7 + pm + c1))
+    o += zm * (7 + pm + c1)
     acc = raw_view(own, o, (c1,))
     o += c1
-    hz = raw_view(own, o, (zm,))
-    o += zm
     sd = raw_view(own, o, (max(nc, 6),))
     o += max(nc, 6)
     # Lam, accumulated inward: each pivot the walk eliminates adds its columns' outer product
@@ -494,6 +497,17 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         for b in range(c1):
             Ls[a, b] = 0.0
     Wl = raw_view(own, o, (w1, c1))
+    o += w1 * c1
+    # beta, accumulated inward as Lam is (the same pivots, each column against the serial pass's
+    # right-hand side: see the docstring), and a_in's columns (the base's a0 for a part hanging
+    # from it)
+    bacc = raw_view(own, o, (c1,))
+    o += c1
+    ain = raw_view(own, o, (6, c1))
+    for cc in range(c1):
+        bacc[cc] = 0.0
+        for k in range(6):
+            ain[k, cc] = 0.0
     nw = 0
     for s in range(ns):
         for k in range(6):
@@ -560,11 +574,12 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                             kwg[okr + t, cc] = 0.0
         if z > 0 and rank[x] > 0 and nl > 0:
             # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
-            # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns] (rk x (6 + p + nc)), all columns in one
-            # forward substitution, each in lower_solve's order
+            # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns, gamma_Z - k_Z] (rk x (7 + p + nl)), all
+            # columns in one forward substitution, each in lower_solve's order (the last is the
+            # serial pass's w3, as it computed it)
             rk = rank[x]
             c0 = 6 + p
-            ncw = c0 + nl
+            ncw = c0 + nl + 1
             for j in range(rk):
                 zr = p + perm[orr + p + j]
                 for k in range(6):
@@ -573,6 +588,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     Wb[j, 6 + t] = Kw[ok + zr * w + t]
                 for cc in range(nl):
                     Wb[j, c0 + cc] = -kwg[okr + zr, cc]
+                Wb[j, c0 + nl] = gamma[wglob[orr + zr]] - kw[orr + zr]
             for i in range(rk):
                 for j in range(i):
                     f = Kw[ok + (p + i) * w + p + j]
@@ -584,13 +600,21 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             # the loops' pivots: the multipliers oppose the handle wrenches (+ w3^T w3, w3 the
             # last nc columns); their rows are kept for one product at the end
             for j in range(rk):
+                f = Wb[j, c0 + nl]
                 for cc in range(nl):
                     Wl[nw, cc] = Wb[j, c0 + cc]
+                    bacc[cc] += Wb[j, c0 + cc] * f
                 nw += 1
             # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3 (W1, W2: Wb's first 6
             # and next p columns)
             for k in range(6 + p):
                 if k < 6 and x == n:
+                    # the world's rows: a_in's columns - C_Z^T L^-T w3 (a_in = a0 for a part
+                    # hanging from the base; only such a part has rows to the world)
+                    for j in range(rk):
+                        f = Wb[j, k]
+                        for cc in range(nl):
+                            ain[k, cc] -= f * Wb[j, c0 + cc]
                     continue
                 if rk == 2:     # the sums written out: the same two terms, no accumulator
                     f0 = Wb[0, k]
@@ -635,13 +659,21 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             for cc in range(nl):
                 dg[k, cc] = PAg[si, k, cc]
         add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd)
-        # the joint's pivot D: - ug^T D^-1 ug
+        # beta's share of c_x: dg^T c_x
+        for k in range(6):
+            f = c[x, k]
+            for cc in range(nl):
+                bacc[cc] += dg[k, cc] * f
+        # the joint's pivot D: - ug^T D^-1 ug, and beta's - ug^T D^-1 u
         for d in range(nv):
             for cc in range(nl):
                 s = 0.0
                 for e2 in range(nv):
                     s += Dinv[iv + d, e2] * ug[ov + e2, cc]
                 sd[cc] = s
+            f = u[iv + d]
+            for cc in range(nl):
+                bacc[cc] -= sd[cc] * f
             for a in range(nl):
                 f = ug[ov + d, a]
                 for b in range(nl):
@@ -649,14 +681,19 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         up = parent[x]
         if up >= 0:
             force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nl)
-        elif x == 0:
+        else:
+            # a root of the part (a part hanging from the base may hold several): a_in's columns,
+            # and the root relation's Kt at body 0
             for cc in range(nl):
                 for k in range(6):
                     col6[k] = dg[k, cc]
                     out6[k] = 0.0
                 xform_force_T_add(E[x], r[x], col6, out6)
                 for k in range(6):
-                    Kt[colsrc[cc] // 6, k, colsrc[cc] % 6] = out6[k]
+                    ain[k, cc] += out6[k]
+                if x == 0:
+                    for k in range(6):
+                        Kt[colsrc[cc] // 6, k, colsrc[cc] % 6] = out6[k]
         pn = prow[x]
         if pn == 0 or nl == 0:
             continue
@@ -708,29 +745,27 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     xform_force_T_add(E[0], r[0], pa, m0)
     if H == 0:
         return
-    # ---- outward along the paths, g = 0: the accelerations' constant part (with a_in = a0 for a
-    # part hanging from the base, else 0), which gives beta
-    for k in range(6):
-        ab[k] = a0[k] if top else 0.0
-    solve_eliminated_in(n, ab, lamc, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
-    for s_ in range(ns):
-        x = pbod[s_]
-        si = slot[x]
-        up = parent[x]
-        iv = idx_v[x]
-        nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
-        xform_motion(E[x], r[x], ab if up < 0 else Ac[slot[up]], tmp)
-        for k in range(6):
-            Ac[si, k] = tmp[k] + c[x, k]
-        loop_body_step(x, iv, nv, Ac[si], 0, sd, lamc, U, S, Dinv, u, SC, prow, wrows, wglob, rptr, sptr, hq)
-        solve_eliminated_in(x, Ac[si], lamc, wrows, prow, wglob, rptr, cptr, kptr, gamma, Cw, Kw, kw, perm, rank, hz)
+    # ---- beta: the handles' accelerations with g = 0 (a_in = a0 for a part hanging from the base,
+    # else 0), accumulated inward; Psi = Kt^T (reciprocity: the handle accelerations' response to
+    # a_in is the root force's to g).  The columns the walk left out reach the root rigidly: their
+    # beta is their Kt column against a0
     for hk in range(H):
-        sh = slot[handles[hk]]
-        for k in range(6):
-            beta[hk, k] = Ac[sh, k]
-            for j in range(6):
-                # reciprocity: the handle accelerations' response to a_in is the root force's to g
+        for j in range(6):
+            s = 0.0
+            if top:
+                for k in range(6):
+                    s += Kt[hk, k, j] * a0[k]
+            beta[hk, j] = s
+            for k in range(6):
                 Psi[hk, k, j] = 0.0 if top else Kt[hk, j, k]
+    for cc in range(nl):
+        s = bacc[cc]
+        if top:
+            s = 0.0
+            for k in range(6):
+                s += ain[k, cc] * a0[k]
+            s += bacc[cc]
+        beta[colsrc[cc] // 6, colsrc[cc] % 6] = s
     # + Wl^T Wl, four rows at a time (Ls is read and written once per four)
     i0 = 0
     while i0 + 4 <= nw:
