@@ -320,3 +320,26 @@ def test_planar_loop_parts_walk_the_in_plane_columns_only():
     S = p.S.copy()
     S[p.idx_v[i], 3 + ax] = 1e-17
     assert planar_axis(p.pbod, p.idx_v, p.E, p.r, S) == -1
+
+
+def test_loop_walk_passes_over_the_bodies_its_columns_no_longer_reach():
+    """On a long 3-D chain with local loops the handle wrenches' columns fade to nothing along the
+    walk (each joint turns them about another axis): the walk flushes them once they are below
+    ``TINY_ABS`` and passes over the rest of the path (a body whose one path child's columns are
+    all zero gets none).  The path bodies near the root then have no column of u, and the
+    engine still equals ``constrained_dynamics``."""
+    from partree.models.generators import chain
+    from partree.models.local_loops import with_local_loops
+
+    m = with_local_loops(chain(6000, alternate=True), 60, seed=1, kinds=("distance", "spherical"))
+    rng = np.random.default_rng(0)
+    q, qd, tau = m.random_configuration(rng), m.random_velocity(rng), rng.normal(size=m.nv)
+    eng = SerialEngine(m, 2)
+    x = eng.forward_dynamics(q, qd, tau)
+    (p,) = [p for p in eng.parts if p.H]
+    zero = np.all(p.ug == 0.0, axis=1)          # by path dof, root first
+    assert zero[0] and zero.sum() > p.ns // 4 and not zero[-1]
+    ref = partree.constrained_dynamics(m, q, qd, tau, redundant="drop")
+    assert rel(x, ref.qdd) < 1e-10
+    res = eng.constraint_forces(q, qd, tau)
+    assert rel(res.qdd, ref.qdd) < 1e-10

@@ -58,6 +58,10 @@ from .part import PartKernel, _bias, gravity_a0, loop_rhs
 TINY_ABS = K._TINY_ABS
 USE_NEW = np.zeros(1, dtype=np.int64)
 
+#: the walk looks for tiny entries of g's columns every CHECK_EVERY path bodies (and at every
+#: handle): a column fades by far less than 1e-100 / 1e-308 over so few bodies
+CHECK_EVERY = 8
+
 #: constrained_dynamics' rank tolerance, so that a part picks the rows the serial solve picks
 RANK_TOL = inspect.signature(constrained_dynamics).parameters["rank_tol"].default
 
@@ -181,6 +185,9 @@ class LoopPartKernel(PartKernel):
         self._ugbuf = np.zeros(max(int(self.pvptr[-1]), 1) * 6 * H)
         self._pagbuf = np.zeros(max(self.ns, 1) * 36 * H)
         self._kwbuf = np.zeros(max(int(w[self.path_nodes].sum()), 1) * 6 * H)
+        # per path slot: 1 the body has one path child, 2 it is a handle (loop_sensitivities)
+        npc = np.bincount(np.where(self.parent[pbod] >= 0, self.parent[pbod], m), minlength=m + 1)
+        self.pflag = (np.where(npc[pbod] == 1, 1, 0) + np.where(np.isin(pbod, self.handles), 2, 0)).astype(np.int64)
         self._walk_views(6 * H)
         self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
         self.ncols = 6 * H                                  # how many of them it carries
@@ -246,7 +253,7 @@ class LoopPartKernel(PartKernel):
             self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c, self.IA,
             self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap, t.wglob,
             t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm,
-            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.top,
+            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.pflag, self.top,
             self.a0 if bias else np.zeros(6), self.Rw, self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi,
             self.Lam, self.beta)
         if self.top:
@@ -415,7 +422,7 @@ def walk_columns(axis, H, colsrc):
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, top, a0, Rw, pw, colsrc, nl, M, m0,
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, top, a0, Rw, pw, colsrc, nl, M, m0,
                        Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
@@ -423,7 +430,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     node: PAg (ns, 6, nl) the handle wrenches' columns of pA, ug (path dofs, nl) of u (path body
     x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from
     kwrow[x]: the path nodes' and the world's), and Lam summed over the pivots they meet (module
-    docstring).  Then the root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the
+    docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the
     part's response is symmetric: reciprocity).
 
     beta, the handles' accelerations with g = 0, needs no outward pass: the walk's columns are
@@ -448,7 +455,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
     nrows, gamma, Cw, Kw, kw, SC = unowned(nrows), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
     perm, rank, PAg, ug, kwg = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg)
-    pvptr, kwrow = unowned(pvptr), unowned(kwrow)
+    pvptr, kwrow, pflag = unowned(pvptr), unowned(kwrow), unowned(pflag)
     a0, M, m0, Kt, Psi = unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
     Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
     n = parent.shape[0]
@@ -520,6 +527,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     for cc in range(nl):
         PAg[slot[handles[colsrc[cc] // 6]], colsrc[cc] % 6, cc] += 1.0
     # ---- inward: g's columns along the paths, then the world node
+    dead = -1       # the path body just walked, if its columns were all zero
     for step in range(ns + 1):
         x = pbod[ns - 1 - step] if step < ns else n
         if x == n and rptr[n + 1] == rptr[n]:
@@ -532,10 +540,23 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         okr = kwrow[x]
         z = w - p
         # no subnormal number enters the walk: g's columns fade along a long 3-D path and would
-        # spend most of it in the subnormal range, where every operation is slow.  Entries below
-        # TINY_ABS are flushed to zero, and a path body whose columns (pA's and its rows' k's) are
-        # all zero passes nothing on: its u's columns are zero and the rest of its step is skipped
-        if x < n and nl > 0:
+        # spend most of it in the subnormal range, where every operation is slow.  Every
+        # CHECK_EVERY path bodies and at the handles, entries below TINY_ABS are flushed to zero,
+        # and a path body whose columns (pA's and its rows' k's) are all zero passes nothing on:
+        # its u's columns are zero and the rest of its step is skipped.  So is its parent's when
+        # the body is the parent's one path child and the parent no handle (pflag 1): nothing
+        # else reaches the parent's columns
+        if x < n and nl > 0 and dead >= 0 and parent[dead] == x and pflag[slot[x]] == 1:
+            iv = idx_v[x]
+            ov = pvptr[slot[x]]
+            nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
+            for d in range(nv):
+                for cc in range(nl):
+                    ug[ov + d, cc] = 0.0
+            dead = x
+            continue
+        dead = -1
+        if x < n and nl > 0 and (step % CHECK_EVERY == 0 or pflag[slot[x]] & 2):
             mx = 0.0
             small = 0
             si = slot[x]
@@ -562,6 +583,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 for d in range(nv):
                     for cc in range(nl):
                         ug[ov + d, cc] = 0.0
+                dead = x
                 continue
             if small > 0:
                 for k in range(6):
