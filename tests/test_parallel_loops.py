@@ -286,7 +286,7 @@ def test_planar_loop_parts_walk_the_in_plane_columns_only():
     relations equal those of the walk with all 6 H columns (``planar_walk`` False) to rounding,
     and the engine equals ``constrained_dynamics``; a path with one coupling entry or one joint
     motion out of the plane is not planar."""
-    from partree.parallel.loop_part import planar_axis
+    from partree.parallel.loop_part import planar_axis, planar_components
 
     m = partree.resolve_model("scissor:units=60,closed=true,support=slider")
     rng = np.random.default_rng(1)
@@ -320,6 +320,53 @@ def test_planar_loop_parts_walk_the_in_plane_columns_only():
     S = p.S.copy()
     S[p.idx_v[i], 3 + ax] = 1e-17
     assert planar_axis(p.pbod, p.idx_v, p.E, p.r, S) == -1
+    # the in-plane columns keep to the 3 in-plane components (planar_components), unless a path
+    # joint's U = IA S or a row a path node eliminates has an entry out of the plane
+    t = p.topo
+    kc = np.zeros(6, dtype=np.int64)
+    b, c = sorted(((ax + 1) % 3, (ax + 2) % 3))
+    assert planar_components(ax, p.pbod, p.idx_v, p.U, p.Cw, t.cptr, t.wrows, t.prow, kc) == 3
+    assert list(kc[:3]) == [ax, 3 + b, 3 + c]
+    assert planar_components(-1, p.pbod, p.idx_v, p.U, p.Cw, t.cptr, t.wrows, t.prow, kc) == 6
+    U = p.U.copy()
+    U[p.idx_v[i], b] = 1e-17
+    assert planar_components(ax, p.pbod, p.idx_v, U, p.Cw, t.cptr, t.wrows, t.prow, kc) == 6
+    assert list(kc) == list(range(6))
+    j = next(int(x) for x in p.pbod if t.wrows[x] > t.prow[x])
+    Cw = p.Cw.copy()
+    Cw[t.cptr[j] + 6 * int(t.prow[j]) + 3 + ax] = 1e-17
+    assert planar_components(ax, p.pbod, p.idx_v, p.U, Cw, t.cptr, t.wrows, t.prow, kc) == 6
+
+
+@pytest.mark.parametrize("a", [0, 1, 2])
+def test_planar_force_transform_is_the_full_one_on_in_plane_wrenches(a):
+    """``force_cols_T_add_planar`` gives what ``force_cols_T_add`` gives, to the bit, on wrenches
+    in the plane normal to axis a carried by a rotation about a and an offset in the plane, and
+    leaves the out-of-plane rows alone."""
+    from numba import njit
+
+    from partree.algorithms.primitives import force_cols_T_add, force_cols_T_add_planar
+    from partree.spatial import axis_angle
+
+    full, planar = njit(force_cols_T_add.py_func), njit(force_cols_T_add_planar.py_func)
+    rng = np.random.default_rng(a)
+    b, c = (a + 1) % 3, (a + 2) % 3
+    ax = np.zeros(3)
+    ax[a] = 1.0
+    E = np.ascontiguousarray(axis_angle(ax, 0.7))
+    for i in range(3):              # exact zeros, as a joint's rotation about a leaves them
+        if i != a:
+            E[a, i] = E[i, a] = 0.0
+    r = np.zeros(3)
+    r[[b, c]] = rng.normal(size=2)
+    f = np.zeros((6, 5))
+    f[[a, 3 + b, 3 + c]] = rng.normal(size=(3, 5))
+    out0 = rng.normal(size=(6, 5))
+    out0[[b, c, 3 + a]] = 0.0
+    o1, o2 = out0.copy(), out0.copy()
+    full(E, r, f, o1, 5)
+    planar(E, r, f, o2, 5, a)
+    assert np.array_equal(o1, o2)
 
 
 def test_loop_walk_passes_over_the_bodies_its_columns_no_longer_reach():

@@ -298,3 +298,27 @@ def force_cols_T_add(E, r, f, out, ncol):
         out[3, cc] += g0
         out[4, cc] += g1
         out[5, cc] += g2
+
+
+@njit(cache=True, inline="always")
+def force_cols_T_add_planar(E, r, f, out, ncol, a):
+    """:func:`force_cols_T_add` for wrenches in the plane normal to axis a (0, 1, 2) carried by a
+    transform in that plane (E a rotation about a, r in the plane): only the moment about a and
+    the two in-plane forces (rows a, 3 + b, 3 + c; b, c the next axes) are read and written,
+    each summed in force_cols_T_add's order without its terms that are exact zeros, so that the
+    result is the same to the bit."""
+    b = (a + 1) % 3
+    c = (a + 2) % 3
+    # E^T's rows b and c on the in-plane force (index order, the term of f_a left out)
+    i0 = 0 if a != 0 else 1
+    i1 = 2 if a != 2 else 1
+    eb0, eb1 = E[i0, b], E[i1, b]
+    ec0, ec1 = E[i0, c], E[i1, c]
+    eaa = E[a, a]
+    rb, rc = r[b], r[c]
+    for cc in range(ncol):
+        gb = eb0 * f[3 + i0, cc] + eb1 * f[3 + i1, cc]
+        gc = ec0 * f[3 + i0, cc] + ec1 * f[3 + i1, cc]
+        out[a, cc] += eaa * f[a, cc] + rb * gc - rc * gb
+        out[3 + b, cc] += gb
+        out[3 + c, cc] += gc

@@ -48,7 +48,8 @@ from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, Lo
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
 from ..algorithms.packed import raw_view, unowned
-from ..algorithms.primitives import congruence_add, force_cols_T_add, inertia_from_compact, xform_force_T_add
+from ..algorithms.primitives import (congruence_add, force_cols_T_add, force_cols_T_add_planar, inertia_from_compact,
+                                     xform_force_T_add)
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
@@ -137,7 +138,7 @@ class LoopPartKernel(PartKernel):
     planar_walk = True
 
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
-                                          "lam", "colsrc", "ncols", "_terms", "_gamma", "_uact",
+                                          "lam", "colsrc", "_kc", "ncols", "_terms", "_gamma", "_uact",
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
@@ -190,6 +191,7 @@ class LoopPartKernel(PartKernel):
         self.pflag = (np.where(npc[pbod] == 1, 1, 0) + np.where(np.isin(pbod, self.handles), 2, 0)).astype(np.int64)
         self._walk_views(6 * H)
         self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
+        self._kc = np.arange(6, dtype=np.int64)             # the components it carries (planar_components)
         self.ncols = 6 * H                                  # how many of them it carries
         self.lam = np.zeros(self.loops.nrow)
         self._terms = None
@@ -243,8 +245,9 @@ class LoopPartKernel(PartKernel):
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
                                     f"joint's motion; forward dynamics is undefined")
         # the columns the walk carries (walk_columns): only they are zeroed, written and read
-        nl = walk_columns(planar_axis(self.pbod, self.idx_v, self.E, self.r, self.S) if self.planar_walk
-                          else -1, self.H, self.colsrc)
+        ax = planar_axis(self.pbod, self.idx_v, self.E, self.r, self.S) if self.planar_walk else -1
+        nl = walk_columns(ax, self.H, self.colsrc)
+        nk = planar_components(ax, self.pbod, self.idx_v, self.U, self.Cw, t.cptr, t.wrows, t.prow, self._kc)
         if nl != self.ncols or self.kwg.shape[1] != nl:
             self._walk_views(nl)
         self.ncols = nl
@@ -253,7 +256,7 @@ class LoopPartKernel(PartKernel):
             self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c, self.IA,
             self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap, t.wglob,
             t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm,
-            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.pflag, self.top,
+            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.pflag, self._kc, nk, self.top,
             self.a0 if bias else np.zeros(6), self.Rw, self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi,
             self.Lam, self.beta)
         if self.top:
@@ -342,9 +345,9 @@ def rigid_inertias(mass, com, I_com, IA):
 
 
 @njit(cache=True, inline="always")
-def add_dinv_cols(Dinv, B, iv, nv, X, x0, out, ncol, sd):
+def add_dinv_cols(Dinv, B, iv, nv, X, x0, out, ncol, sd, kc, nk):
     """out[k, cc] += sum over the joint's dofs d of B[iv + d, k] (D^-1 X)[d, cc], X's rows from x0,
-    for the first ncol columns (``sd``: ncol values of scratch)."""
+    for the first ncol columns and the components k = kc[:nk] (``sd``: ncol values of scratch)."""
     for d in range(nv):
         for cc in range(ncol):
             sd[cc] = 0.0
@@ -352,7 +355,8 @@ def add_dinv_cols(Dinv, B, iv, nv, X, x0, out, ncol, sd):
             f = Dinv[iv + d, e2]
             for cc in range(ncol):
                 sd[cc] += f * X[x0 + e2, cc]
-        for k in range(6):
+        for kk in range(nk):
+            k = kc[kk]
             f = B[iv + d, k]
             for cc in range(ncol):
                 out[k, cc] += f * sd[cc]
@@ -394,6 +398,40 @@ def planar_axis(pbod, idx_v, E, r, S):
 
 
 @njit(cache=True)
+def planar_components(axis, pbod, idx_v, U, Cw, cptr, wrows, prow, kc):
+    """The wrench components the walk's in-plane columns can take on a planar path (see
+    planar_axis, ``axis`` -1: none): into kc (6,), in increasing order; returns how many.
+
+    An in-plane column keeps to the moment about ``axis`` and the two in-plane forces (3) when
+    nothing on the path turns it out of the plane: beside the joints' transforms and motions
+    (planar_axis), U = IA S of each path joint (the body's inertia couples no out-of-plane
+    motion to its in-plane ones) and the rows C_Z of the loops each path node eliminates have
+    exact zeros out of the plane.  Otherwise all 6."""
+    for k in range(6):
+        kc[k] = k
+    if axis < 0:
+        return 6
+    b = min((axis + 1) % 3, (axis + 2) % 3)
+    c = max((axis + 1) % 3, (axis + 2) % 3)
+    n = idx_v.shape[0]
+    nvt = U.shape[0]
+    for x in pbod:
+        iv = idx_v[x]
+        nv = (idx_v[x + 1] if x + 1 < n else nvt) - iv
+        for d in range(nv):
+            if U[iv + d, b] != 0.0 or U[iv + d, c] != 0.0 or U[iv + d, 3 + axis] != 0.0:
+                return 6
+        for t in range(prow[x], wrows[x]):
+            o = cptr[x] + 6 * t
+            if Cw[o + b] != 0.0 or Cw[o + c] != 0.0 or Cw[o + 3 + axis] != 0.0:
+                return 6
+    kc[0] = axis
+    kc[1] = 3 + b
+    kc[2] = 3 + c
+    return 3
+
+
+@njit(cache=True)
 def walk_columns(axis, H, colsrc):
     """The handle wrenches' columns (6 hk + j) in the walk's order, into colsrc (6 H,); returns how
     many the walk carries.  ``axis`` -1: all 6 H, in order.  Otherwise (see planar_axis) the
@@ -422,7 +460,7 @@ def walk_columns(axis, H, colsrc):
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, top, a0, Rw, pw, colsrc, nl, M, m0,
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, kc, nk, top, a0, Rw, pw, colsrc, nl, M, m0,
                        Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
@@ -455,7 +493,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
     nrows, gamma, Cw, Kw, kw, SC = unowned(nrows), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
     perm, rank, PAg, ug, kwg = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg)
-    pvptr, kwrow, pflag = unowned(pvptr), unowned(kwrow), unowned(pflag)
+    pvptr, kwrow, pflag, kc = unowned(pvptr), unowned(kwrow), unowned(pflag), unowned(kc)
     a0, M, m0, Kt, Psi = unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
     Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
     n = parent.shape[0]
@@ -560,7 +598,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             mx = 0.0
             small = 0
             si = slot[x]
-            for k in range(6):
+            for kk in range(nk):
+                k = kc[kk]
                 for cc in range(nl):
                     v = abs(PAg[si, k, cc])
                     mx = max(mx, v)
@@ -571,9 +610,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     mx = max(mx, v)
                     small += (v < TINY_ABS) & (v > 0.0)
             if mx < TINY_ABS:
-                for k in range(6):
+                for kk in range(nk):
                     for cc in range(nl):
-                        PAg[si, k, cc] = 0.0
+                        PAg[si, kc[kk], cc] = 0.0
                 for t in range(w):
                     for cc in range(nl):
                         kwg[okr + t, cc] = 0.0
@@ -586,7 +625,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 dead = x
                 continue
             if small > 0:
-                for k in range(6):
+                for kk in range(nk):
+                    k = kc[kk]
                     for cc in range(nl):
                         if abs(PAg[si, k, cc]) < TINY_ABS:
                             PAg[si, k, cc] = 0.0
@@ -596,18 +636,19 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                             kwg[okr + t, cc] = 0.0
         if z > 0 and rank[x] > 0 and nl > 0:
             # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
-            # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns, gamma_Z - k_Z] (rk x (7 + p + nl)), all
-            # columns in one forward substitution, each in lower_solve's order (the last is the
-            # serial pass's w3, as it computed it)
+            # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns, gamma_Z - k_Z] (rk x (nkx + p + nl +
+            # 1), C_Z's carried components), all columns in one forward substitution, each in
+            # lower_solve's order (the last is the serial pass's w3, as it computed it)
             rk = rank[x]
-            c0 = 6 + p
+            nkx = nk if x < n else 6
+            c0 = nkx + p
             ncw = c0 + nl + 1
             for j in range(rk):
                 zr = p + perm[orr + p + j]
-                for k in range(6):
-                    Wb[j, k] = Cw[oc + zr * 6 + k]
+                for kk in range(nkx):
+                    Wb[j, kk] = Cw[oc + zr * 6 + (kc[kk] if x < n else kk)]
                 for t in range(p):
-                    Wb[j, 6 + t] = Kw[ok + zr * w + t]
+                    Wb[j, nkx + t] = Kw[ok + zr * w + t]
                 for cc in range(nl):
                     Wb[j, c0 + cc] = -kwg[okr + zr, cc]
                 Wb[j, c0 + nl] = gamma[wglob[orr + zr]] - kw[orr + zr]
@@ -629,8 +670,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 nw += 1
             # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3 (W1, W2: Wb's first 6
             # and next p columns)
-            for k in range(6 + p):
-                if k < 6 and x == n:
+            for k in range(nkx + p):
+                if k < nkx and x == n:
                     # the world's rows: a_in's columns - C_Z^T L^-T w3 (a_in = a0 for a part
                     # hanging from the base; only such a part has rows to the world)
                     for j in range(rk):
@@ -641,13 +682,14 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 if rk == 2:     # the sums written out: the same two terms, no accumulator
                     f0 = Wb[0, k]
                     f1 = Wb[1, k]
-                    if k < 6:
+                    if k < nkx:
                         si = slot[x]
+                        kr = kc[k]
                         for cc in range(nl):
-                            PAg[si, k, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                            PAg[si, kr, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
                     else:
                         for cc in range(nl):
-                            kwg[okr + k - 6, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                            kwg[okr + k - nkx, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
                     continue
                 for cc in range(nl):
                     acc[cc] = 0.0
@@ -655,13 +697,14 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     f = Wb[j, k]
                     for cc in range(nl):
                         acc[cc] += f * Wb[j, c0 + cc]
-                if k < 6:
+                if k < nkx:
                     si = slot[x]
+                    kr = kc[k]
                     for cc in range(nl):
-                        PAg[si, k, cc] -= acc[cc]
+                        PAg[si, kr, cc] -= acc[cc]
                 else:
                     for cc in range(nl):
-                        kwg[okr + k - 6, cc] += acc[cc]
+                        kwg[okr + k - nkx, cc] += acc[cc]
         if x == n:
             break
         si = slot[x]
@@ -672,17 +715,20 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         for d in range(nv):
             for cc in range(nl):
                 ug[ov + d, cc] = 0.0
-            for k in range(6):
+            for kk in range(nk):
+                k = kc[kk]
                 f = S[iv + d, k]
                 for cc in range(nl):
                     ug[ov + d, cc] -= f * PAg[si, k, cc]
         # pa's columns: PAg + U D^-1 ug
-        for k in range(6):
+        for kk in range(nk):
+            k = kc[kk]
             for cc in range(nl):
                 dg[k, cc] = PAg[si, k, cc]
-        add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd)
+        add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd, kc, nk)
         # beta's share of c_x: dg^T c_x
-        for k in range(6):
+        for kk in range(nk):
+            k = kc[kk]
             f = c[x, k]
             for cc in range(nl):
                 bacc[cc] += dg[k, cc] * f
@@ -702,14 +748,19 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     Ls[a, b] -= f * sd[b]
         up = parent[x]
         if up >= 0:
-            force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nl)
+            if nk == 3:
+                force_cols_T_add_planar(E[x], r[x], dg, PAg[slot[up]], nl, kc[0])
+            else:
+                force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nl)
         else:
             # a root of the part (a part hanging from the base may hold several): a_in's columns,
             # and the root relation's Kt at body 0
             for cc in range(nl):
                 for k in range(6):
-                    col6[k] = dg[k, cc]
+                    col6[k] = 0.0
                     out6[k] = 0.0
+                for kk in range(nk):
+                    col6[kc[kk]] = dg[kc[kk], cc]
                 xform_force_T_add(E[x], r[x], col6, out6)
                 for k in range(6):
                     ain[k, cc] += out6[k]
