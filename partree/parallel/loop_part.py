@@ -138,7 +138,7 @@ class LoopPartKernel(PartKernel):
     planar_walk = True
 
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
-                                          "lam", "colsrc", "_kc", "ncols", "_terms", "_gamma", "_uact",
+                                          "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_uact",
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
@@ -192,6 +192,7 @@ class LoopPartKernel(PartKernel):
         self._walk_views(6 * H)
         self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
         self._kc = np.arange(6, dtype=np.int64)             # the components it carries (planar_components)
+        self._ax, self._nk = -1, 6                          # the path's plane (planar_axis), their count
         self.ncols = 6 * H                                  # how many of them it carries
         self.lam = np.zeros(self.loops.nrow)
         self._terms = None
@@ -244,21 +245,29 @@ class LoopPartKernel(PartKernel):
         if bad >= 0:
             raise PartreeInputError(f"body {int(self.bodies[bad])}: its subtree has a singular inertia along the "
                                     f"joint's motion; forward dynamics is undefined")
-        # the columns the walk carries (walk_columns): only they are zeroed, written and read
-        ax = planar_axis(self.pbod, self.idx_v, self.E, self.r, self.S) if self.planar_walk else -1
-        nl = walk_columns(ax, self.H, self.colsrc)
-        nk = planar_components(ax, self.pbod, self.idx_v, self.U, self.Cw, t.cptr, t.wrows, t.prow, self._kc)
-        if nl != self.ncols or self.kwg.shape[1] != nl:
-            self._walk_views(nl)
-        self.ncols = nl
-        self.kwg[:] = 0.0
-        loop_sensitivities(
-            self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c, self.IA,
-            self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows, t.pmap, t.wglob,
-            t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm,
-            self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow, self.pflag, self._kc, nk, self.top,
-            self.a0 if bias else np.zeros(6), self.Rw, self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi,
-            self.Lam, self.beta)
+        # the columns and components the walk carries (walk_columns, planar_components): a planar
+        # path is taken over from the last evaluation and verified by the walk as it goes; a
+        # path that was not is looked at again (that look stops at its first body out of plane)
+        look = self._ax < 0 or self._nk == 6 or not self.planar_walk
+        while True:
+            if look:
+                self._ax = planar_axis(self.pbod, self.idx_v, self.E, self.r, self.S) if self.planar_walk else -1
+                self._nk = planar_components(self._ax, self.pbod, self.idx_v, self.U, self.Cw, t.cptr, t.wrows,
+                                             t.prow, self._kc)
+            nl = walk_columns(self._ax, self.H, self.colsrc)
+            if nl != self.ncols or self.kwg.shape[1] != nl:
+                self._walk_views(nl)
+            self.ncols = nl
+            self.kwg[:] = 0.0
+            if not loop_sensitivities(
+                    self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c,
+                    self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows,
+                    t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw,
+                    self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow,
+                    self.pflag, self._ax, self._kc, self._nk, self.top, self.a0 if bias else np.zeros(6), self.Rw,
+                    self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta):
+                break
+            look = True
         if self.top:
             # a part hanging from the base: its a_in is the base's a0, folded into beta (Psi = 0);
             # its root relation is not used, and Kt carries Psi^T, as the messages do
@@ -277,7 +286,7 @@ class LoopPartKernel(PartKernel):
             # g's components in the walk's column order (walk_columns); the columns the walk did not
             # carry have no part in u and k
             gv = g.reshape(-1)[self.colsrc]
-            add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kwrow, self.path_nodes)
+            add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kwrow, self.path_nodes, t.prow)
         lam = self.lam
         lam[:] = 0.0
         loop_forward_pass_in(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
@@ -318,10 +327,10 @@ class LoopPartKernel(PartKernel):
 
 
 @njit(cache=True)
-def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kwrow, nodes):
+def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kwrow, nodes, prow):
     """The handle wrenches g's part in u and k (the columns the walk carried, ug.shape[1] of them):
-    u[path_v[i]] += ug[i] . g and, over the rows t of each of ``nodes`` x, kw[rptr[x] + t] +=
-    kwg[kwrow[x] + t] . g."""
+    u[path_v[i]] += ug[i] . g and, over the rows t each of ``nodes`` x eliminates (prow[x] and
+    after: the outward pass reads no other row's k), kw[rptr[x] + t] += kwg[kwrow[x] + t] . g."""
     nl = ug.shape[1]
     for i in range(path_v.shape[0]):
         s = 0.0
@@ -330,7 +339,7 @@ def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kwrow, nodes):
         u[path_v[i]] += s
     for x in nodes:
         o = kwrow[x]
-        for t in range(rptr[x + 1] - rptr[x]):
+        for t in range(prow[x], rptr[x + 1] - rptr[x]):
             s = 0.0
             for j in range(nl):
                 s += kwg[o + t, j] * g[j]
@@ -362,6 +371,40 @@ def add_dinv_cols(Dinv, B, iv, nv, X, x0, out, ncol, sd, kc, nk):
                 out[k, cc] += f * sd[cc]
 
 
+@njit(cache=True, inline="always")
+def planar_body(a, x, idx_v, E, r, S):
+    """Whether path body x keeps to the plane normal to axis a (see planar_axis): its joint
+    transform a rotation about a (exact zeros), its offset in the plane, its joint's motions in
+    the plane's algebra."""
+    if E[x, a, (a + 1) % 3] != 0.0 or E[x, a, (a + 2) % 3] != 0.0 or E[x, (a + 1) % 3, a] != 0.0:
+        return False
+    if E[x, (a + 2) % 3, a] != 0.0 or r[x, a] != 0.0:
+        return False
+    iv = idx_v[x]
+    nv = (idx_v[x + 1] if x + 1 < idx_v.shape[0] else S.shape[0]) - iv
+    for d in range(nv):
+        if S[iv + d, (a + 1) % 3] != 0.0 or S[iv + d, (a + 2) % 3] != 0.0 or S[iv + d, 3 + a] != 0.0:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def planar_rows(a, x, idx_v, U, Cw, cptr, wrows, prow):
+    """Whether path node x turns no in-plane column out of the plane normal to axis a (see
+    planar_components): its joint's U = IA S and the rows C_Z of the loops it eliminates have
+    exact zeros out of the plane."""
+    iv = idx_v[x]
+    nv = (idx_v[x + 1] if x + 1 < idx_v.shape[0] else U.shape[0]) - iv
+    for d in range(nv):
+        if U[iv + d, (a + 1) % 3] != 0.0 or U[iv + d, (a + 2) % 3] != 0.0 or U[iv + d, 3 + a] != 0.0:
+            return False
+    for t in range(prow[x], wrows[x]):
+        o = cptr[x] + 6 * t
+        if Cw[o + (a + 1) % 3] != 0.0 or Cw[o + (a + 2) % 3] != 0.0 or Cw[o + 3 + a] != 0.0:
+            return False
+    return True
+
+
 @njit(cache=True)
 def planar_axis(pbod, idx_v, E, r, S):
     """The axis a (0, 1, 2) normal to the plane every path body ``pbod`` moves in, or -1.
@@ -370,29 +413,19 @@ def planar_axis(pbod, idx_v, E, r, S):
     in-plane axes and the force along a) apart: each joint transform E_i is a rotation about a
     (exact zeros where it would couple a with the other axes) with its offset r_i in the plane,
     and each joint's motion S lies in the plane's algebra (no angular rate about an in-plane
-    axis, no velocity along a).  A handle wrench column out of the plane then stays out of it
-    along the path, S^T of it is exactly zero at every body (u's column is zero), no loop row
-    meets it, and it reaches the part's root as a rigid transform: the walk need not carry it.
-    A planar scissor mast's parts are such paths."""
-    nvt = S.shape[0]
-    n = E.shape[0]
+    axis, no velocity along a: planar_body).  A handle wrench column out of the plane then stays
+    out of it along the path, S^T of it is exactly zero at every body (u's column is zero), no
+    loop row meets it, and it reaches the part's root as a rigid transform: the walk need not
+    carry it.  A planar scissor mast's parts are such paths."""
+    if pbod.shape[0] == 0:
+        return -1
     for a in range(3):
-        b = (a + 1) % 3
-        c = (a + 2) % 3
         ok = True
         for x in pbod:
-            if (E[x, a, b] != 0.0 or E[x, a, c] != 0.0 or E[x, b, a] != 0.0 or E[x, c, a] != 0.0
-                    or r[x, a] != 0.0):
+            if not planar_body(a, x, idx_v, E, r, S):
                 ok = False
                 break
-            iv = idx_v[x]
-            nv = (idx_v[x + 1] if x + 1 < n else nvt) - iv
-            for d in range(nv):
-                if S[iv + d, b] != 0.0 or S[iv + d, c] != 0.0 or S[iv + d, 3 + a] != 0.0:
-                    ok = False
-            if not ok:
-                break
-        if ok and pbod.shape[0] > 0:
+        if ok:
             return a
     return -1
 
@@ -406,28 +439,17 @@ def planar_components(axis, pbod, idx_v, U, Cw, cptr, wrows, prow, kc):
     nothing on the path turns it out of the plane: beside the joints' transforms and motions
     (planar_axis), U = IA S of each path joint (the body's inertia couples no out-of-plane
     motion to its in-plane ones) and the rows C_Z of the loops each path node eliminates have
-    exact zeros out of the plane.  Otherwise all 6."""
+    exact zeros out of the plane (planar_rows).  Otherwise all 6."""
     for k in range(6):
         kc[k] = k
     if axis < 0:
         return 6
-    b = min((axis + 1) % 3, (axis + 2) % 3)
-    c = max((axis + 1) % 3, (axis + 2) % 3)
-    n = idx_v.shape[0]
-    nvt = U.shape[0]
     for x in pbod:
-        iv = idx_v[x]
-        nv = (idx_v[x + 1] if x + 1 < n else nvt) - iv
-        for d in range(nv):
-            if U[iv + d, b] != 0.0 or U[iv + d, c] != 0.0 or U[iv + d, 3 + axis] != 0.0:
-                return 6
-        for t in range(prow[x], wrows[x]):
-            o = cptr[x] + 6 * t
-            if Cw[o + b] != 0.0 or Cw[o + c] != 0.0 or Cw[o + 3 + axis] != 0.0:
-                return 6
+        if not planar_rows(axis, x, idx_v, U, Cw, cptr, wrows, prow):
+            return 6
     kc[0] = axis
-    kc[1] = 3 + b
-    kc[2] = 3 + c
+    kc[1] = 3 + min((axis + 1) % 3, (axis + 2) % 3)
+    kc[2] = 3 + max((axis + 1) % 3, (axis + 2) % 3)
     return 3
 
 
@@ -460,8 +482,8 @@ def walk_columns(axis, H, colsrc):
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, kc, nk, top, a0, Rw, pw, colsrc, nl, M, m0,
-                       Kt, Psi, Lam, beta):
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, ax, kc, nk, top, a0, Rw, pw, colsrc,
+                       nl, M, m0, Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg), then the world
@@ -634,6 +656,13 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     for cc in range(nl):
                         if abs(kwg[okr + t, cc]) < TINY_ABS:
                             kwg[okr + t, cc] = 0.0
+        if x < n and ax >= 0 and nl > 0:
+            # the planar path the caller took over from the last evaluation, verified as the walk
+            # reaches each body whose columns are live: 1 (the caller looks again) if it is not
+            if not planar_body(ax, x, idx_v, E, r, S):
+                return 1
+            if nk == 3 and not planar_rows(ax, x, idx_v, U, Cw, cptr, wrows, prow):
+                return 1
         if z > 0 and rank[x] > 0 and nl > 0:
             # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
             # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns, gamma_Z - k_Z] (rk x (nkx + p + nl +
@@ -817,7 +846,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     congruence_add(E[0], r[0], Ia, M, T6)
     xform_force_T_add(E[0], r[0], pa, m0)
     if H == 0:
-        return
+        return 0
     # ---- beta: the handles' accelerations with g = 0 (a_in = a0 for a part hanging from the base,
     # else 0), accumulated inward; Psi = Kt^T (reciprocity: the handle accelerations' response to
     # a_in is the root force's to g).  The columns the walk left out reach the root rigidly: their
@@ -864,3 +893,4 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             ca, cb = colsrc[a], colsrc[b]
             Lam[ca // 6, cb // 6, ca % 6, cb % 6] = Ls[min(a, b), max(a, b)]
     own[0] = 0.0        # the scratch's memory held to here
+    return 0
