@@ -235,3 +235,21 @@ def test_speedup_pairs_script_runs_mpi_jobs():
     r = _run_script_json("speedup_pairs", "--model", "autotree:nb=2000,bf=2", "--pairs", "1", "--repeat", "1",
                          "--quantity", "constraint-forces", timeout=600)
     assert r["quantity"] == "constraint-forces" and r["residual_kind"] == "cfa" and r["residual_p"] < 1e-10
+
+
+@pytest.mark.parametrize("quantity", ["forward-dynamics", "constraint-forces"])
+def test_closed_loop_models_are_compared_with_constrained_dynamics(quantity, capsys):
+    """On a model with closed loops the reference is the serial closed-loop solve (the tree's ABA
+    and CFA know nothing of the loop forces): the residual is against ``constrained_dynamics``,
+    whatever --residual asks, and --compare-aba times that call."""
+    spec = "scissor:units=30,closed=true,support=slider"
+    for residual in ("auto", "rnea"):
+        assert main(["--model", spec, "--quantity", quantity, "--repeat", "2", "--json", "--compare-aba", "--parts",
+                     "3", "--residual", residual]) == 0
+        d = _json(capsys.readouterr().out)
+        assert d["residual_kind"] == "constrained" and d["residual"] < 1e-9
+        assert d["constrained_seconds"] > 0 and d["speedup_vs_constrained"] > 0
+        assert "aba_seconds" not in d and "cfa_seconds" not in d
+    assert main(["--model", spec, "--repeat", "2", "--compare-aba"]) == 0
+    out = capsys.readouterr().out
+    assert "serial constrained_dynamics" in out and "relative error against constrained_dynamics" in out

@@ -23,6 +23,10 @@ wrench, constraint and drive force; left on the ranks under MPI) and the residua
 serial ``partree.cfa`` (kind 'cfa': the larger of the qdd and the joint-wrench relative errors) or,
 for large models, adds to the RNEA backward error |F - F_RNEA(q, qd, qdd)| / (|F_RNEA(q, qd, qdd)| +
 |F_RNEA(q, qd, 0)|) for the wrenches.
+A model with closed loops is timed at its neutral configuration at rest, compared with what the
+engine solves, serial ``partree.constrained_dynamics`` (redundant rows dropped; kind 'constrained':
+qdd, and with ``--quantity constraint-forces`` the joint wrenches too), and ``--compare-aba`` times
+that call.
 Under mpiexec (more than one rank) the MPI backend is the default: every rank runs the command
 and only rank 0 prints.  With --json one JSON object is printed on stdout.
 
@@ -72,7 +76,12 @@ def _under_mpiexec():
 
 
 def _state(model, seed):
+    """A random configuration, velocity and joint forces; a model with closed loops at its neutral
+    configuration and at rest (a random configuration would open its loops, and a random velocity
+    would pull them apart), with random joint forces."""
     rng = np.random.default_rng(seed)
+    if len(model.loops):
+        return model.neutral(), np.zeros(model.nv), rng.normal(size=model.nv)
     return model.random_configuration(rng), model.random_velocity(rng), rng.normal(size=model.nv)
 
 
@@ -94,6 +103,13 @@ def residual(model, q, qd, tau, qdd, kind="auto"):
         kind = "aba" if model.n <= RESIDUAL_ABA_MAX_N else "rnea"
     if kind == "none":
         return "none", None
+    if len(model.loops):
+        # the tree's ABA and RNEA know nothing of the loops' forces: the serial closed-loop solve
+        ref = serial_reference(model)(model, q, qd, tau)
+        err = _rel(qdd, ref.qdd)
+        if res is not None:
+            err = max(err, _rel(res.joint_wrench, ref.joint_wrench))
+        return "constrained", err
     if kind == "aba" and res is not None:
         ref = partree.cfa(model, q, qd, tau)
         return "cfa", max(_rel(qdd, ref.qdd), _rel(res.joint_wrench, ref.joint_wrench))
@@ -113,6 +129,21 @@ def residual(model, q, qd, tau, qdd, kind="auto"):
 
 def _wants_wrenches(a):
     return getattr(a, "quantity", "forward-dynamics") == "constraint-forces"
+
+
+def serial_reference(model, wrenches=False):
+    """The serial algorithm computing what the engine computes on ``model``: ABA (CFA for the
+    wrenches), or ``constrained_dynamics`` with the redundant rows dropped for a model with
+    closed loops (its result carries the joint wrenches too)."""
+    import partree
+
+    if len(model.loops):
+        return lambda m, q, qd, tau: partree.constrained_dynamics(m, q, qd, tau, redundant="drop")
+    return partree.cfa if wrenches else partree.aba
+
+
+def _reference_name(model, wrenches):
+    return "constrained" if len(model.loops) else ("cfa" if wrenches else "aba")
 
 
 def _best(times):
@@ -328,10 +359,10 @@ def cmd_bench(a):
         kind, res = residual(model, q, qd, tau, qdd, a.residual)
         aba_t = None
         if a.compare_aba:
-            import partree
-
-            # the serial algorithm computing the same thing: ABA, or CFA (leaf-first) for the wrenches
-            reference = partree.cfa if _wants_wrenches(a) else partree.aba
+            # the serial algorithm computing the same thing: ABA, CFA (leaf-first) for the wrenches,
+            # constrained_dynamics for a model with loops
+            reference = serial_reference(model, _wants_wrenches(a))
+            reference(model, q, qd, tau)        # (a closed-loop model's first call sets up its loops)
             ts = []
             for _ in range(a.repeat):
                 t = time.perf_counter()
@@ -360,7 +391,7 @@ def cmd_bench(a):
     if "times_gathered" in r:
         out["seconds_per_eval_gathered"] = _best(r["times_gathered"])
     if aba_t is not None:
-        ref = "cfa" if _wants_wrenches(a) else "aba"
+        ref = _reference_name(model, _wants_wrenches(a))
         out[f"{ref}_seconds"] = aba_t
         out[f"speedup_vs_{ref}"] = aba_t / best
         if "times_client_state" in r:
@@ -390,14 +421,16 @@ def cmd_bench(a):
                 f"rank {j} own {1e3 * (p['total'] - p['wait']):.1f} wait {1e3 * p['wait']:.1f}"
                 for j, p in enumerate(ranks)) + " ms")
     if aba_t is not None:
-        print(f"serial {'CFA' if _wants_wrenches(a) else 'ABA'} {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
+        name = {"aba": "ABA", "cfa": "CFA", "constrained": "constrained_dynamics"}[_reference_name(model, _wants_wrenches(a))]
+        print(f"serial {name} {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
     print(f"traffic    {out['bytes_per_eval']} B boundary data per evaluation"
           f" (+ {_fmt_bytes(out['gather_bytes_per_eval'])} state/qdd transfer)")
     print("memory     max RSS " + _fmt_bytes(out["max_rss_bytes"]) + "  (per rank: "
           + ", ".join(_fmt_bytes(x) for x in out["rss_bytes_per_rank"]) + ")")
     if res is not None:
         what = {"aba": "|qdd - ABA|/|ABA|", "cfa": "max(|qdd - CFA|/|CFA|, |F - F_CFA|/|F_CFA|)",
-                "rnea": "backward error through RNEA"}[kind]
+                "rnea": "backward error through RNEA",
+                "constrained": "relative error against constrained_dynamics"}[kind]
         print(f"residual   {what} = {res:.2e}")
     return 0
 
@@ -427,7 +460,8 @@ def _add_arguments(s):
                    help=f"reference check: ABA up to {RESIDUAL_ABA_MAX_N} bodies, else the RNEA backward error "
                         "|RNEA(qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)")
     s.add_argument("--compare-aba", action="store_true",
-                   help="also time the serial algorithm on rank 0 (speedup): ABA, or CFA with --quantity constraint-forces")
+                   help="also time the serial algorithm on rank 0 (speedup): ABA, CFA with --quantity constraint-forces, "
+                        "constrained_dynamics for a model with closed loops")
     s.add_argument("--wait", choices=("yield", "spin"), default="yield",
                    help="mpi: how a rank waits for a message: poll, then give its core away between polls (yield, "
                         "default), or MPI's own busy wait (spin); see partree.parallel.mpi.MPIEngine")

@@ -982,7 +982,7 @@ FLEXIBLE_PATH_WEIGHT = 0.12
 #: (``partree.parallel.loop_part``), LOOP_PATH_WEIGHT more than a plain body's work, and
 #: LOOP_ROW_WEIGHT more for each loop row the passes carry through a body, on average
 LOOP_PATH_WEIGHT = 0.27
-LOOP_ROW_WEIGHT = 0.2
+LOOP_ROW_WEIGHT = 0.16
 
 
 def loop_path_weight(model):
