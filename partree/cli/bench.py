@@ -421,7 +421,8 @@ def cmd_bench(a):
                 f"rank {j} own {1e3 * (p['total'] - p['wait']):.1f} wait {1e3 * p['wait']:.1f}"
                 for j, p in enumerate(ranks)) + " ms")
     if aba_t is not None:
-        name = {"aba": "ABA", "cfa": "CFA", "constrained": "constrained_dynamics"}[_reference_name(model, _wants_wrenches(a))]
+        ref = _reference_name(model, _wants_wrenches(a))
+        name = {"aba": "ABA", "cfa": "CFA", "constrained": "constrained_dynamics"}[ref]
         print(f"serial {name} {aba_t * 1e3:.3f} ms (speedup {aba_t / best:.2f}x)")
     print(f"traffic    {out['bytes_per_eval']} B boundary data per evaluation"
           f" (+ {_fmt_bytes(out['gather_bytes_per_eval'])} state/qdd transfer)")
@@ -460,8 +461,8 @@ def _add_arguments(s):
                    help=f"reference check: ABA up to {RESIDUAL_ABA_MAX_N} bodies, else the RNEA backward error "
                         "|RNEA(qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)")
     s.add_argument("--compare-aba", action="store_true",
-                   help="also time the serial algorithm on rank 0 (speedup): ABA, CFA with --quantity constraint-forces, "
-                        "constrained_dynamics for a model with closed loops")
+                   help="also time the serial algorithm on rank 0 (speedup): ABA, CFA with --quantity "
+                        "constraint-forces, constrained_dynamics for a model with closed loops")
     s.add_argument("--wait", choices=("yield", "spin"), default="yield",
                    help="mpi: how a rank waits for a message: poll, then give its core away between polls (yield, "
                         "default), or MPI's own busy wait (spin); see partree.parallel.mpi.MPIEngine")

@@ -482,16 +482,17 @@ def walk_columns(axis, H, colsrc):
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, ax, kc, nk, top, a0, Rw, pw, colsrc,
-                       nl, M, m0, Kt, Psi, Lam, beta):
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, ax, kc, nk, top, a0, Rw, pw,
+                       colsrc, nl, M, m0, Kt, Psi, Lam, beta):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg), then the world
     node: PAg (ns, 6, nl) the handle wrenches' columns of pA, ug (path dofs, nl) of u (path body
     x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from
     kwrow[x]: the path nodes' and the world's), and Lam summed over the pivots they meet (module
-    docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the
-    part's response is symmetric: reciprocity).
+    docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the
+    root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the part's response is
+    symmetric: reciprocity).  Returns 0, or 1 where the plane ``ax`` is found not to hold.
 
     beta, the handles' accelerations with g = 0, needs no outward pass: the walk's columns are
     the adjoints of the outward pass (the transposed steps, in reverse order: PAg is the
@@ -504,9 +505,13 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
 
     The columns' loops run over the (independent) columns inside, so that they vectorise.  The
     walk carries the columns colsrc[:nl] (see walk_columns): all 6 H, or on a planar path
-    (planar_axis) the 3 H in-plane ones, the column position cc of PAg, ug and kwg then holding
-    handle wrench component colsrc[cc]; the out-of-plane columns add nothing to Lam, and their Kt
-    is the handle's pose (Rw, pw)."""
+    (planar_axis, ``ax`` its axis, else -1) the 3 H in-plane ones, the column position cc of PAg,
+    ug and kwg then holding handle wrench component colsrc[cc]; the out-of-plane columns add
+    nothing to Lam, and their Kt is the handle's pose (Rw, pw).  Of each column it carries the
+    components kc[:nk] (planar_components: the 3 in-plane ones, or all 6); the others are zero.
+    The caller takes ``ax`` and kc over from the last evaluation, and the walk verifies them at
+    every body whose columns are live (planar_body, planar_rows), returning 1 at the first that
+    does not keep to them: the caller then looks for the plane again and walks again."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
     slot, E, r, S, c, IA, pA = unowned(slot), unowned(E), unowned(r), unowned(S), unowned(c), unowned(IA), unowned(pA)
