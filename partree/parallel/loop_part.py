@@ -674,71 +674,103 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             # 1), C_Z's carried components), all columns in one forward substitution, each in
             # lower_solve's order (the last is the serial pass's w3, as it computed it)
             rk = rank[x]
-            nkx = nk if x < n else 6
-            c0 = nkx + p
-            ncw = c0 + nl + 1
-            for j in range(rk):
-                zr = p + perm[orr + p + j]
-                for kk in range(nkx):
-                    Wb[j, kk] = Cw[oc + zr * 6 + (kc[kk] if x < n else kk)]
+            if rk == 2 and x < n:
+                # two rows (a planar pin) at a body: the forward substitution written out, each
+                # value as the general path below computes it, w3's columns kept in Wl's two rows
+                si = slot[x]
+                z0 = p + perm[orr + p]
+                z1 = p + perm[orr + p + 1]
+                o2 = ok + p * w + p
+                l00 = Kw[o2]
+                l10 = Kw[o2 + w]
+                l11 = Kw[o2 + w + 1]
+                r0 = (gamma[wglob[orr + z0]] - kw[orr + z0]) / l00
+                r1 = ((gamma[wglob[orr + z1]] - kw[orr + z1]) - l10 * r0) / l11
+                for cc in range(nl):
+                    y0 = -kwg[okr + z0, cc] / l00
+                    y1 = (-kwg[okr + z1, cc] - l10 * y0) / l11
+                    Wl[nw, cc] = y0
+                    Wl[nw + 1, cc] = y1
+                    bacc[cc] += y0 * r0
+                    bacc[cc] += y1 * r1
+                for kk in range(nk):
+                    kr = kc[kk]
+                    f0 = Cw[oc + z0 * 6 + kr] / l00
+                    f1 = (Cw[oc + z1 * 6 + kr] - l10 * f0) / l11
+                    for cc in range(nl):
+                        PAg[si, kr, cc] -= f0 * Wl[nw, cc] + f1 * Wl[nw + 1, cc]
                 for t in range(p):
-                    Wb[j, nkx + t] = Kw[ok + zr * w + t]
-                for cc in range(nl):
-                    Wb[j, c0 + cc] = -kwg[okr + zr, cc]
-                Wb[j, c0 + nl] = gamma[wglob[orr + zr]] - kw[orr + zr]
-            for i in range(rk):
-                for j in range(i):
-                    f = Kw[ok + (p + i) * w + p + j]
+                    f0 = Kw[ok + z0 * w + t] / l00
+                    f1 = (Kw[ok + z1 * w + t] - l10 * f0) / l11
+                    for cc in range(nl):
+                        kwg[okr + t, cc] += f0 * Wl[nw, cc] + f1 * Wl[nw + 1, cc]
+                nw += 2
+            else:
+                nkx = nk if x < n else 6
+                c0 = nkx + p
+                ncw = c0 + nl + 1
+                for j in range(rk):
+                    zr = p + perm[orr + p + j]
+                    for kk in range(nkx):
+                        Wb[j, kk] = Cw[oc + zr * 6 + (kc[kk] if x < n else kk)]
+                    for t in range(p):
+                        Wb[j, nkx + t] = Kw[ok + zr * w + t]
+                    for cc in range(nl):
+                        Wb[j, c0 + cc] = -kwg[okr + zr, cc]
+                    Wb[j, c0 + nl] = gamma[wglob[orr + zr]] - kw[orr + zr]
+                for i in range(rk):
+                    for j in range(i):
+                        f = Kw[ok + (p + i) * w + p + j]
+                        for cc in range(ncw):
+                            Wb[i, cc] -= f * Wb[j, cc]
+                    f = Kw[ok + (p + i) * w + p + i]
                     for cc in range(ncw):
-                        Wb[i, cc] -= f * Wb[j, cc]
-                f = Kw[ok + (p + i) * w + p + i]
-                for cc in range(ncw):
-                    Wb[i, cc] = Wb[i, cc] / f
-            # the loops' pivots: the multipliers oppose the handle wrenches (+ w3^T w3, w3 the
-            # last nc columns); their rows are kept for one product at the end
-            for j in range(rk):
-                f = Wb[j, c0 + nl]
-                for cc in range(nl):
-                    Wl[nw, cc] = Wb[j, c0 + cc]
-                    bacc[cc] += Wb[j, c0 + cc] * f
-                nw += 1
-            # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3 (W1, W2: Wb's first 6
-            # and next p columns)
-            for k in range(nkx + p):
-                if k < nkx and x == n:
-                    # the world's rows: a_in's columns - C_Z^T L^-T w3 (a_in = a0 for a part
-                    # hanging from the base; only such a part has rows to the world)
+                        Wb[i, cc] = Wb[i, cc] / f
+                # the loops' pivots: the multipliers oppose the handle wrenches (+ w3^T w3, w3 the
+                # last nc columns); their rows are kept for one product at the end
+                for j in range(rk):
+                    f = Wb[j, c0 + nl]
+                    for cc in range(nl):
+                        Wl[nw, cc] = Wb[j, c0 + cc]
+                        bacc[cc] += Wb[j, c0 + cc] * f
+                    nw += 1
+                # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3 (W1, W2: Wb's first 6
+                # and next p columns)
+                for k in range(nkx + p):
+                    if k < nkx and x == n:
+                        # the world's rows: a_in's columns - C_Z^T L^-T w3 (a_in = a0 for a part
+                        # hanging from the base; only such a part has rows to the world)
+                        for j in range(rk):
+                            f = Wb[j, k]
+                            for cc in range(nl):
+                                ain[k, cc] -= f * Wb[j, c0 + cc]
+                        continue
+                    if rk == 2:     # the sums written out: the same two terms, no accumulator
+                        f0 = Wb[0, k]
+                        f1 = Wb[1, k]
+                        if k < nkx:
+                            si = slot[x]
+                            kr = kc[k]
+                            for cc in range(nl):
+                                PAg[si, kr, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                        else:
+                            for cc in range(nl):
+                                kwg[okr + k - nkx, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                        continue
+                    for cc in range(nl):
+                        acc[cc] = 0.0
                     for j in range(rk):
                         f = Wb[j, k]
                         for cc in range(nl):
-                            ain[k, cc] -= f * Wb[j, c0 + cc]
-                    continue
-                if rk == 2:     # the sums written out: the same two terms, no accumulator
-                    f0 = Wb[0, k]
-                    f1 = Wb[1, k]
+                            acc[cc] += f * Wb[j, c0 + cc]
                     if k < nkx:
                         si = slot[x]
                         kr = kc[k]
                         for cc in range(nl):
-                            PAg[si, kr, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
+                            PAg[si, kr, cc] -= acc[cc]
                     else:
                         for cc in range(nl):
-                            kwg[okr + k - nkx, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
-                    continue
-                for cc in range(nl):
-                    acc[cc] = 0.0
-                for j in range(rk):
-                    f = Wb[j, k]
-                    for cc in range(nl):
-                        acc[cc] += f * Wb[j, c0 + cc]
-                if k < nkx:
-                    si = slot[x]
-                    kr = kc[k]
-                    for cc in range(nl):
-                        PAg[si, kr, cc] -= acc[cc]
-                else:
-                    for cc in range(nl):
-                        kwg[okr + k - nkx, cc] += acc[cc]
+                            kwg[okr + k - nkx, cc] += acc[cc]
         if x == n:
             break
         si = slot[x]
