@@ -778,40 +778,65 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         ov = pvptr[si]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
         # (the loops over the columns inside: independent, each summed in the one-column order)
-        for d in range(nv):
-            for cc in range(nl):
-                ug[ov + d, cc] = 0.0
-            for kk in range(nk):
-                k = kc[kk]
-                f = S[iv + d, k]
-                for cc in range(nl):
-                    ug[ov + d, cc] -= f * PAg[si, k, cc]
-        # pa's columns: PAg + U D^-1 ug
-        for kk in range(nk):
-            k = kc[kk]
-            for cc in range(nl):
-                dg[k, cc] = PAg[si, k, cc]
-        add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd, kc, nk)
-        # beta's share of c_x: dg^T c_x
-        for kk in range(nk):
-            k = kc[kk]
-            f = c[x, k]
-            for cc in range(nl):
-                bacc[cc] += dg[k, cc] * f
-        # the joint's pivot D: - ug^T D^-1 ug, and beta's - ug^T D^-1 u
-        for d in range(nv):
+        if nv == 1:
+            # a 1-DOF joint: the steps below written out for a scalar D, each value as they compute it
+            Di = Dinv[iv, 0]
             for cc in range(nl):
                 s = 0.0
-                for e2 in range(nv):
-                    s += Dinv[iv + d, e2] * ug[ov + e2, cc]
-                sd[cc] = s
-            f = u[iv + d]
+                for kk in range(nk):
+                    s -= S[iv, kc[kk]] * PAg[si, kc[kk], cc]
+                ug[ov, cc] = s
+                sd[cc] = 0.0 + Di * s
+            for kk in range(nk):
+                k = kc[kk]
+                fu = U[iv, k]
+                fc = c[x, k]
+                for cc in range(nl):
+                    v = PAg[si, k, cc] + fu * sd[cc]
+                    dg[k, cc] = v
+                    bacc[cc] += v * fc
+            f = u[iv]
             for cc in range(nl):
                 bacc[cc] -= sd[cc] * f
             for a in range(nl):
-                f = ug[ov + d, a]
+                f = ug[ov, a]
                 for b in range(nl):
                     Ls[a, b] -= f * sd[b]
+        else:
+            for d in range(nv):
+                for cc in range(nl):
+                    ug[ov + d, cc] = 0.0
+                for kk in range(nk):
+                    k = kc[kk]
+                    f = S[iv + d, k]
+                    for cc in range(nl):
+                        ug[ov + d, cc] -= f * PAg[si, k, cc]
+            # pa's columns: PAg + U D^-1 ug
+            for kk in range(nk):
+                k = kc[kk]
+                for cc in range(nl):
+                    dg[k, cc] = PAg[si, k, cc]
+            add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd, kc, nk)
+            # beta's share of c_x: dg^T c_x
+            for kk in range(nk):
+                k = kc[kk]
+                f = c[x, k]
+                for cc in range(nl):
+                    bacc[cc] += dg[k, cc] * f
+            # the joint's pivot D: - ug^T D^-1 ug, and beta's - ug^T D^-1 u
+            for d in range(nv):
+                for cc in range(nl):
+                    s = 0.0
+                    for e2 in range(nv):
+                        s += Dinv[iv + d, e2] * ug[ov + e2, cc]
+                    sd[cc] = s
+                f = u[iv + d]
+                for cc in range(nl):
+                    bacc[cc] -= sd[cc] * f
+                for a in range(nl):
+                    f = ug[ov + d, a]
+                    for b in range(nl):
+                        Ls[a, b] -= f * sd[b]
         up = parent[x]
         if up >= 0:
             if nk == 3:
