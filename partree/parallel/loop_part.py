@@ -611,17 +611,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         # its u's columns are zero and the rest of its step is skipped.  So is its parent's when
         # the body is the parent's one path child and the parent no handle (pflag 1): nothing
         # else reaches the parent's columns
-        if x < n and nl > 0 and dead >= 0 and parent[dead] == x and pflag[slot[x]] == 1:
-            iv = idx_v[x]
-            ov = pvptr[slot[x]]
-            nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
-            for d in range(nv):
-                for cc in range(nl):
-                    ug[ov + d, cc] = 0.0
-            dead = x
-            continue
+        skip = x < n and nl > 0 and dead >= 0 and parent[dead] == x and pflag[slot[x]] == 1
         dead = -1
-        if x < n and nl > 0 and (step % CHECK_EVERY == 0 or pflag[slot[x]] & 2):
+        if not skip and x < n and nl > 0 and (step % CHECK_EVERY == 0 or pflag[slot[x]] & 2):
             mx = 0.0
             small = 0
             si = slot[x]
@@ -643,15 +635,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 for t in range(w):
                     for cc in range(nl):
                         kwg[okr + t, cc] = 0.0
-                iv = idx_v[x]
-                ov = pvptr[si]
-                nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
-                for d in range(nv):
-                    for cc in range(nl):
-                        ug[ov + d, cc] = 0.0
-                dead = x
-                continue
-            if small > 0:
+                skip = True
+            elif small > 0:
                 for kk in range(nk):
                     k = kc[kk]
                     for cc in range(nl):
@@ -661,6 +646,15 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     for cc in range(nl):
                         if abs(kwg[okr + t, cc]) < TINY_ABS:
                             kwg[okr + t, cc] = 0.0
+        if skip:
+            iv = idx_v[x]
+            ov = pvptr[slot[x]]
+            nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
+            for d in range(nv):
+                for cc in range(nl):
+                    ug[ov + d, cc] = 0.0
+            dead = x
+            continue
         if x < n and ax >= 0 and nl > 0:
             # the planar path the caller took over from the last evaluation, verified as the walk
             # reaches each body whose columns are live: 1 (the caller looks again) if it is not
