@@ -57,7 +57,6 @@ from .part import PartKernel, _bias, gravity_a0, loop_rhs
 
 #: entries of g's columns below this are flushed to zero in the walk (``partree.parallel.kernels``' bound)
 TINY_ABS = K._TINY_ABS
-USE_NEW = np.zeros(1, dtype=np.int64)
 
 #: the walk looks for tiny entries of g's columns every CHECK_EVERY path bodies (and at every
 #: handle): a column fades by far less than 1e-100 / 1e-308 over so few bodies
@@ -139,7 +138,8 @@ class LoopPartKernel(PartKernel):
 
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
                                           "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_uact",
-                                          "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i")
+                                          "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
+                                          "_kwbuf", "pvptr", "kwrow", "pflag", "path_nodes")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
                  root_loops=None, poses=False):
@@ -210,10 +210,10 @@ class LoopPartKernel(PartKernel):
         """ug (path dofs, nl), PAg (ns, 6, nl) and kwg (path nodes' rows, nl): C-contiguous views
         of the walk's buffers with the nl columns it carries, so that it reads and writes no
         column it does not carry."""
-        nu, nk = int(self.pvptr[-1]), int(np.diff(self.topo.rptr)[self.path_nodes].sum())
+        nu, nr = int(self.pvptr[-1]), int(np.diff(self.topo.rptr)[self.path_nodes].sum())
         self.ug = self._ugbuf[:nu * nl].reshape(nu, nl)
         self.PAg = self._pagbuf[:self.ns * 6 * nl].reshape(self.ns, 6, nl)
-        self.kwg = self._kwbuf[:nk * nl].reshape(nk, nl)
+        self.kwg = self._kwbuf[:nr * nl].reshape(nr, nl)
 
     # ---------------------------------------------------------------- the steps
     def reduce(self, v_in, tau, f_ext=None, rows="dynamics"):
