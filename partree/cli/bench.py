@@ -459,7 +459,8 @@ def _add_arguments(s):
     s.add_argument("--seed", type=nonneg_int, default=0, help="random state seed (default 0)")
     s.add_argument("--residual", choices=("auto", "aba", "rnea", "none"), default="auto",
                    help=f"reference check: ABA up to {RESIDUAL_ABA_MAX_N} bodies, else the RNEA backward error "
-                        "|RNEA(qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|)")
+                        "|RNEA(qdd) - tau| / (|tau| + |RNEA(q, qd, 0)|); a model with closed loops: "
+                        "constrained_dynamics (unless none)")
     s.add_argument("--compare-aba", action="store_true",
                    help="also time the serial algorithm on rank 0 (speedup): ABA, CFA with --quantity "
                         "constraint-forces, constrained_dynamics for a model with closed loops")
