@@ -139,7 +139,8 @@ class LoopPartKernel(PartKernel):
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
                                           "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_uact",
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
-                                          "_kwbuf", "pvptr", "kwrow", "pflag", "path_nodes")
+                                          "_kwbuf", "pvptr", "kwrow", "pflag", "path_nodes",
+                                          "_wsc", "_zm", "_pm", "_w1")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
                  root_loops=None, poses=False):
@@ -190,6 +191,12 @@ class LoopPartKernel(PartKernel):
         npc = np.bincount(np.where(self.parent[pbod] >= 0, self.parent[pbod], m), minlength=m + 1)
         self.pflag = (np.where(npc[pbod] == 1, 1, 0) + np.where(np.isin(pbod, self.handles), 2, 0)).astype(np.int64)
         self._walk_views(6 * H)
+        # the walk's scratch, sized by the rows the path nodes and the world eliminate (rank <= z)
+        z = (t.wrows - t.prow)[self.path_nodes]
+        self._zm = max(1, int(z.max(initial=0)))
+        self._pm = max(1, int(t.prow[self.path_nodes].max(initial=0)))
+        self._w1 = max(1, int(z.sum()))
+        self._wsc = np.empty(walk_scratch_size(self._zm, self._pm, self._w1, 6 * H))
         self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
         self._kc = np.arange(6, dtype=np.int64)             # the components it carries (planar_components)
         self._ax, self._nk = -1, 6                          # the path's plane (planar_axis), their count
@@ -265,7 +272,8 @@ class LoopPartKernel(PartKernel):
                     t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw,
                     self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow,
                     self.pflag, self._ax, self._kc, self._nk, self.top, self.a0 if bias else np.zeros(6), self.Rw,
-                    self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta):
+                    self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta, self._wsc,
+                    self._zm, self._pm, self._w1):
                 break
             look = True
         if self.top:
@@ -479,11 +487,18 @@ def walk_columns(axis, H, colsrc):
     return 3 * H
 
 
+def walk_scratch_size(zm, pm, w1, nc):
+    """The scratch :func:`loop_sensitivities` takes: zm and pm the most rows a path node (or the
+    world) eliminates and keeps pending, w1 the most loop pivots its walk meets, nc = 6 H."""
+    c1 = max(nc, 1)
+    return 96 + 6 * c1 + zm * (7 + pm + c1) + c1 + max(nc, 6) + c1 * c1 + w1 * c1 + 7 * c1
+
+
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
                        Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, ax, kc, nk, top, a0, Rw, pw,
-                       colsrc, nl, M, m0, Kt, Psi, Lam, beta):
+                       colsrc, nl, M, m0, Kt, Psi, Lam, beta, own, zm, pm, w1):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg), then the world
@@ -493,6 +508,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the
     root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the part's response is
     symmetric: reciprocity).  Returns 0, or 1 where the plane ``ax`` is found not to hold.
+    ``own``: scratch of walk_scratch_size(zm, pm, w1, 6 H) values (zm, pm, w1: see there).
 
     beta, the handles' accelerations with g = 0, needs no outward pass: the walk's columns are
     the adjoints of the outward pass (the transposed steps, in reverse order: PAg is the
@@ -523,6 +539,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     pvptr, kwrow, pflag, kc = unowned(pvptr), unowned(kwrow), unowned(pflag), unowned(kc)
     a0, M, m0, Kt, Psi = unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
     Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
+    own = unowned(own)
     n = parent.shape[0]
     nvt = S.shape[0]
     H = handles.shape[0]
@@ -531,21 +548,10 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     # part whose path is planar carries the in-plane ones only (see planar_axis), the others
     # follow in colsrc[nl:]
     ns = pbod.shape[0]
-    # the eliminations' scratch, sized for the path nodes' and the world's rows
-    zm = max(1, wrows[n] - prow[n])
-    pm = max(1, prow[n])
-    for s in range(ns):
-        zm = max(zm, wrows[pbod[s]] - prow[pbod[s]])
-        pm = max(pm, prow[pbod[s]])
-    nwmax = rank[n]
-    for s in range(ns):
-        nwmax += rank[pbod[s]]
     c1 = max(nc, 1)
-    w1 = max(nwmax, 1)
-    # the scratch, as views of one array that count no references (passed to inlined steps per
-    # path body, views that count them cost atomic operations); ``own`` holds the memory and is
-    # used again at the end, so that it lives as long as the views
-    own = np.empty(96 + 6 * c1 + zm * (7 + pm + c1) + c1 + max(nc, 6) + c1 * c1 + w1 * c1 + 7 * c1)
+    # the scratch (walk_scratch_size(zm, pm, w1, nc) values of ``own``), as views that count no
+    # references (passed to inlined steps per path body, views that count them cost atomic
+    # operations)
     Ia = raw_view(own, 0, (6, 6))
     T6 = raw_view(own, 36, (6, 6))
     pa = raw_view(own, 72, (6,))
@@ -738,18 +744,6 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                             f = Wb[j, k]
                             for cc in range(nl):
                                 ain[k, cc] -= f * Wb[j, c0 + cc]
-                        continue
-                    if rk == 2:     # the sums written out: the same two terms, no accumulator
-                        f0 = Wb[0, k]
-                        f1 = Wb[1, k]
-                        if k < nkx:
-                            si = slot[x]
-                            kr = kc[k]
-                            for cc in range(nl):
-                                PAg[si, kr, cc] -= f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
-                        else:
-                            for cc in range(nl):
-                                kwg[okr + k - nkx, cc] += f0 * Wb[0, c0 + cc] + f1 * Wb[1, c0 + cc]
                         continue
                     for cc in range(nl):
                         acc[cc] = 0.0
@@ -948,5 +942,4 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             # (Ls is symmetric up to rounding; its upper triangle is taken)
             ca, cb = colsrc[a], colsrc[b]
             Lam[ca // 6, cb // 6, ca % 6, cb % 6] = Ls[min(a, b), max(a, b)]
-    own[0] = 0.0        # the scratch's memory held to here
     return 0
