@@ -382,6 +382,43 @@ def test_planar_force_transform_is_the_full_one_on_in_plane_wrenches(a):
     assert np.array_equal(o1, o2)
 
 
+def test_the_walk_holds_a_few_rows_of_columns_however_long_its_paths():
+    """The walk's pA columns live in rows that a body holds from the walk's first write to it
+    (its first path child's step, or the start for a handle) to its own step: no two bodies
+    whose times overlap share a row, and a long chain's walk needs a few rows, not one per
+    path body.  Checked against the times computed here from the walk order, on parts with
+    several handles (branching paths) and on a long chain."""
+    from partree.models.generators import chain
+    from partree.models.local_loops import with_local_loops
+
+    models = [(local_loop_models()[k], P) for k in range(3) for P in (5, 11)]
+    models.append((with_local_loops(chain(3000), 30, seed=2), 2))
+    models.append((partree.resolve_model("scissor:units=600,closed=true,support=slider"), 2))
+    branched = 0
+    for m, P in models:
+        for pk in SerialEngine(m, P).parts:
+            if not isinstance(pk, LoopPartKernel) or not pk.H:
+                continue
+            pos = {int(x): i for i, x in enumerate(pk.pbod[::-1])}        # walk order: children first
+            start = {x: (0 if x in set(pk.handles.tolist()) else len(pos)) for x in pos}
+            for x in pos:
+                up = int(pk.parent[x])
+                if up >= 0:
+                    start[up] = min(start[up], pos[x])
+            rows = {}
+            for x in pos:
+                assert start[x] <= pos[x]
+                rows.setdefault(int(pk.arow[pk.slot[x]]), []).append((start[x], pos[x]))
+            for spans in rows.values():
+                spans.sort()
+                assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+            assert len(rows) == pk._npa == pk.PAg.shape[0]
+            branched += len(pk.handles) > 1 and pk.ns > 1
+            if pk.ns > 200:
+                assert pk._npa <= 4
+    assert branched
+
+
 def test_loop_walk_passes_over_the_bodies_its_columns_no_longer_reach():
     """On a long 3-D chain with local loops the handle wrenches' columns fade to nothing along the
     walk (each joint turns them about another axis): the walk flushes them once they are below

@@ -139,7 +139,7 @@ class LoopPartKernel(PartKernel):
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
                                           "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_uact",
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
-                                          "_kwbuf", "pvptr", "kwrow", "pflag", "path_nodes",
+                                          "_kwbuf", "pvptr", "kwrow", "pflag", "path_nodes", "arow", "_npa",
                                           "_wsc", "_zm", "_pm", "_w1")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
@@ -185,7 +185,9 @@ class LoopPartKernel(PartKernel):
         self.kwrow = -np.ones(m + 1, dtype=np.int64)
         self.kwrow[self.path_nodes] = np.concatenate(([0], np.cumsum(w[self.path_nodes])[:-1]))
         self._ugbuf = np.zeros(max(int(self.pvptr[-1]), 1) * 6 * H)
-        self._pagbuf = np.zeros(max(self.ns, 1) * 36 * H)
+        # PAg's rows are held only while the walk needs them (path_live_rows): a few, however long the path
+        self.arow, self._npa = path_live_rows(self.parent, pbod, self.slot, np.asarray(self.handles, dtype=np.int64))
+        self._pagbuf = np.zeros(max(self._npa, 1) * 36 * H)
         self._kwbuf = np.zeros(max(int(w[self.path_nodes].sum()), 1) * 6 * H)
         # per path slot: 1 the body has one path child, 2 it is a handle (loop_sensitivities)
         npc = np.bincount(np.where(self.parent[pbod] >= 0, self.parent[pbod], m), minlength=m + 1)
@@ -214,12 +216,12 @@ class LoopPartKernel(PartKernel):
         self._none_i = np.zeros(1, dtype=np.int64)
 
     def _walk_views(self, nl):
-        """ug (path dofs, nl), PAg (ns, 6, nl) and kwg (path nodes' rows, nl): C-contiguous views
+        """ug (path dofs, nl), PAg (live rows, 6, nl) and kwg (path nodes' rows, nl): C-contiguous views
         of the walk's buffers with the nl columns it carries, so that it reads and writes no
         column it does not carry."""
         nu, nr = int(self.pvptr[-1]), int(np.diff(self.topo.rptr)[self.path_nodes].sum())
         self.ug = self._ugbuf[:nu * nl].reshape(nu, nl)
-        self.PAg = self._pagbuf[:self.ns * 6 * nl].reshape(self.ns, 6, nl)
+        self.PAg = self._pagbuf[:self._npa * 6 * nl].reshape(self._npa, 6, nl)
         self.kwg = self._kwbuf[:nr * nl].reshape(nr, nl)
 
     # ---------------------------------------------------------------- the steps
@@ -267,8 +269,8 @@ class LoopPartKernel(PartKernel):
             self.ncols = nl
             self.kwg[:] = 0.0
             if not loop_sensitivities(
-                    self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.E, self.r, self.S, self.c,
-                    self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows,
+                    self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.arow, self.E, self.r, self.S,
+                    self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows,
                     t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw,
                     self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow,
                     self.pflag, self._ax, self._kc, self._nk, self.top, self.a0 if bias else np.zeros(6), self.Rw,
@@ -352,6 +354,37 @@ def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kwrow, nodes, prow):
             for j in range(nl):
                 s += kwg[o + t, j] * g[j]
             kw[rptr[x] + t] += s
+
+
+def path_live_rows(parent, pbod, slot, handles):
+    """The rows of the walk's PAg (see :func:`loop_sensitivities`): arow[slot[x]] per path body x,
+    and how many rows there are.  The walk goes over ``pbod`` from its end (children first); a
+    body's row is taken when the walk first writes to it (at the start for a handle, else at its
+    first path child's step) and given back after the body's own step, to the next body that
+    needs one.  A path holds a few rows at a time (one per branch being walked), so PAg stays
+    in the cache whatever the path's length."""
+    ns = len(pbod)
+    arow = -np.ones(ns, dtype=np.int64)
+    free, nrow = [], 0
+
+    def take(si):
+        nonlocal nrow
+        if arow[si] < 0:
+            if free:
+                arow[si] = free.pop()
+            else:
+                arow[si] = nrow
+                nrow += 1
+
+    for h in handles:
+        take(slot[h])
+    for x in pbod[::-1]:
+        si = slot[x]
+        take(si)
+        if parent[x] >= 0:
+            take(slot[parent[x]])
+        free.append(arow[si])
+    return arow, nrow
 
 
 @njit(cache=True)
@@ -495,15 +528,16 @@ def walk_scratch_size(zm, pm, w1, nc):
 
 
 @njit(cache=True)
-def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U, Dinv, u,
+def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA, pA, U, Dinv, u,
                        wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
                        Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, ax, kc, nk, top, a0, Rw, pw,
                        colsrc, nl, M, m0, Kt, Psi, Lam, beta, own, zm, pm, w1):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
-    Inward along the path bodies ``pbod`` (slot[i]: a path body's row in PAg), then the world
-    node: PAg (ns, 6, nl) the handle wrenches' columns of pA, ug (path dofs, nl) of u (path body
-    x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from
+    Inward along the path bodies ``pbod`` (slot[x]: path body x's path slot), then the world
+    node: PAg (rows, 6, nl) the handle wrenches' columns of pA, body x's in row arow[slot[x]]
+    (path_live_rows: a row is held from the walk's first write to it to the body's own step,
+    all zero outside that time), ug (path dofs, nl) of u (path body x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from
     kwrow[x]: the path nodes' and the world's), and Lam summed over the pivots they meet (module
     docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the
     root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the part's response is
@@ -530,7 +564,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
     does not keep to them: the caller then looks for the plane again and walks again."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
-    slot, E, r, S, c, IA, pA = unowned(slot), unowned(E), unowned(r), unowned(S), unowned(c), unowned(IA), unowned(pA)
+    slot, arow, E, r, S, c, IA, pA = unowned(slot), unowned(arow), unowned(E), unowned(r), unowned(S), unowned(c), unowned(IA), unowned(pA)
     U, Dinv, u, wptr, wloop = unowned(U), unowned(Dinv), unowned(u), unowned(wptr), unowned(wloop)
     wpos, npl, prow, wrows, pmap = unowned(wpos), unowned(npl), unowned(prow), unowned(wrows), unowned(pmap)
     wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
@@ -587,7 +621,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         for k in range(6):
             ain[k, cc] = 0.0
     nw = 0
-    for s in range(ns):
+    for s in range(PAg.shape[0]):
         for k in range(6):
             for cc in range(nl):
                 PAg[s, k, cc] = 0.0
@@ -596,7 +630,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             for j in range(6):
                 Kt[hk, k, j] = 0.0      # (the root's step writes it, unless g's columns died before)
     for cc in range(nl):
-        PAg[slot[handles[colsrc[cc] // 6]], colsrc[cc] % 6, cc] += 1.0
+        PAg[arow[slot[handles[colsrc[cc] // 6]]], colsrc[cc] % 6, cc] += 1.0
     # ---- inward: g's columns along the paths, then the world node
     dead = -1       # the path body just walked, if its columns were all zero
     for step in range(ns + 1):
@@ -622,7 +656,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         if not skip and x < n and nl > 0 and (step % CHECK_EVERY == 0 or pflag[slot[x]] & 2):
             mx = 0.0
             small = 0
-            si = slot[x]
+            si = arow[slot[x]]
             for kk in range(nk):
                 k = kc[kk]
                 for cc in range(nl):
@@ -653,6 +687,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                         if abs(kwg[okr + t, cc]) < TINY_ABS:
                             kwg[okr + t, cc] = 0.0
         if skip:
+            # (its PAg row is zero: nothing reached it, or the check above flushed it)
             iv = idx_v[x]
             ov = pvptr[slot[x]]
             nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
@@ -677,7 +712,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             if rk == 2 and x < n:
                 # two rows (a planar pin) at a body: the forward substitution written out, each
                 # value as the general path below computes it, w3's columns kept in Wl's two rows
-                si = slot[x]
+                si = arow[slot[x]]
                 z0 = p + perm[orr + p]
                 z1 = p + perm[orr + p + 1]
                 o2 = ok + p * w + p
@@ -752,7 +787,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                         for cc in range(nl):
                             acc[cc] += f * Wb[j, c0 + cc]
                     if k < nkx:
-                        si = slot[x]
+                        si = arow[slot[x]]
                         kr = kc[k]
                         for cc in range(nl):
                             PAg[si, kr, cc] -= acc[cc]
@@ -762,6 +797,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
         if x == n:
             break
         si = slot[x]
+        ai = arow[si]
         iv = idx_v[x]
         ov = pvptr[si]
         nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
@@ -772,7 +808,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
             for cc in range(nl):
                 s = 0.0
                 for kk in range(nk):
-                    s -= S[iv, kc[kk]] * PAg[si, kc[kk], cc]
+                    s -= S[iv, kc[kk]] * PAg[ai, kc[kk], cc]
                 ug[ov, cc] = s
                 sd[cc] = 0.0 + Di * s
             for kk in range(nk):
@@ -780,7 +816,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                 fu = U[iv, k]
                 fc = c[x, k]
                 for cc in range(nl):
-                    v = PAg[si, k, cc] + fu * sd[cc]
+                    v = PAg[ai, k, cc] + fu * sd[cc]
                     dg[k, cc] = v
                     bacc[cc] += v * fc
             f = u[iv]
@@ -798,12 +834,12 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     k = kc[kk]
                     f = S[iv + d, k]
                     for cc in range(nl):
-                        ug[ov + d, cc] -= f * PAg[si, k, cc]
+                        ug[ov + d, cc] -= f * PAg[ai, k, cc]
             # pa's columns: PAg + U D^-1 ug
             for kk in range(nk):
                 k = kc[kk]
                 for cc in range(nl):
-                    dg[k, cc] = PAg[si, k, cc]
+                    dg[k, cc] = PAg[ai, k, cc]
             add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd, kc, nk)
             # beta's share of c_x: dg^T c_x
             for kk in range(nk):
@@ -825,12 +861,16 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, E, r, S, c, IA, pA, U
                     f = ug[ov + d, a]
                     for b in range(nl):
                         Ls[a, b] -= f * sd[b]
+        # x's PAg row is read: zero again, for the body that takes it next
+        for kk in range(nk):
+            for cc in range(nl):
+                PAg[ai, kc[kk], cc] = 0.0
         up = parent[x]
         if up >= 0:
             if nk == 3:
-                force_cols_T_add_planar(E[x], r[x], dg, PAg[slot[up]], nl, kc[0])
+                force_cols_T_add_planar(E[x], r[x], dg, PAg[arow[slot[up]]], nl, kc[0])
             else:
-                force_cols_T_add(E[x], r[x], dg, PAg[slot[up]], nl)
+                force_cols_T_add(E[x], r[x], dg, PAg[arow[slot[up]]], nl)
         else:
             # a root of the part (a part hanging from the base may hold several): a_in's columns,
             # and the root relation's Kt at body 0
