@@ -897,6 +897,12 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
             for rr in range(nrows[l]):
                 t = wpos[j] + rr
                 tq = pmap[j] + rr
+                if nv == 1:
+                    # (a 1-DOF joint: the same values, written out)
+                    f = 0.0 + SC[os_ + t] * Dinv[iv, 0]
+                    for cc in range(nl):
+                        kwg[okq + tq, cc] += kwg[okr + t, cc] + f * ug[ov, cc]
+                    continue
                 for d in range(nv):
                     s = 0.0
                     for e2 in range(nv):
