@@ -270,8 +270,8 @@ class LoopPartKernel(PartKernel):
             self.kwg[:] = 0.0
             if not loop_sensitivities(
                     self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.arow, self.E, self.r, self.S,
-                    self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow, t.wrows,
-                    t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw,
+                    self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow,
+                    t.wrows, t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw,
                     self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow,
                     self.pflag, self._ax, self._kc, self._nk, self.top, self.a0 if bias else np.zeros(6), self.Rw,
                     self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta, self._wsc,
@@ -537,8 +537,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     Inward along the path bodies ``pbod`` (slot[x]: path body x's path slot), then the world
     node: PAg (rows, 6, nl) the handle wrenches' columns of pA, body x's in row arow[slot[x]]
     (path_live_rows: a row is held from the walk's first write to it to the body's own step,
-    all zero outside that time), ug (path dofs, nl) of u (path body x's at pvptr[slot[x]]) and kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from
-    kwrow[x]: the path nodes' and the world's), and Lam summed over the pivots they meet (module
+    all zero outside that time), ug (path dofs, nl) of u (path body x's at pvptr[slot[x]]) and
+    kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from kwrow[x]: the path nodes'
+    and the world's), and Lam summed over the pivots they meet (module
     docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the
     root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the part's response is
     symmetric: reciprocity).  Returns 0, or 1 where the plane ``ax`` is found not to hold.
@@ -564,7 +565,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     does not keep to them: the caller then looks for the plane again and walks again."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
-    slot, arow, E, r, S, c, IA, pA = unowned(slot), unowned(arow), unowned(E), unowned(r), unowned(S), unowned(c), unowned(IA), unowned(pA)
+    slot, arow, E, r, S = unowned(slot), unowned(arow), unowned(E), unowned(r), unowned(S)
+    c, IA, pA = unowned(c), unowned(IA), unowned(pA)
     U, Dinv, u, wptr, wloop = unowned(U), unowned(Dinv), unowned(u), unowned(wptr), unowned(wloop)
     wpos, npl, prow, wrows, pmap = unowned(wpos), unowned(npl), unowned(prow), unowned(wrows), unowned(pmap)
     wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
