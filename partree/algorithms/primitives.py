@@ -301,6 +301,12 @@ def force_cols_T_add(E, r, f, out, ncol):
 
 
 @njit(cache=True, inline="always")
+def plane_axes(a):
+    """The two axes other than a (0, 1, 2), in increasing order: those of the plane normal to a."""
+    return (0 if a != 0 else 1), (2 if a != 2 else 1)
+
+
+@njit(cache=True, inline="always")
 def force_cols_T_add_planar(E, r, f, out, ncol, a):
     """:func:`force_cols_T_add` for wrenches in the plane normal to axis a (0, 1, 2) carried by a
     transform in that plane (E a rotation about a, r in the plane): only the moment about a and
@@ -310,8 +316,7 @@ def force_cols_T_add_planar(E, r, f, out, ncol, a):
     b = (a + 1) % 3
     c = (a + 2) % 3
     # E^T's rows b and c on the in-plane force (index order, the term of f_a left out)
-    i0 = 0 if a != 0 else 1
-    i1 = 2 if a != 2 else 1
+    i0, i1 = plane_axes(a)
     eb0, eb1 = E[i0, b], E[i1, b]
     ec0, ec1 = E[i0, c], E[i1, c]
     eaa = E[a, a]

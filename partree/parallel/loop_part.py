@@ -49,7 +49,7 @@ from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
 from ..algorithms.packed import raw_view, unowned
 from ..algorithms.primitives import (congruence_add, force_cols_T_add, force_cols_T_add_planar, inertia_from_compact,
-                                     xform_force_T_add)
+                                     plane_axes, xform_force_T_add)
 from ..errors import PartreeInputError
 from ..loops import LoopSet
 from . import kernels as K
@@ -175,8 +175,9 @@ class LoopPartKernel(PartKernel):
         self.perm = np.zeros(nrw, dtype=np.int64)
         self.rank = np.zeros(m + 1, dtype=np.int64)
         # the walk's columns, stored compactly (the path bodies' only, with as many columns as it
-        # carries: see _walk_views): ug of the path dofs, PAg by path slot, kwg of the rows of the
-        # path nodes and of the world node, at kwrow[x] (-1: a node the walk does not reach)
+        # carries: see _walk_views): ug of the path dofs, PAg in the rows path_live_rows hands from
+        # body to body, kwg of the rows of the path nodes and of the world node, at kwrow[x] (-1: a
+        # node the walk does not reach)
         pbod = np.asarray(self.pbod, dtype=np.int64)
         nvb = np.diff(np.append(self.idx_v, nv))
         self.pvptr = np.concatenate(([0], np.cumsum(nvb[pbod]))).astype(np.int64)
@@ -488,9 +489,10 @@ def planar_components(axis, pbod, idx_v, U, Cw, cptr, wrows, prow, kc):
     for x in pbod:
         if not planar_rows(axis, x, idx_v, U, Cw, cptr, wrows, prow):
             return 6
+    i0, i1 = plane_axes(axis)
     kc[0] = axis
-    kc[1] = 3 + min((axis + 1) % 3, (axis + 2) % 3)
-    kc[2] = 3 + max((axis + 1) % 3, (axis + 2) % 3)
+    kc[1] = 3 + i0
+    kc[2] = 3 + i1
     return 3
 
 
@@ -504,17 +506,16 @@ def walk_columns(axis, H, colsrc):
         for cc in range(6 * H):
             colsrc[cc] = cc
         return 6 * H
-    b = (axis + 1) % 3
-    c = (axis + 2) % 3
+    i0, i1 = plane_axes(axis)
     pos = 0
     for hk in range(H):
         colsrc[pos] = 6 * hk + axis
-        colsrc[pos + 1] = 6 * hk + 3 + min(b, c)
-        colsrc[pos + 2] = 6 * hk + 3 + max(b, c)
+        colsrc[pos + 1] = 6 * hk + 3 + i0
+        colsrc[pos + 2] = 6 * hk + 3 + i1
         pos += 3
     for hk in range(H):
-        colsrc[pos] = 6 * hk + min(b, c)
-        colsrc[pos + 1] = 6 * hk + max(b, c)
+        colsrc[pos] = 6 * hk + i0
+        colsrc[pos + 1] = 6 * hk + i1
         colsrc[pos + 2] = 6 * hk + 3 + axis
         pos += 3
     return 3 * H
