@@ -189,7 +189,7 @@ def test_a_loop_part_travels_without_its_workspace():
     lp = [p for p in eng.parts if isinstance(p, LoopPartKernel) and p.H][0]
     assert len(pickle.dumps(lp)) < lp.nbytes
     # the walk's column buffers and what is derived from the part's topology are made where it runs
-    assert not {"_ugbuf", "_pagbuf", "_kwbuf", "ug", "PAg", "kwg", "pvptr", "kwrow", "pflag"} & set(lp.__getstate__())
+    assert not {"_ugbuf", "_pagbuf", "_kwbuf", "ug", "PAg", "kwg", "pvptr", "kix", "pflag"} & set(lp.__getstate__())
 
 
 # ------------------------------------------------------------------------------------- MPI

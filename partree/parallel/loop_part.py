@@ -139,7 +139,7 @@ class LoopPartKernel(PartKernel):
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
                                           "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_uact",
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
-                                          "_kwbuf", "pvptr", "kwrow", "pflag", "path_nodes", "arow", "_npa",
+                                          "_kwbuf", "pvptr", "kix", "pflag", "path_nodes", "arow", "_npa",
                                           "_wsc", "_zm", "_pm", "_w1")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
@@ -176,20 +176,18 @@ class LoopPartKernel(PartKernel):
         self.rank = np.zeros(m + 1, dtype=np.int64)
         # the walk's columns, stored compactly (the path bodies' only, with as many columns as it
         # carries: see _walk_views): ug of the path dofs, PAg in the rows path_live_rows hands from
-        # body to body, kwg of the rows of the path nodes and of the world node, at kwrow[x] (-1: a
-        # node the walk does not reach)
+        # body to body, kwg of the loop rows the path nodes and the world node hold (walk_row_index:
+        # one row of kwg per loop row, along its whole path)
         pbod = np.asarray(self.pbod, dtype=np.int64)
         nvb = np.diff(np.append(self.idx_v, nv))
         self.pvptr = np.concatenate(([0], np.cumsum(nvb[pbod]))).astype(np.int64)
         self.path_nodes = np.append(pbod, m).astype(np.int64)
-        w = np.diff(t.rptr)
-        self.kwrow = -np.ones(m + 1, dtype=np.int64)
-        self.kwrow[self.path_nodes] = np.concatenate(([0], np.cumsum(w[self.path_nodes])[:-1]))
+        self.kix, nkr = walk_row_index(t.rptr, t.wglob, np.append(pbod[::-1], m))
         self._ugbuf = np.zeros(max(int(self.pvptr[-1]), 1) * 6 * H)
         # PAg's rows are held only while the walk needs them (path_live_rows): a few, however long the path
         self.arow, self._npa = path_live_rows(self.parent, pbod, self.slot, np.asarray(self.handles, dtype=np.int64))
         self._pagbuf = np.zeros(max(self._npa, 1) * 36 * H)
-        self._kwbuf = np.zeros(max(int(w[self.path_nodes].sum()), 1) * 6 * H)
+        self._kwbuf = np.zeros(max(nkr, 1) * 6 * H)
         # per path slot: 1 the body has one path child, 2 it is a handle (loop_sensitivities)
         npc = np.bincount(np.where(self.parent[pbod] >= 0, self.parent[pbod], m), minlength=m + 1)
         self.pflag = (np.where(npc[pbod] == 1, 1, 0) + np.where(np.isin(pbod, self.handles), 2, 0)).astype(np.int64)
@@ -217,10 +215,10 @@ class LoopPartKernel(PartKernel):
         self._none_i = np.zeros(1, dtype=np.int64)
 
     def _walk_views(self, nl):
-        """ug (path dofs, nl), PAg (live rows, 6, nl) and kwg (path nodes' rows, nl): C-contiguous views
+        """ug (path dofs, nl), PAg (live rows, 6, nl) and kwg (the walk's loop rows, nl): C-contiguous views
         of the walk's buffers with the nl columns it carries, so that it reads and writes no
         column it does not carry."""
-        nu, nr = int(self.pvptr[-1]), int(np.diff(self.topo.rptr)[self.path_nodes].sum())
+        nu, nr = int(self.pvptr[-1]), int(self.kix.max(initial=-1)) + 1
         self.ug = self._ugbuf[:nu * nl].reshape(nu, nl)
         self.PAg = self._pagbuf[:self._npa * 6 * nl].reshape(self._npa, 6, nl)
         self.kwg = self._kwbuf[:nr * nl].reshape(nr, nl)
@@ -271,9 +269,9 @@ class LoopPartKernel(PartKernel):
             self.kwg[:] = 0.0
             if not loop_sensitivities(
                     self.parent, self.idx_v, self.handles, self.pbod, self.slot, self.arow, self.E, self.r, self.S,
-                    self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.wptr, t.wloop, t.wpos, t.npl, t.prow,
-                    t.wrows, t.pmap, t.wglob, t.rptr, t.cptr, t.kptr, t.sptr, self.loops.nrows, gamma, self.Cw, self.Kw,
-                    self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug, self.pvptr, self.kwg, self.kwrow,
+                    self.c, self.IA, self.pA, self.U, self.Dinv, self.u, t.prow, t.wrows, t.wglob, t.rptr, t.cptr,
+                    t.kptr, t.sptr, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug,
+                    self.pvptr, self.kwg, self.kix,
                     self.pflag, self._ax, self._kc, self._nk, self.top, self.a0 if bias else np.zeros(6), self.Rw,
                     self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta, self._wsc,
                     self._zm, self._pm, self._w1):
@@ -297,7 +295,7 @@ class LoopPartKernel(PartKernel):
             # g's components in the walk's column order (walk_columns); the columns the walk did not
             # carry have no part in u and k
             gv = g.reshape(-1)[self.colsrc]
-            add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kwrow, self.path_nodes, t.prow)
+            add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kix, self.path_nodes, t.prow)
         lam = self.lam
         lam[:] = 0.0
         loop_forward_pass_in(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
@@ -338,10 +336,10 @@ class LoopPartKernel(PartKernel):
 
 
 @njit(cache=True)
-def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kwrow, nodes, prow):
+def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kix, nodes, prow):
     """The handle wrenches g's part in u and k (the columns the walk carried, ug.shape[1] of them):
     u[path_v[i]] += ug[i] . g and, over the rows t each of ``nodes`` x eliminates (prow[x] and
-    after: the outward pass reads no other row's k), kw[rptr[x] + t] += kwg[kwrow[x] + t] . g."""
+    after: the outward pass reads no other row's k), kw[rptr[x] + t] += kwg[kix[rptr[x] + t]] . g."""
     nl = ug.shape[1]
     for i in range(path_v.shape[0]):
         s = 0.0
@@ -349,12 +347,34 @@ def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kwrow, nodes, prow):
             s += ug[i, j] * g[j]
         u[path_v[i]] += s
     for x in nodes:
-        o = kwrow[x]
-        for t in range(prow[x], rptr[x + 1] - rptr[x]):
+        o = rptr[x]
+        for t in range(prow[x], rptr[x + 1] - o):
+            kr = kix[o + t]
             s = 0.0
             for j in range(nl):
-                s += kwg[o + t, j] * g[j]
-            kw[rptr[x] + t] += s
+                s += kwg[kr, j] * g[j]
+            kw[o + t] += s
+
+
+def walk_row_index(rptr, wglob, nodes):
+    """Where the walk keeps the loop rows' columns (kwg, see :func:`loop_sensitivities`):
+    kix[rptr[x] + t] for row t of each of ``nodes`` x (-1 at the other nodes), and how many rows.
+
+    A loop row has one row of kwg along its whole path, from the loop's ends to the node that
+    eliminates it (the part's row ``wglob``): each path body adds its step's share to it in
+    place, and the paths of a loop's two ends add to the same row.  Rows are numbered in the
+    order ``nodes`` (the walk's) first reaches them, so that the walk goes through kwg in order."""
+    kix = -np.ones(int(rptr[-1]), dtype=np.int64)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    cnt = rptr[nodes + 1] - rptr[nodes]
+    if not cnt.sum():
+        return kix, 0
+    idx = np.repeat(rptr[nodes] - np.concatenate(([0], np.cumsum(cnt)[:-1])), cnt) + np.arange(cnt.sum())
+    _, first, inv = np.unique(wglob[idx], return_index=True, return_inverse=True)
+    order = np.empty(first.size, dtype=np.int64)
+    order[np.argsort(first, kind="stable")] = np.arange(first.size)
+    kix[idx] = order[inv.reshape(-1)]
+    return kix, int(first.size)
 
 
 def path_live_rows(parent, pbod, slot, handles):
@@ -530,8 +550,8 @@ def walk_scratch_size(zm, pm, w1, nc):
 
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA, pA, U, Dinv, u,
-                       wptr, wloop, wpos, npl, prow, wrows, pmap, wglob, rptr, cptr, kptr, sptr, nrows, gamma,
-                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kwrow, pflag, ax, kc, nk, top, a0, Rw, pw,
+                       prow, wrows, wglob, rptr, cptr, kptr, sptr, gamma,
+                       Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kix, pflag, ax, kc, nk, top, a0, Rw, pw,
                        colsrc, nl, M, m0, Kt, Psi, Lam, beta, own, zm, pm, w1):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
@@ -539,9 +559,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     node: PAg (rows, 6, nl) the handle wrenches' columns of pA, body x's in row arow[slot[x]]
     (path_live_rows: a row is held from the walk's first write to it to the body's own step,
     all zero outside that time), ug (path dofs, nl) of u (path body x's at pvptr[slot[x]]) and
-    kwg (rows, nl, zeroed by the caller) of the rows' k (node x's from kwrow[x]: the path nodes'
-    and the world's), and Lam summed over the pivots they meet (module
-    docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the
+    kwg (rows, nl, zeroed by the caller) of the loop rows' k (node x's row t in kwg's row
+    kix[rptr[x] + t], the same all along the loop row's path: walk_row_index), and Lam summed
+    over the pivots they meet (module docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the
     root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the part's response is
     symmetric: reciprocity).  Returns 0, or 1 where the plane ``ax`` is found not to hold.
     ``own``: scratch of walk_scratch_size(zm, pm, w1, 6 H) values (zm, pm, w1: see there).
@@ -568,12 +588,11 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
     slot, arow, E, r, S = unowned(slot), unowned(arow), unowned(E), unowned(r), unowned(S)
     c, IA, pA = unowned(c), unowned(IA), unowned(pA)
-    U, Dinv, u, wptr, wloop = unowned(U), unowned(Dinv), unowned(u), unowned(wptr), unowned(wloop)
-    wpos, npl, prow, wrows, pmap = unowned(wpos), unowned(npl), unowned(prow), unowned(wrows), unowned(pmap)
+    U, Dinv, u, prow, wrows = unowned(U), unowned(Dinv), unowned(u), unowned(prow), unowned(wrows)
     wglob, rptr, cptr, kptr, sptr = unowned(wglob), unowned(rptr), unowned(cptr), unowned(kptr), unowned(sptr)
-    nrows, gamma, Cw, Kw, kw, SC = unowned(nrows), unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
+    gamma, Cw, Kw, kw, SC = unowned(gamma), unowned(Cw), unowned(Kw), unowned(kw), unowned(SC)
     perm, rank, PAg, ug, kwg = unowned(perm), unowned(rank), unowned(PAg), unowned(ug), unowned(kwg)
-    pvptr, kwrow, pflag, kc = unowned(pvptr), unowned(kwrow), unowned(pflag), unowned(kc)
+    pvptr, kix, pflag, kc = unowned(pvptr), unowned(kix), unowned(pflag), unowned(kc)
     a0, M, m0, Kt, Psi = unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
     Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
     own = unowned(own)
@@ -645,7 +664,6 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
         oc = cptr[x]
         ok = kptr[x]
         orr = rptr[x]
-        okr = kwrow[x]
         z = w - p
         # no subnormal number enters the walk: g's columns fade along a long 3-D path and would
         # spend most of it in the subnormal range, where every operation is slow.  Every
@@ -668,7 +686,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                     small += (v < TINY_ABS) & (v > 0.0)
             for t in range(w):
                 for cc in range(nl):
-                    v = abs(kwg[okr + t, cc])
+                    v = abs(kwg[kix[orr + t], cc])
                     mx = max(mx, v)
                     small += (v < TINY_ABS) & (v > 0.0)
             if mx < TINY_ABS:
@@ -677,7 +695,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                         PAg[si, kc[kk], cc] = 0.0
                 for t in range(w):
                     for cc in range(nl):
-                        kwg[okr + t, cc] = 0.0
+                        kwg[kix[orr + t], cc] = 0.0
                 skip = True
             elif small > 0:
                 for kk in range(nk):
@@ -687,8 +705,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                             PAg[si, k, cc] = 0.0
                 for t in range(w):
                     for cc in range(nl):
-                        if abs(kwg[okr + t, cc]) < TINY_ABS:
-                            kwg[okr + t, cc] = 0.0
+                        if abs(kwg[kix[orr + t], cc]) < TINY_ABS:
+                            kwg[kix[orr + t], cc] = 0.0
         if skip:
             # (its PAg row is zero: nothing reached it, or the check above flushed it)
             iv = idx_v[x]
@@ -724,9 +742,11 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 l11 = Kw[o2 + w + 1]
                 r0 = (gamma[wglob[orr + z0]] - kw[orr + z0]) / l00
                 r1 = ((gamma[wglob[orr + z1]] - kw[orr + z1]) - l10 * r0) / l11
+                k0 = kix[orr + z0]
+                k1 = kix[orr + z1]
                 for cc in range(nl):
-                    y0 = -kwg[okr + z0, cc] / l00
-                    y1 = (-kwg[okr + z1, cc] - l10 * y0) / l11
+                    y0 = -kwg[k0, cc] / l00
+                    y1 = (-kwg[k1, cc] - l10 * y0) / l11
                     Wl[nw, cc] = y0
                     Wl[nw + 1, cc] = y1
                     bacc[cc] += y0 * r0
@@ -740,8 +760,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 for t in range(p):
                     f0 = Kw[ok + z0 * w + t] / l00
                     f1 = (Kw[ok + z1 * w + t] - l10 * f0) / l11
+                    kt = kix[orr + t]
                     for cc in range(nl):
-                        kwg[okr + t, cc] += f0 * Wl[nw, cc] + f1 * Wl[nw + 1, cc]
+                        kwg[kt, cc] += f0 * Wl[nw, cc] + f1 * Wl[nw + 1, cc]
                 nw += 2
             else:
                 nkx = nk if x < n else 6
@@ -753,8 +774,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                         Wb[j, kk] = Cw[oc + zr * 6 + (kc[kk] if x < n else kk)]
                     for t in range(p):
                         Wb[j, nkx + t] = Kw[ok + zr * w + t]
+                    kz = kix[orr + zr]
                     for cc in range(nl):
-                        Wb[j, c0 + cc] = -kwg[okr + zr, cc]
+                        Wb[j, c0 + cc] = -kwg[kz, cc]
                     Wb[j, c0 + nl] = gamma[wglob[orr + zr]] - kw[orr + zr]
                 for i in range(rk):
                     for j in range(i):
@@ -795,8 +817,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                         for cc in range(nl):
                             PAg[si, kr, cc] -= acc[cc]
                     else:
+                        kt = kix[orr + k - nkx]
                         for cc in range(nl):
-                            kwg[okr + k - nkx, cc] += acc[cc]
+                            kwg[kt, cc] += acc[cc]
         if x == n:
             break
         si = slot[x]
@@ -892,30 +915,27 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
         pn = prow[x]
         if pn == 0 or nl == 0:
             continue
-        q_ = up if up >= 0 else n
-        okq = kwrow[q_]
+        # x's pending rows (0 .. pn - 1) go on to its parent in place (their kwg rows are the
+        # parent's: walk_row_index), with x's share (SC D^-1 ug)
         os_ = sptr[x]
-        for j in range(wptr[x], wptr[x] + npl[x]):
-            l = wloop[j]
-            for rr in range(nrows[l]):
-                t = wpos[j] + rr
-                tq = pmap[j] + rr
-                if nv == 1:
-                    # (a 1-DOF joint: the same values, written out)
-                    f = 0.0 + SC[os_ + t] * Dinv[iv, 0]
-                    for cc in range(nl):
-                        kwg[okq + tq, cc] += kwg[okr + t, cc] + f * ug[ov, cc]
-                    continue
-                for d in range(nv):
-                    s = 0.0
-                    for e2 in range(nv):
-                        s += SC[os_ + t * nv + e2] * Dinv[iv + e2, d]
-                    tmp[d] = s
+        for t in range(pn):
+            kt = kix[orr + t]
+            if nv == 1:
+                # (a 1-DOF joint: the same values, written out)
+                f = 0.0 + SC[os_ + t] * Dinv[iv, 0]
                 for cc in range(nl):
-                    s = kwg[okr + t, cc]
-                    for d in range(nv):
-                        s += tmp[d] * ug[ov + d, cc]
-                    kwg[okq + tq, cc] += s
+                    kwg[kt, cc] += f * ug[ov, cc]
+                continue
+            for d in range(nv):
+                s = 0.0
+                for e2 in range(nv):
+                    s += SC[os_ + t * nv + e2] * Dinv[iv + e2, d]
+                tmp[d] = s
+            for cc in range(nl):
+                s = kwg[kt, cc]
+                for d in range(nv):
+                    s += tmp[d] * ug[ov + d, cc]
+                kwg[kt, cc] = s
     # the out-of-plane columns, left out of the walk: carried rigidly to the root's parent frame
     # (f0 = Rw f, n0 = Rw n + pw x f0 with the handle's pose)
     for cc in range(nl, nc):
