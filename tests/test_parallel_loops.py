@@ -419,6 +419,51 @@ def test_the_walk_holds_a_few_rows_of_columns_however_long_its_paths():
     assert branched
 
 
+def test_the_walk_changes_basis_where_the_handles_paths_meet():
+    """From the body where the handles' paths meet (``walk_basis``: their deepest common
+    ancestor, found here from the subtrees) the handle wrenches' columns reach nothing but that
+    body's pA columns and the loop rows its path children hand it: the walk goes on with those
+    as its columns where they are fewer (a planar mast's base part: 2 + 3 for 2 handles' 6
+    in-plane columns) and takes its sums back at the end.  The part's relations and the
+    engine's result equal those of the walk that carries every column (the change switched
+    off), on branched parts and on planar and spatial masts."""
+    models = [(local_loop_models()[k], P) for k in range(3) for P in (5, 11)]
+    models.append((partree.resolve_model("scissor:units=12,closed=true,support=slider"), 2))
+    models.append((partree.resolve_model("scissor:units=6,closed=true,section=square"), 3))
+    changed = 0
+    for i, (m, P) in enumerate(models):
+        q, qd, tau, F = state(m, i)
+        if getattr(m, "scissor", None) is not None:
+            q, qd = m.neutral(), np.zeros(m.nv)         # on the loops: off them a long mast's qdd
+                                                        # depends on the rounding
+        eng = SerialEngine(m, P)
+        x = eng.forward_dynamics(q, qd, tau, F)
+        parts = [pk for pk in eng.parts if isinstance(pk, LoopPartKernel) and pk.H > 1]
+        rel_on = []
+        for pk in parts:
+            h = set(int(b) for b in pk.handles)
+            below = {}                          # the handles in each body's subtree
+            for b in range(pk.m - 1, -1, -1):
+                below[b] = below.get(b, 0) + (b in h)
+                if pk.parent[b] >= 0:
+                    below[int(pk.parent[b])] = below.get(int(pk.parent[b]), 0) + below[b]
+            meet = [b for b in range(pk.m) if below[b] == len(h)]
+            assert (pk.pbod[pk._cslot] if pk._cslot >= 0 else None) == (max(meet) if meet else None)
+            rel_on.append([a.copy() for a in (pk.M, pk.m0, pk.Kt, pk.Psi, pk.Lam, pk.beta)])
+            changed += int(pk._cr[0]) > 0
+            if int(pk._cr[0]):
+                assert int(pk._cr[0]) < pk.ncols
+        for pk in parts:
+            pk._cslot = -1
+        y = eng.forward_dynamics(q, qd, tau, F)
+        for pk, on in zip(parts, rel_on):
+            assert int(pk._cr[0]) == 0
+            for a, b in zip(on, (pk.M, pk.m0, pk.Kt, pk.Psi, pk.Lam, pk.beta)):
+                assert np.abs(a - b).max() <= 1e-11 * max(np.abs(b).max(), 1.0)
+        # (the square mast's redundant rows: its engine and serial results differ by 2e-10 as well)
+        assert rel(x, y) < (1e-10 if getattr(m, "scissor", None) is None or m.scissor.section == "planar" else 1e-9)
+    assert changed >= 3
+
 def test_loop_walk_passes_over_the_bodies_its_columns_no_longer_reach():
     """On a long 3-D chain with local loops the handle wrenches' columns fade to nothing along the
     walk (each joint turns them about another axis): the walk flushes them once they are below

@@ -33,7 +33,7 @@ Cholesky factors depend on neither), so :func:`loop_sensitivities` carries them 
 
 The back-substitution adds g's columns to u and k and runs the serial outward pass.  Cost: the
 serial loop passes over the part, plus 6H columns inward along the path bodies (3H on a planar
-path: planar_axis).
+path: planar_axis), fewer from where the handles' paths meet (walk_basis).
 """
 from __future__ import annotations
 
@@ -139,7 +139,8 @@ class LoopPartKernel(PartKernel):
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
                                           "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_uact",
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
-                                          "_kwbuf", "pvptr", "kix", "pflag", "path_nodes", "arow", "_npa",
+                                          "_kwbuf", "pvptr", "kix", "pflag", "path_nodes", "arow", "_npa", "_cslot",
+                                          "_crows", "_Acmp", "_cr", "_nodes_a", "_nodes_b", "_gb",
                                           "_wsc", "_zm", "_pm", "_w1")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
@@ -191,6 +192,16 @@ class LoopPartKernel(PartKernel):
         # per path slot: 1 the body has one path child, 2 it is a handle (loop_sensitivities)
         npc = np.bincount(np.where(self.parent[pbod] >= 0, self.parent[pbod], m), minlength=m + 1)
         self.pflag = (np.where(npc[pbod] == 1, 1, 0) + np.where(np.isin(pbod, self.handles), 2, 0)).astype(np.int64)
+        # where the walk changes its columns' basis (walk_basis), the new columns in the old ones
+        # (Acmp, cr[0] of them; 0: no change at the last evaluation), and the path nodes whose
+        # columns are in the old basis (_nodes_a: walked before the change) or the new (_nodes_b)
+        self._cslot, self._crows = walk_basis(self.parent, pbod, self.slot, self.handles, t.prow, t.rptr, self.kix)
+        cs = self._cslot if self._cslot >= 0 else len(pbod)
+        self._nodes_a = np.ascontiguousarray(pbod[cs + 1:], dtype=np.int64)
+        self._nodes_b = np.append(pbod[:cs + 1], m).astype(np.int64)
+        self._Acmp = np.zeros((max(6 * H, 1), max(6 * H, 1)))
+        self._cr = np.zeros(1, dtype=np.int64)
+        self._gb = np.zeros(max(6 * H, 1))
         self._walk_views(6 * H)
         # the walk's scratch, sized by the rows the path nodes and the world eliminate (rank <= z)
         z = (t.wrows - t.prow)[self.path_nodes]
@@ -273,7 +284,8 @@ class LoopPartKernel(PartKernel):
                     t.kptr, t.sptr, gamma, self.Cw, self.Kw, self.kw, self.SC, self.perm, self.rank, self.PAg, self.ug,
                     self.pvptr, self.kwg, self.kix,
                     self.pflag, self._ax, self._kc, self._nk, self.top, self.a0 if bias else np.zeros(6), self.Rw,
-                    self.pw, self.colsrc, nl, self.M, self.m0, self.Kt, self.Psi, self.Lam, self.beta, self._wsc,
+                    self.pw, self.colsrc, nl, self._cslot, self._crows, self._Acmp, self._cr, self.M, self.m0,
+                    self.Kt, self.Psi, self.Lam, self.beta, self._wsc,
                     self._zm, self._pm, self._w1):
                 break
             look = True
@@ -295,7 +307,21 @@ class LoopPartKernel(PartKernel):
             # g's components in the walk's column order (walk_columns); the columns the walk did not
             # carry have no part in u and k
             gv = g.reshape(-1)[self.colsrc]
-            add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kix, self.path_nodes, t.prow)
+            r = int(self._cr[0])
+            if r == 0:
+                add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kix, self.path_nodes,
+                                 t.prow, self.ncols)
+            else:
+                # the bodies walked after the change of basis carry the new columns: g in them is
+                # Acmp g (walk_basis)
+                nl = self.ncols
+                gb = self._gb[:r]
+                np.dot(self._Acmp[:r, :nl], gv[:nl], out=gb)
+                iv = int(self.pvptr[self._cslot + 1])
+                add_path_columns(u, kw, self.ug[iv:], self.kwg, gv, self.path_v[iv:], t.rptr, self.kix,
+                                 self._nodes_a, t.prow, nl)
+                add_path_columns(u, kw, self.ug[:iv], self.kwg, gb, self.path_v[:iv], t.rptr, self.kix,
+                                 self._nodes_b, t.prow, r)
         lam = self.lam
         lam[:] = 0.0
         loop_forward_pass_in(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
@@ -336,11 +362,10 @@ class LoopPartKernel(PartKernel):
 
 
 @njit(cache=True)
-def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kix, nodes, prow):
-    """The handle wrenches g's part in u and k (the columns the walk carried, ug.shape[1] of them):
+def add_path_columns(u, kw, ug, kwg, g, path_v, rptr, kix, nodes, prow, nl):
+    """The handle wrenches g's part in u and k (the first nl columns the walk carried):
     u[path_v[i]] += ug[i] . g and, over the rows t each of ``nodes`` x eliminates (prow[x] and
     after: the outward pass reads no other row's k), kw[rptr[x] + t] += kwg[kix[rptr[x] + t]] . g."""
-    nl = ug.shape[1]
     for i in range(path_v.shape[0]):
         s = 0.0
         for j in range(nl):
@@ -375,6 +400,33 @@ def walk_row_index(rptr, wglob, nodes):
     order[np.argsort(first, kind="stable")] = np.arange(first.size)
     kix[idx] = order[inv.reshape(-1)]
     return kix, int(first.size)
+
+
+def walk_basis(parent, pbod, slot, handles, prow, rptr, kix):
+    """Where the walk changes its columns' basis (see :func:`loop_sensitivities`): the path slot of
+    the body where the handles' paths meet (-1 for fewer than two handles, or handles below
+    different roots), and the kwg rows (kix) of the loop rows its path children hand it.
+
+    From that body on, everything g's columns reach depends on them through the body's pA
+    columns and those rows only (the walk has passed every other path body, and nothing enters
+    g's columns after the handles), so the walk can go on with nk + len(rows) columns in place
+    of 6 H (3 H on a planar path), when that is fewer."""
+    none = np.zeros(0, dtype=np.int64)
+    if len(handles) < 2:
+        return -1, none
+    common = None
+    for h in handles:
+        chain = set()
+        x = int(h)
+        while x >= 0:
+            chain.add(x)
+            x = int(parent[x])
+        common = chain if common is None else common & chain
+    if not common:
+        return -1, none
+    y = max(common)         # the deepest: a part numbers its bodies parents first
+    rows = {int(kix[rptr[x] + t]) for x in pbod if parent[x] == y for t in range(prow[x])}
+    return int(slot[y]), np.array(sorted(rows), dtype=np.int64)
 
 
 def path_live_rows(parent, pbod, slot, handles):
@@ -545,14 +597,34 @@ def walk_scratch_size(zm, pm, w1, nc):
     """The scratch :func:`loop_sensitivities` takes: zm and pm the most rows a path node (or the
     world) eliminates and keeps pending, w1 the most loop pivots its walk meets, nc = 6 H."""
     c1 = max(nc, 1)
-    return 96 + 6 * c1 + zm * (7 + pm + c1) + c1 + max(nc, 6) + c1 * c1 + w1 * c1 + 7 * c1
+    return 96 + 6 * c1 + zm * (7 + pm + c1) + c1 + max(nc, 6) + 3 * c1 * c1 + w1 * c1 + 20 * c1
+
+
+@njit(cache=True, inline="always")
+def gram_add(Wl, i0, i1, ncol, L):
+    """L[:ncol, :ncol] += Wl[i0:i1, :ncol]^T Wl[i0:i1, :ncol], four rows at a time (L is read and
+    written once per four)."""
+    while i0 + 4 <= i1:
+        for a in range(ncol):
+            f0 = Wl[i0, a]
+            f1 = Wl[i0 + 1, a]
+            f2 = Wl[i0 + 2, a]
+            f3 = Wl[i0 + 3, a]
+            for b in range(ncol):
+                L[a, b] += (f0 * Wl[i0, b] + f1 * Wl[i0 + 1, b]) + (f2 * Wl[i0 + 2, b] + f3 * Wl[i0 + 3, b])
+        i0 += 4
+    for i in range(i0, i1):
+        for a in range(ncol):
+            f = Wl[i, a]
+            for b in range(ncol):
+                L[a, b] += f * Wl[i, b]
 
 
 @njit(cache=True)
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA, pA, U, Dinv, u,
                        prow, wrows, wglob, rptr, cptr, kptr, sptr, gamma,
                        Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kix, pflag, ax, kc, nk, top, a0, Rw, pw,
-                       colsrc, nl, M, m0, Kt, Psi, Lam, beta, own, zm, pm, w1):
+                       colsrc, nl, cslot, crows, Acmp, cr, M, m0, Kt, Psi, Lam, beta, own, zm, pm, w1):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[x]: path body x's path slot), then the world
@@ -583,7 +655,18 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     components kc[:nk] (planar_components: the 3 in-plane ones, or all 6); the others are zero.
     The caller takes ``ax`` and kc over from the last evaluation, and the walk verifies them at
     every body whose columns are live (planar_body, planar_rows), returning 1 at the first that
-    does not keep to them: the caller then looks for the plane again and walks again."""
+    does not keep to them: the caller then looks for the plane again and walks again.
+
+    Where the handles' paths meet (path slot ``cslot``, see walk_basis; -1: nowhere) the walk
+    changes its columns' basis: all the columns reach from there depends on them through that
+    body's pA columns and the loop rows (kwg rows ``crows``) its path children hand it.  When
+    these nk + len(crows) values per column are fewer than the columns, the walk keeps them in
+    Acmp (row j, column cc: value j of column cc) and goes on with a unit matrix in their place
+    as its columns, each of the new columns standing for one of the values.  ug, kwg and Wl's
+    rows written after that hold the new columns; the sums (Lam, beta, a_in's and Kt's columns)
+    are taken back to the old ones at the end (old column cc = sum over j of Acmp[j, cc] times
+    new column j), and cr[0] is the count of new columns (0: no change), for the
+    back-substitution (g in the new columns is Acmp g)."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, idx_v, handles, pbod = unowned(parent), unowned(idx_v), unowned(handles), unowned(pbod)
     slot, arow, E, r, S = unowned(slot), unowned(arow), unowned(E), unowned(r), unowned(S)
@@ -595,7 +678,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     pvptr, kix, pflag, kc = unowned(pvptr), unowned(kix), unowned(pflag), unowned(kc)
     a0, M, m0, Kt, Psi = unowned(a0), unowned(M), unowned(m0), unowned(Kt), unowned(Psi)
     Lam, beta, Rw, pw, colsrc = unowned(Lam), unowned(beta), unowned(Rw), unowned(pw), unowned(colsrc)
-    own = unowned(own)
+    own, crows, Acmp, cr = unowned(own), unowned(crows), unowned(Acmp), unowned(cr)
     n = parent.shape[0]
     nvt = S.shape[0]
     H = handles.shape[0]
@@ -638,6 +721,18 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     bacc = raw_view(own, o, (c1,))
     o += c1
     ain = raw_view(own, o, (6, c1))
+    o += 6 * c1
+    # the same sums after the change of basis (where the handles' paths meet), Kt's columns from
+    # the root, and T2 = Ls2 Acmp (see below)
+    Ls2 = raw_view(own, o, (c1, c1))
+    o += c1 * c1
+    bacc2 = raw_view(own, o, (c1,))
+    o += c1
+    ain2 = raw_view(own, o, (6, c1))
+    o += 6 * c1
+    Kt2 = raw_view(own, o, (6, c1))
+    o += 6 * c1
+    T2 = raw_view(own, o, (c1, c1))
     for cc in range(c1):
         bacc[cc] = 0.0
         for k in range(6):
@@ -655,6 +750,17 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
         PAg[arow[slot[handles[colsrc[cc] // 6]]], colsrc[cc] % 6, cc] += 1.0
     # ---- inward: g's columns along the paths, then the world node
     dead = -1       # the path body just walked, if its columns were all zero
+    # the columns the walk carries (nl, or nk + ncr after the change of basis where the handles'
+    # paths meet), where it sums Lam, beta and a_in's columns (the new basis's own after it), and
+    # the first row of Wl in the new basis (-1: none yet)
+    ncol = nl
+    Lc = Ls
+    bc = bacc
+    ainc = ain
+    nwc = -1
+    kt2 = False
+    cr[0] = 0
+    ncr = crows.shape[0]
     for step in range(ns + 1):
         x = pbod[ns - 1 - step] if step < ns else n
         if x == n and rptr[n + 1] == rptr[n]:
@@ -672,39 +778,39 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
         # its u's columns are zero and the rest of its step is skipped.  So is its parent's when
         # the body is the parent's one path child and the parent no handle (pflag 1): nothing
         # else reaches the parent's columns
-        skip = x < n and nl > 0 and dead >= 0 and parent[dead] == x and pflag[slot[x]] == 1
+        skip = x < n and ncol > 0 and dead >= 0 and parent[dead] == x and pflag[slot[x]] == 1
         dead = -1
-        if not skip and x < n and nl > 0 and (step % CHECK_EVERY == 0 or pflag[slot[x]] & 2):
+        if not skip and x < n and ncol > 0 and (step % CHECK_EVERY == 0 or pflag[slot[x]] & 2):
             mx = 0.0
             small = 0
             si = arow[slot[x]]
             for kk in range(nk):
                 k = kc[kk]
-                for cc in range(nl):
+                for cc in range(ncol):
                     v = abs(PAg[si, k, cc])
                     mx = max(mx, v)
                     small += (v < TINY_ABS) & (v > 0.0)
             for t in range(w):
-                for cc in range(nl):
+                for cc in range(ncol):
                     v = abs(kwg[kix[orr + t], cc])
                     mx = max(mx, v)
                     small += (v < TINY_ABS) & (v > 0.0)
             if mx < TINY_ABS:
                 for kk in range(nk):
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         PAg[si, kc[kk], cc] = 0.0
                 for t in range(w):
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         kwg[kix[orr + t], cc] = 0.0
                 skip = True
             elif small > 0:
                 for kk in range(nk):
                     k = kc[kk]
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         if abs(PAg[si, k, cc]) < TINY_ABS:
                             PAg[si, k, cc] = 0.0
                 for t in range(w):
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         if abs(kwg[kix[orr + t], cc]) < TINY_ABS:
                             kwg[kix[orr + t], cc] = 0.0
         if skip:
@@ -713,20 +819,50 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
             ov = pvptr[slot[x]]
             nv = idx_v[x + 1] - iv if x + 1 < n else nvt - iv
             for d in range(nv):
-                for cc in range(nl):
+                for cc in range(ncol):
                     ug[ov + d, cc] = 0.0
             dead = x
             continue
-        if x < n and ax >= 0 and nl > 0:
+        if x < n and slot[x] == cslot and nk + ncr < ncol:
+            # the handles' paths meet at x (walk_basis): all that g's columns reach from here on
+            # depends on them through x's pA columns and the loop rows x's path children hand it,
+            # nk + ncr values per column, fewer than the columns.  The walk goes on with these
+            # values as its columns (a unit matrix), Acmp holds them in the old columns, and
+            # what the walk sums from here on is taken back to the old columns at the end
+            ai = arow[slot[x]]
+            for kk in range(nk):
+                for cc in range(ncol):
+                    Acmp[kk, cc] = PAg[ai, kc[kk], cc]
+                    PAg[ai, kc[kk], cc] = 0.0
+                PAg[ai, kc[kk], kk] = 1.0
+            for i in range(ncr):
+                kt = crows[i]
+                for cc in range(ncol):
+                    Acmp[nk + i, cc] = kwg[kt, cc]
+                    kwg[kt, cc] = 0.0
+                kwg[kt, nk + i] = 1.0
+            ncol = nk + ncr
+            for a in range(ncol):
+                bacc2[a] = 0.0
+                for b in range(ncol):
+                    Ls2[a, b] = 0.0
+                for k in range(6):
+                    ain2[k, a] = 0.0
+            Lc = Ls2
+            bc = bacc2
+            ainc = ain2
+            nwc = nw
+            cr[0] = ncol
+        if x < n and ax >= 0 and ncol > 0:
             # the planar path the caller took over from the last evaluation, verified as the walk
             # reaches each body whose columns are live: 1 (the caller looks again) if it is not
             if not planar_body(ax, x, idx_v, E, r, S):
                 return 1
             if nk == 3 and not planar_rows(ax, x, idx_v, U, Cw, cptr, wrows, prow):
                 return 1
-        if z > 0 and rank[x] > 0 and nl > 0:
+        if z > 0 and rank[x] > 0 and ncol > 0:
             # the loops eliminated at x: with L the factor the serial pass left (rows in pivot
-            # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns, gamma_Z - k_Z] (rk x (nkx + p + nl +
+            # order), Wb = L^-1 [C_Z, K_ZP, -k_Z's columns, gamma_Z - k_Z] (rk x (nkx + p + ncol +
             # 1), C_Z's carried components), all columns in one forward substitution, each in
             # lower_solve's order (the last is the serial pass's w3, as it computed it)
             rk = rank[x]
@@ -744,30 +880,30 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 r1 = ((gamma[wglob[orr + z1]] - kw[orr + z1]) - l10 * r0) / l11
                 k0 = kix[orr + z0]
                 k1 = kix[orr + z1]
-                for cc in range(nl):
+                for cc in range(ncol):
                     y0 = -kwg[k0, cc] / l00
                     y1 = (-kwg[k1, cc] - l10 * y0) / l11
                     Wl[nw, cc] = y0
                     Wl[nw + 1, cc] = y1
-                    bacc[cc] += y0 * r0
-                    bacc[cc] += y1 * r1
+                    bc[cc] += y0 * r0
+                    bc[cc] += y1 * r1
                 for kk in range(nk):
                     kr = kc[kk]
                     f0 = Cw[oc + z0 * 6 + kr] / l00
                     f1 = (Cw[oc + z1 * 6 + kr] - l10 * f0) / l11
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         PAg[si, kr, cc] -= f0 * Wl[nw, cc] + f1 * Wl[nw + 1, cc]
                 for t in range(p):
                     f0 = Kw[ok + z0 * w + t] / l00
                     f1 = (Kw[ok + z1 * w + t] - l10 * f0) / l11
                     kt = kix[orr + t]
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         kwg[kt, cc] += f0 * Wl[nw, cc] + f1 * Wl[nw + 1, cc]
                 nw += 2
             else:
                 nkx = nk if x < n else 6
                 c0 = nkx + p
-                ncw = c0 + nl + 1
+                ncw = c0 + ncol + 1
                 for j in range(rk):
                     zr = p + perm[orr + p + j]
                     for kk in range(nkx):
@@ -775,9 +911,9 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                     for t in range(p):
                         Wb[j, nkx + t] = Kw[ok + zr * w + t]
                     kz = kix[orr + zr]
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         Wb[j, c0 + cc] = -kwg[kz, cc]
-                    Wb[j, c0 + nl] = gamma[wglob[orr + zr]] - kw[orr + zr]
+                    Wb[j, c0 + ncol] = gamma[wglob[orr + zr]] - kw[orr + zr]
                 for i in range(rk):
                     for j in range(i):
                         f = Kw[ok + (p + i) * w + p + j]
@@ -789,10 +925,10 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 # the loops' pivots: the multipliers oppose the handle wrenches (+ w3^T w3, w3 the
                 # last nc columns); their rows are kept for one product at the end
                 for j in range(rk):
-                    f = Wb[j, c0 + nl]
-                    for cc in range(nl):
+                    f = Wb[j, c0 + ncol]
+                    for cc in range(ncol):
                         Wl[nw, cc] = Wb[j, c0 + cc]
-                        bacc[cc] += Wb[j, c0 + cc] * f
+                        bc[cc] += Wb[j, c0 + cc] * f
                     nw += 1
                 # pA's and the pending rows' k's columns: - W1^T w3 and + W2^T w3 (W1, W2: Wb's first 6
                 # and next p columns)
@@ -802,23 +938,23 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                         # hanging from the base; only such a part has rows to the world)
                         for j in range(rk):
                             f = Wb[j, k]
-                            for cc in range(nl):
-                                ain[k, cc] -= f * Wb[j, c0 + cc]
+                            for cc in range(ncol):
+                                ainc[k, cc] -= f * Wb[j, c0 + cc]
                         continue
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         acc[cc] = 0.0
                     for j in range(rk):
                         f = Wb[j, k]
-                        for cc in range(nl):
+                        for cc in range(ncol):
                             acc[cc] += f * Wb[j, c0 + cc]
                     if k < nkx:
                         si = arow[slot[x]]
                         kr = kc[k]
-                        for cc in range(nl):
+                        for cc in range(ncol):
                             PAg[si, kr, cc] -= acc[cc]
                     else:
                         kt = kix[orr + k - nkx]
-                        for cc in range(nl):
+                        for cc in range(ncol):
                             kwg[kt, cc] += acc[cc]
         if x == n:
             break
@@ -831,7 +967,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
         if nv == 1:
             # a 1-DOF joint: the steps below written out for a scalar D, each value as they compute it
             Di = Dinv[iv, 0]
-            for cc in range(nl):
+            for cc in range(ncol):
                 s = 0.0
                 for kk in range(nk):
                     s -= S[iv, kc[kk]] * PAg[ai, kc[kk], cc]
@@ -841,66 +977,66 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 k = kc[kk]
                 fu = U[iv, k]
                 fc = c[x, k]
-                for cc in range(nl):
+                for cc in range(ncol):
                     v = PAg[ai, k, cc] + fu * sd[cc]
                     dg[k, cc] = v
-                    bacc[cc] += v * fc
+                    bc[cc] += v * fc
             f = u[iv]
-            for cc in range(nl):
-                bacc[cc] -= sd[cc] * f
-            for a in range(nl):
+            for cc in range(ncol):
+                bc[cc] -= sd[cc] * f
+            for a in range(ncol):
                 f = ug[ov, a]
-                for b in range(nl):
-                    Ls[a, b] -= f * sd[b]
+                for b in range(ncol):
+                    Lc[a, b] -= f * sd[b]
         else:
             for d in range(nv):
-                for cc in range(nl):
+                for cc in range(ncol):
                     ug[ov + d, cc] = 0.0
                 for kk in range(nk):
                     k = kc[kk]
                     f = S[iv + d, k]
-                    for cc in range(nl):
+                    for cc in range(ncol):
                         ug[ov + d, cc] -= f * PAg[ai, k, cc]
             # pa's columns: PAg + U D^-1 ug
             for kk in range(nk):
                 k = kc[kk]
-                for cc in range(nl):
+                for cc in range(ncol):
                     dg[k, cc] = PAg[ai, k, cc]
-            add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, nl, sd, kc, nk)
+            add_dinv_cols(Dinv, U, iv, nv, ug, ov, dg, ncol, sd, kc, nk)
             # beta's share of c_x: dg^T c_x
             for kk in range(nk):
                 k = kc[kk]
                 f = c[x, k]
-                for cc in range(nl):
-                    bacc[cc] += dg[k, cc] * f
+                for cc in range(ncol):
+                    bc[cc] += dg[k, cc] * f
             # the joint's pivot D: - ug^T D^-1 ug, and beta's - ug^T D^-1 u
             for d in range(nv):
-                for cc in range(nl):
+                for cc in range(ncol):
                     s = 0.0
                     for e2 in range(nv):
                         s += Dinv[iv + d, e2] * ug[ov + e2, cc]
                     sd[cc] = s
                 f = u[iv + d]
-                for cc in range(nl):
-                    bacc[cc] -= sd[cc] * f
-                for a in range(nl):
+                for cc in range(ncol):
+                    bc[cc] -= sd[cc] * f
+                for a in range(ncol):
                     f = ug[ov + d, a]
-                    for b in range(nl):
-                        Ls[a, b] -= f * sd[b]
+                    for b in range(ncol):
+                        Lc[a, b] -= f * sd[b]
         # x's PAg row is read: zero again, for the body that takes it next
         for kk in range(nk):
-            for cc in range(nl):
+            for cc in range(ncol):
                 PAg[ai, kc[kk], cc] = 0.0
         up = parent[x]
         if up >= 0:
             if nk == 3:
-                force_cols_T_add_planar(E[x], r[x], dg, PAg[arow[slot[up]]], nl, kc[0])
+                force_cols_T_add_planar(E[x], r[x], dg, PAg[arow[slot[up]]], ncol, kc[0])
             else:
-                force_cols_T_add(E[x], r[x], dg, PAg[arow[slot[up]]], nl)
+                force_cols_T_add(E[x], r[x], dg, PAg[arow[slot[up]]], ncol)
         else:
             # a root of the part (a part hanging from the base may hold several): a_in's columns,
             # and the root relation's Kt at body 0
-            for cc in range(nl):
+            for cc in range(ncol):
                 for k in range(6):
                     col6[k] = 0.0
                     out6[k] = 0.0
@@ -908,12 +1044,17 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                     col6[kc[kk]] = dg[kc[kk], cc]
                 xform_force_T_add(E[x], r[x], col6, out6)
                 for k in range(6):
-                    ain[k, cc] += out6[k]
+                    ainc[k, cc] += out6[k]
                 if x == 0:
-                    for k in range(6):
-                        Kt[colsrc[cc] // 6, k, colsrc[cc] % 6] = out6[k]
+                    if nwc >= 0:
+                        for k in range(6):
+                            Kt2[k, cc] = out6[k]
+                        kt2 = True
+                    else:
+                        for k in range(6):
+                            Kt[colsrc[cc] // 6, k, colsrc[cc] % 6] = out6[k]
         pn = prow[x]
-        if pn == 0 or nl == 0:
+        if pn == 0 or ncol == 0:
             continue
         # x's pending rows (0 .. pn - 1) go on to its parent in place (their kwg rows are the
         # parent's: walk_row_index), with x's share (SC D^-1 ug)
@@ -923,7 +1064,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
             if nv == 1:
                 # (a 1-DOF joint: the same values, written out)
                 f = 0.0 + SC[os_ + t] * Dinv[iv, 0]
-                for cc in range(nl):
+                for cc in range(ncol):
                     kwg[kt, cc] += f * ug[ov, cc]
                 continue
             for d in range(nv):
@@ -931,11 +1072,30 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 for e2 in range(nv):
                     s += SC[os_ + t * nv + e2] * Dinv[iv + e2, d]
                 tmp[d] = s
-            for cc in range(nl):
+            for cc in range(ncol):
                 s = kwg[kt, cc]
                 for d in range(nv):
                     s += tmp[d] * ug[ov + d, cc]
                 kwg[kt, cc] = s
+    if nwc >= 0:
+        # what the walk summed in the new basis, in the old columns: column cc of the old is
+        # sum over j of Acmp[j, cc] times column j of the new
+        for cc in range(nl):
+            s = bacc[cc]
+            for j in range(ncol):
+                s += bacc2[j] * Acmp[j, cc]
+            bacc[cc] = s
+            for k in range(6):
+                s = ain[k, cc]
+                for j in range(ncol):
+                    s += ain2[k, j] * Acmp[j, cc]
+                ain[k, cc] = s
+            if kt2:
+                for k in range(6):
+                    s = 0.0
+                    for j in range(ncol):
+                        s += Kt2[k, j] * Acmp[j, cc]
+                    Kt[colsrc[cc] // 6, k, colsrc[cc] % 6] = s
     # the out-of-plane columns, left out of the walk: carried rigidly to the root's parent frame
     # (f0 = Rw f, n0 = Rw n + pw x f0 with the handle's pose)
     for cc in range(nl, nc):
@@ -987,22 +1147,24 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 s += ain[k, cc] * a0[k]
             s += bacc[cc]
         beta[colsrc[cc] // 6, colsrc[cc] % 6] = s
-    # + Wl^T Wl, four rows at a time (Ls is read and written once per four)
-    i0 = 0
-    while i0 + 4 <= nw:
+    # + Wl^T Wl (the rows after the change of basis into Ls2, then Acmp^T Ls2 Acmp into Ls)
+    if nwc < 0:
+        gram_add(Wl, 0, nw, nl, Ls)
+    else:
+        gram_add(Wl, 0, nwc, nl, Ls)
+        gram_add(Wl, nwc, nw, ncol, Ls2)
+        for j in range(ncol):
+            for cc in range(nl):
+                s = 0.0
+                for i in range(ncol):
+                    s += Ls2[j, i] * Acmp[i, cc]
+                T2[j, cc] = s
         for a in range(nl):
-            f0 = Wl[i0, a]
-            f1 = Wl[i0 + 1, a]
-            f2 = Wl[i0 + 2, a]
-            f3 = Wl[i0 + 3, a]
-            for b in range(nl):
-                Ls[a, b] += (f0 * Wl[i0, b] + f1 * Wl[i0 + 1, b]) + (f2 * Wl[i0 + 2, b] + f3 * Wl[i0 + 3, b])
-        i0 += 4
-    for i in range(i0, nw):
-        for a in range(nl):
-            f = Wl[i, a]
-            for b in range(nl):
-                Ls[a, b] += f * Wl[i, b]
+            for cc in range(nl):
+                s = Ls[a, cc]
+                for j in range(ncol):
+                    s += Acmp[j, a] * T2[j, cc]
+                Ls[a, cc] = s
     for a in range(nc):
         for b in range(nc):
             Lam[a // 6, b // 6, a % 6, b % 6] = 0.0
