@@ -308,7 +308,7 @@ def velocity_kernel(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q,
 
 @njit(cache=True)
 def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass, com, I_com, f_ext, has_fext,
-           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, reach, E, r, S, v, c, pA, bias=True):
+           v_in, kslot, cJb, vJb, slot, form_T, TEb, Trb, reach, E, r, S, v, c, pA, bias=True, IA=None):
     """ABA pass 1 from v_in (joint kinematics of the bodies not done by the velocity kernel,
     kslot[i] < 0, fused in).  ``form_T``: a part hanging from the fixed base, with handles: the
     velocity kernel already formed its path bodies' velocities in v (v_in = 0), and pass 1 forms
@@ -317,7 +317,9 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
     registers along a chain (see _compose_T), overlaps here with pass 1's own work.  With them,
     ``reach[0]`` gets the components the path bodies' S~ occupy in frame 0 (see _frame0_bits).  ``bias``
     False: the velocities are formed but c and pA are set to zero (no velocity products, no
-    external forces): the passes then solve M x = tau alone (the loop corrections' steps)."""
+    external forces): the passes then solve M x = tau alone (the loop corrections' steps).
+    ``IA`` (n, 6, 6), or None: each body's spatial inertia about its origin, written in the same
+    sweep (the loop passes start from it; None compiles a version without it)."""
     # the array arguments as views that count no references (see ``unowned``)
     parent, jtype, axis, axis2 = unowned(parent), unowned(jtype), unowned(axis), unowned(axis2)
     E_tree, r_tree, idx_q, idx_v, q = unowned(E_tree), unowned(r_tree), unowned(idx_q), unowned(idx_v), unowned(q)
@@ -325,6 +327,8 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
     v_in, kslot, cJb, vJb, slot = unowned(v_in), unowned(kslot), unowned(cJb), unowned(vJb), unowned(slot)
     TEb, Trb, E, r, S, v, c = unowned(TEb), unowned(Trb), unowned(E), unowned(r), unowned(S), unowned(v), unowned(c)
     pA, reach = unowned(pA), unowned(reach)
+    if IA is not None:
+        IAu = unowned(IA)
     n = parent.shape[0]
     prev = -1
     bits = 0
@@ -386,6 +390,8 @@ def _pass1(parent, jtype, axis, axis2, E_tree, r_tree, idx_q, idx_v, q, qd, mass
             c[i, k] = cJ[k] + tmp[k]
         inertia_times(mass[i], com[i], I_com[i], v[i], h)
         cross_force(v[i], h, pA[i])
+        if IA is not None:
+            inertia_from_compact(mass[i], com[i], I_com[i], IAu[i])
         if has_fext:
             for k in range(6):
                 pA[i, k] -= f_ext[i, k]

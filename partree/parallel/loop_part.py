@@ -48,7 +48,7 @@ from ..algorithms.constrained_dynamics import (BACKWARD_FIXED, FORWARD_FIXED, Lo
 from ..algorithms.kinematics import world_poses
 from ..algorithms.loop_constraints import LoopTermsWorkspace, loop_forces, loop_terms
 from ..algorithms.packed import raw_view, unowned
-from ..algorithms.primitives import (congruence_add, force_cols_T_add, force_cols_T_add_planar, inertia_from_compact,
+from ..algorithms.primitives import (congruence_add, force_cols_T_add, force_cols_T_add_planar,
                                      plane_axes, xform_force_T_add)
 from ..errors import PartreeInputError
 from ..loops import LoopSet
@@ -245,8 +245,7 @@ class LoopPartKernel(PartKernel):
         K._pass1(self.parent, self.jtype, self.axis, self.axis2, self.E_tree, self.r_tree, self.idx_q, self.idx_v,
                  self._q, self._qd, self.mass, self.com, self.I_com, F, has_f, v_in, self.kslot, self.cJb,
                  self.vJb, self.slot, False, self.TEb, self.Trb, self.reach, self.E, self.r, self.S, self.v, self.c,
-                 self.pA, bias)
-        rigid_inertias(self.mass, self.com, self.I_com, self.IA)
+                 self.pA, bias, self.IA)
         world_poses(self.parent, self.E, self.r, self.Rw, self.pw)     # relative to the root's parent frame
         try:
             terms = loop_terms(self.loops, self.Rw, self.pw, self.v, self._tws)
@@ -458,13 +457,6 @@ def path_live_rows(parent, pbod, slot, handles):
             take(slot[parent[x]])
         free.append(arow[si])
     return arow, nrow
-
-
-@njit(cache=True)
-def rigid_inertias(mass, com, I_com, IA):
-    """IA[i] = body i's spatial inertia about its origin."""
-    for i in range(mass.shape[0]):
-        inertia_from_compact(mass[i], com[i], I_com[i], IA[i])
 
 
 @njit(cache=True, inline="always")
