@@ -58,6 +58,10 @@ from .part import PartKernel, _bias, gravity_a0, loop_rhs
 #: entries of g's columns below this are flushed to zero in the walk (``partree.parallel.kernels``' bound)
 TINY_ABS = K._TINY_ABS
 
+#: the walk sums the loops' rows of Lam (their columns w = L^-1 k, see loop_sensitivities) four at a
+#: time once it holds WL_ROWS of them, so that they stay in the cache
+WL_ROWS = 64
+
 #: the walk looks for tiny entries of g's columns every CHECK_EVERY path bodies (and at every
 #: handle): a column fades by far less than 1e-100 / 1e-308 over so few bodies
 CHECK_EVERY = 8
@@ -141,7 +145,7 @@ class LoopPartKernel(PartKernel):
                                           "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
                                           "_kwbuf", "pvptr", "kix", "pflag", "path_nodes", "arow", "_npa", "_cslot",
                                           "_crows", "_Acmp", "_cr", "_nodes_a", "_nodes_b", "_gb",
-                                          "_wsc", "_zm", "_pm", "_w1")
+                                          "_wsc", "_zm", "_pm")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
                  root_loops=None, poses=False):
@@ -207,8 +211,7 @@ class LoopPartKernel(PartKernel):
         z = (t.wrows - t.prow)[self.path_nodes]
         self._zm = max(1, int(z.max(initial=0)))
         self._pm = max(1, int(t.prow[self.path_nodes].max(initial=0)))
-        self._w1 = max(1, int(z.sum()))
-        self._wsc = np.empty(walk_scratch_size(self._zm, self._pm, self._w1, 6 * H))
+        self._wsc = np.empty(walk_scratch_size(self._zm, self._pm, 6 * H))
         self.colsrc = np.arange(6 * H, dtype=np.int64)     # the walk's column order (walk_columns)
         self._kc = np.arange(6, dtype=np.int64)             # the components it carries (planar_components)
         self._ax, self._nk = -1, 6                          # the path's plane (planar_axis), their count
@@ -285,7 +288,7 @@ class LoopPartKernel(PartKernel):
                     self.pflag, self._ax, self._kc, self._nk, self.top, self.a0 if bias else np.zeros(6), self.Rw,
                     self.pw, self.colsrc, nl, self._cslot, self._crows, self._Acmp, self._cr, self.M, self.m0,
                     self.Kt, self.Psi, self.Lam, self.beta, self._wsc,
-                    self._zm, self._pm, self._w1):
+                    self._zm, self._pm):
                 break
             look = True
         if self.top:
@@ -585,11 +588,11 @@ def walk_columns(axis, H, colsrc):
     return 3 * H
 
 
-def walk_scratch_size(zm, pm, w1, nc):
+def walk_scratch_size(zm, pm, nc):
     """The scratch :func:`loop_sensitivities` takes: zm and pm the most rows a path node (or the
-    world) eliminates and keeps pending, w1 the most loop pivots its walk meets, nc = 6 H."""
+    world) eliminates and keeps pending, nc = 6 H."""
     c1 = max(nc, 1)
-    return 96 + 6 * c1 + zm * (7 + pm + c1) + c1 + max(nc, 6) + 3 * c1 * c1 + w1 * c1 + 20 * c1
+    return 96 + 6 * c1 + zm * (7 + pm + c1) + c1 + max(nc, 6) + 3 * c1 * c1 + (WL_ROWS + zm) * c1 + 20 * c1
 
 
 @njit(cache=True, inline="always")
@@ -616,7 +619,7 @@ def gram_add(Wl, i0, i1, ncol, L):
 def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA, pA, U, Dinv, u,
                        prow, wrows, wglob, rptr, cptr, kptr, sptr, gamma,
                        Cw, Kw, kw, SC, perm, rank, PAg, ug, pvptr, kwg, kix, pflag, ax, kc, nk, top, a0, Rw, pw,
-                       colsrc, nl, cslot, crows, Acmp, cr, M, m0, Kt, Psi, Lam, beta, own, zm, pm, w1):
+                       colsrc, nl, cslot, crows, Acmp, cr, M, m0, Kt, Psi, Lam, beta, own, zm, pm):
     """The part's boundary relations after the serial inward pass (``loop_backward_pass``, g = 0).
 
     Inward along the path bodies ``pbod`` (slot[x]: path body x's path slot), then the world
@@ -628,7 +631,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     over the pivots they meet (module docstring); pflag per path slot: 1 the body has one path child, 2 it is a handle.  Then the
     root relation M, m0, Kt (in the root's parent frame); Psi is Kt^T (the part's response is
     symmetric: reciprocity).  Returns 0, or 1 where the plane ``ax`` is found not to hold.
-    ``own``: scratch of walk_scratch_size(zm, pm, w1, 6 H) values (zm, pm, w1: see there).
+    ``own``: scratch of walk_scratch_size(zm, pm, 6 H) values (zm, pm: see there).
 
     beta, the handles' accelerations with g = 0, needs no outward pass: the walk's columns are
     the adjoints of the outward pass (the transposed steps, in reverse order: PAg is the
@@ -680,7 +683,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     # follow in colsrc[nl:]
     ns = pbod.shape[0]
     c1 = max(nc, 1)
-    # the scratch (walk_scratch_size(zm, pm, w1, nc) values of ``own``), as views that count no
+    # the scratch (walk_scratch_size(zm, pm, nc) values of ``own``), as views that count no
     # references (passed to inlined steps per path body, views that count them cost atomic
     # operations)
     Ia = raw_view(own, 0, (6, 6))
@@ -699,14 +702,14 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     sd = raw_view(own, o, (max(nc, 6),))
     o += max(nc, 6)
     # Lam, accumulated inward: each pivot the walk eliminates adds its columns' outer product
-    # (the loops' rows Wl, nw of them, are summed in one product at the end)
+    # (the loops' rows Wl, nw of them, summed four at a time once WL_ROWS are held)
     Ls = raw_view(own, o, (c1, c1))
     o += c1 * c1
     for a in range(c1):
         for b in range(c1):
             Ls[a, b] = 0.0
-    Wl = raw_view(own, o, (w1, c1))
-    o += w1 * c1
+    Wl = raw_view(own, o, (WL_ROWS + zm, c1))
+    o += (WL_ROWS + zm) * c1
     # beta, accumulated inward as Lam is (the same pivots, each column against the serial pass's
     # right-hand side: see the docstring), and a_in's columns (the base's a0 for a part hanging
     # from it)
@@ -744,12 +747,12 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
     dead = -1       # the path body just walked, if its columns were all zero
     # the columns the walk carries (nl, or nk + ncr after the change of basis where the handles'
     # paths meet), where it sums Lam, beta and a_in's columns (the new basis's own after it), and
-    # the first row of Wl in the new basis (-1: none yet)
+    # whether the basis has changed
     ncol = nl
     Lc = Ls
     bc = bacc
     ainc = ain
-    nwc = -1
+    changed = False
     kt2 = False
     cr[0] = 0
     ncr = crows.shape[0]
@@ -821,6 +824,8 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
             # nk + ncr values per column, fewer than the columns.  The walk goes on with these
             # values as its columns (a unit matrix), Acmp holds them in the old columns, and
             # what the walk sums from here on is taken back to the old columns at the end
+            gram_add(Wl, 0, nw, ncol, Lc)        # the loops' rows held, in the old columns
+            nw = 0
             ai = arow[slot[x]]
             for kk in range(nk):
                 for cc in range(ncol):
@@ -843,7 +848,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
             Lc = Ls2
             bc = bacc2
             ainc = ain2
-            nwc = nw
+            changed = True
             cr[0] = ncol
         if x < n and ax >= 0 and ncol > 0:
             # the planar path the caller took over from the last evaluation, verified as the walk
@@ -948,6 +953,15 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                         kt = kix[orr + k - nkx]
                         for cc in range(ncol):
                             kwg[kt, cc] += acc[cc]
+        if nw >= WL_ROWS:
+            # + Wl^T Wl of the rows held, four at a time (a multiple of four: the sums go in
+            # the groups one product of all the rows would take); the rest moved up
+            n4 = nw - nw % 4
+            gram_add(Wl, 0, n4, ncol, Lc)
+            for i in range(nw - n4):
+                for cc in range(ncol):
+                    Wl[i, cc] = Wl[n4 + i, cc]
+            nw -= n4
         if x == n:
             break
         si = slot[x]
@@ -1038,7 +1052,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 for k in range(6):
                     ainc[k, cc] += out6[k]
                 if x == 0:
-                    if nwc >= 0:
+                    if changed:
                         for k in range(6):
                             Kt2[k, cc] = out6[k]
                         kt2 = True
@@ -1069,7 +1083,7 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 for d in range(nv):
                     s += tmp[d] * ug[ov + d, cc]
                 kwg[kt, cc] = s
-    if nwc >= 0:
+    if changed:
         # what the walk summed in the new basis, in the old columns: column cc of the old is
         # sum over j of Acmp[j, cc] times column j of the new
         for cc in range(nl):
@@ -1139,12 +1153,10 @@ def loop_sensitivities(parent, idx_v, handles, pbod, slot, arow, E, r, S, c, IA,
                 s += ain[k, cc] * a0[k]
             s += bacc[cc]
         beta[colsrc[cc] // 6, colsrc[cc] % 6] = s
-    # + Wl^T Wl (the rows after the change of basis into Ls2, then Acmp^T Ls2 Acmp into Ls)
-    if nwc < 0:
-        gram_add(Wl, 0, nw, nl, Ls)
-    else:
-        gram_add(Wl, 0, nwc, nl, Ls)
-        gram_add(Wl, nwc, nw, ncol, Ls2)
+    # + Wl^T Wl of the rows still held (after a change of basis into Ls2, then Acmp^T Ls2 Acmp
+    # into Ls)
+    gram_add(Wl, 0, nw, ncol, Lc)
+    if changed:
         for j in range(ncol):
             for cc in range(nl):
                 s = 0.0
