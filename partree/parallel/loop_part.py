@@ -141,8 +141,8 @@ class LoopPartKernel(PartKernel):
     planar_walk = True
 
     _WORKSPACE = PartKernel._WORKSPACE + ("Rw", "pw", "Cw", "Kw", "kw", "kwg", "SC", "perm", "rank", "ug", "PAg",
-                                          "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_uact",
-                                          "_kwact", "_tws", "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
+                                          "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_tws",
+                                          "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
                                           "_kwbuf", "pvptr", "kix", "pflag", "path_nodes", "arow", "_npa", "_cslot",
                                           "_crows", "_Acmp", "_cr", "_nodes_a", "_nodes_b", "_gb",
                                           "_wsc", "_zm", "_pm")
@@ -219,8 +219,6 @@ class LoopPartKernel(PartKernel):
         self.lam = np.zeros(self.loops.nrow)
         self._terms = None
         self._gamma = None
-        self._uact = np.zeros(max(nv, 1))
-        self._kwact = np.zeros(nrw)
         # the arrays each evaluation fills again: the loop terms, the passes' scratch
         self._tws = LoopTermsWorkspace(self.loops)
         self._bsc = np.empty(BACKWARD_FIXED + t.zwork)
@@ -302,9 +300,10 @@ class LoopPartKernel(PartKernel):
         """Back-substitution (see :class:`PartKernel.solve`); also sets ``lam``."""
         g = self._take_solution(g)
         t = self.topo
-        u, kw = self._uact, self._kwact
-        u[:] = self.u
-        kw[:] = self.kw
+        # g's part goes into the serial pass's u and k in place, at the path dofs and the rows the
+        # path nodes eliminate (the outward pass reads no other row's k): a reduction serves one
+        # back-substitution, and copies of u and k would cost more (most entries are no path's)
+        u, kw = self.u, self.kw
         if self.H:
             # g's components in the walk's column order (walk_columns); the columns the walk did not
             # carry have no part in u and k
