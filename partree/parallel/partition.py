@@ -982,7 +982,7 @@ FLEXIBLE_PATH_WEIGHT = 0.12
 #: (``partree.parallel.loop_part``), LOOP_PATH_WEIGHT more than a plain body's work, and
 #: LOOP_ROW_WEIGHT more for each loop row the passes carry through a body, on average
 LOOP_PATH_WEIGHT = 0.27
-LOOP_ROW_WEIGHT = 0.08
+LOOP_ROW_WEIGHT = 0.06
 
 
 def loop_path_weight(model):
@@ -991,8 +991,10 @@ def loop_path_weight(model):
     where its paths meet).  Fitted to the 2-rank parts timed one after another: a path body costs
     1.25x a plain one on a 3-D chain of 10^5 bodies with 10^3 local loops (0.05 rows per body) and
     1.6x on the planar scissor mast (4 rows per body, a split pin's end a second handle)
-    (``scripts/benchmarks/loop_engine.py``, ``bench_scissor.py --mode engine``; LOOP_ROW_WEIGHT
-    0.13, 0.08 and 0.05 swept under MPI on the mast of 10^5 units: docs/performance.md)."""
+    (``scripts/benchmarks/loop_engine.py``, ``bench_scissor.py --mode engine``).  On 2 ranks the
+    mast's plain part slows more than its path part (it is bound by memory, the walk is not), so
+    LOOP_ROW_WEIGHT is the one that balanced the MPI runs best (0.08, 0.06 and 0.04 swept on the
+    mast of 10^5 units: docs/performance.md), a little below the fit."""
     n = int(model.n)
     rows = int(LoopTopology(model).rptr[-1]) if len(model.loops) else 0
     return LOOP_PATH_WEIGHT + LOOP_ROW_WEIGHT * rows / max(n, 1)
