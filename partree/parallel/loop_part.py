@@ -144,7 +144,7 @@ class LoopPartKernel(PartKernel):
                                           "lam", "colsrc", "_kc", "_ax", "_nk", "ncols", "_terms", "_gamma", "_tws",
                                           "_bsc", "_fsc", "_none_f", "_none_i", "_ugbuf", "_pagbuf",
                                           "_kwbuf", "pvptr", "kix", "pflag", "path_nodes", "arow", "_npa", "_cslot",
-                                          "_crows", "_Acmp", "_cr", "_nodes_a", "_nodes_b", "_gb",
+                                          "_crows", "_Acmp", "_cr", "_nodes_a", "_nodes_b", "_iv_b", "_gb",
                                           "_wsc", "_zm", "_pm")
 
     def __init__(self, model, bodies, handles, part_id=-1, early_kinematics=False, rank_tol=RANK_TOL,
@@ -198,11 +198,13 @@ class LoopPartKernel(PartKernel):
         self.pflag = (np.where(npc[pbod] == 1, 1, 0) + np.where(np.isin(pbod, self.handles), 2, 0)).astype(np.int64)
         # where the walk changes its columns' basis (walk_basis), the new columns in the old ones
         # (Acmp, cr[0] of them; 0: no change at the last evaluation), and the path nodes whose
-        # columns are in the old basis (_nodes_a: walked before the change) or the new (_nodes_b)
+        # columns are in the old basis (_nodes_a: walked before the change) or the new (_nodes_b,
+        # and their dofs, the first _iv_b of the path's; all of them where there is no change)
         self._cslot, self._crows = walk_basis(self.parent, pbod, self.slot, self.handles, t.prow, t.rptr, self.kix)
-        cs = self._cslot if self._cslot >= 0 else len(pbod)
+        cs = self._cslot if self._cslot >= 0 else len(pbod) - 1
         self._nodes_a = np.ascontiguousarray(pbod[cs + 1:], dtype=np.int64)
         self._nodes_b = np.append(pbod[:cs + 1], m).astype(np.int64)
+        self._iv_b = int(self.pvptr[cs + 1])
         self._Acmp = np.zeros((max(6 * H, 1), max(6 * H, 1)))
         self._cr = np.zeros(1, dtype=np.int64)
         self._gb = np.zeros(max(6 * H, 1))
@@ -308,21 +310,18 @@ class LoopPartKernel(PartKernel):
             # g's components in the walk's column order (walk_columns); the columns the walk did not
             # carry have no part in u and k
             gv = g.reshape(-1)[self.colsrc]
-            r = int(self._cr[0])
-            if r == 0:
-                add_path_columns(u, kw, self.ug, self.kwg, gv, self.path_v, t.rptr, self.kix, self.path_nodes,
-                                 t.prow, self.ncols)
-            else:
-                # the bodies walked after the change of basis carry the new columns: g in them is
-                # Acmp g (walk_basis)
-                nl = self.ncols
+            # the bodies walked after a change of basis carry the new columns, r of them: g in them
+            # is Acmp g (walk_basis); without a change both sets carry the old ones
+            nl, r = self.ncols, int(self._cr[0])
+            gb = gv
+            if r:
                 gb = self._gb[:r]
                 np.dot(self._Acmp[:r, :nl], gv[:nl], out=gb)
-                iv = int(self.pvptr[self._cslot + 1])
-                add_path_columns(u, kw, self.ug[iv:], self.kwg, gv, self.path_v[iv:], t.rptr, self.kix,
-                                 self._nodes_a, t.prow, nl)
-                add_path_columns(u, kw, self.ug[:iv], self.kwg, gb, self.path_v[:iv], t.rptr, self.kix,
-                                 self._nodes_b, t.prow, r)
+            iv = self._iv_b
+            add_path_columns(u, kw, self.ug[iv:], self.kwg, gv, self.path_v[iv:], t.rptr, self.kix,
+                             self._nodes_a, t.prow, nl)
+            add_path_columns(u, kw, self.ug[:iv], self.kwg, gb, self.path_v[:iv], t.rptr, self.kix,
+                             self._nodes_b, t.prow, r or nl)
         lam = self.lam
         lam[:] = 0.0
         loop_forward_pass_in(self.parent, self.idx_v, np.ascontiguousarray(a_in, dtype=np.float64), self.E, self.r,
