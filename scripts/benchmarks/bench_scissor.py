@@ -31,7 +31,9 @@ Modes (``--mode``; each runs on its own, ``--units`` picks the sizes):
             [J, 0]] (M from ``partree.crba``, J and gamma from ``partree.loop_constraints``)
             solved by LU (numpy), and ``constrained_dynamics``' qdd refined by one step of that
             dense system (the residuals tau - RNEA(q, qd, qdd, loop wrenches) and gamma - J qdd),
-            each against the one-DOF reference.
+            and by ``--refine-steps`` steps on residuals computed in O(N) (the loops' rows on
+            the bodies' accelerations in place of J qdd, ``loop_row_residual``; the corrections
+            by the same LU), each against the one-DOF reference.
 ``steps``   ``partree.simulate`` (RK4, dt = 1e-3, ``correct='full'``, ``--correct``): the time of each step
             from the simulation loop's step hook, steps per second per backend (serial; Dask
             2 workers; ``mpiexec -n 2``: MPI 2 ranks and serial in the same job).
@@ -113,6 +115,7 @@ import scipy.sparse.linalg as spla  # noqa: E402
 
 import partree  # noqa: E402
 from partree import joints as J  # noqa: E402
+from partree.algorithms.constrained_dynamics import loop_wrenches  # noqa: E402
 from partree.algorithms.kinematics import forward_kinematics  # noqa: E402
 from partree.algorithms.loop_constraints import (bias_accelerations, end_rows, loop_rows, loop_terms,  # noqa: E402
                                                  state_kinematics)
@@ -229,11 +232,11 @@ def tree_state(model):
     return model.neutral(), 0.5 * rng.normal(size=model.nv), np.zeros(model.nv)
 
 
-def constraint_residual(model, q, qd, qdd):
-    """max |J qdd - gamma| over the loops' rows / max |a| over the bodies (the linear part of
-    their spatial accelerations, without gravity), in O(N): the bodies' accelerations (velocity
-    products and S qdd carried outward) through the loops' rows G (the pieces of
-    ``partree.algorithms.loop_constraints``; its J itself holds O(U^2) entries on this mast)."""
+def loop_row_residual(model, q, qd, qdd):
+    """(gamma - J qdd over the loops' rows, the bodies' accelerations a (n, 6), the rows' G), in
+    O(N): the bodies' accelerations (velocity products and S qdd carried outward) through the
+    loops' rows G (the pieces of ``partree.algorithms.loop_constraints``; its J itself holds
+    O(U^2) entries on this mast, and J qdd summed over them rounds far worse)."""
     q, qd, qdd = (np.asarray(x, dtype=float) for x in (q, qd, qdd))
     E, r, v, c, IA, pA, S, Rw, pw = state_kinematics(model, q, qd)
     terms = loop_terms(model.loops, Rw, pw, v)
@@ -243,7 +246,14 @@ def constraint_residual(model, q, qd, qdd):
         cq[has] += S[model.idx_v[has] + d] * qdd[model.idx_v[has] + d][:, None]
     a = np.empty((model.n, 6))
     bias_accelerations(model.parent, E, r, cq, a)
-    return float(np.abs(end_rows(model.loops, terms.G, a) - terms.gamma).max() / np.abs(a[:, 3:]).max())
+    return terms.gamma - end_rows(model.loops, terms.G, a), a, terms.G
+
+
+def constraint_residual(model, q, qd, qdd):
+    """max |J qdd - gamma| over the loops' rows / max |a| over the bodies (the linear part of
+    their spatial accelerations, without gravity), in O(N) (``loop_row_residual``)."""
+    res, a, _ = loop_row_residual(model, q, qd, qdd)
+    return float(np.abs(res).max() / np.abs(a[:, 3:]).max())
 
 
 def velocity_residual(model, q, qd):
@@ -715,7 +725,7 @@ def mode_sparse(a):
 
 # ------------------------------------------------------------------------------------ mode: dense
 def mode_dense(a):
-    """The dense joint-coordinate KKT solve and one refinement step with it (module docstring)."""
+    """The dense joint-coordinate KKT solve and the refinements of partree's qdd with it (module docstring)."""
     rows = []
     for U in a.units:
         mc = closed_mast(U)
@@ -732,12 +742,25 @@ def mode_dense(a):
         r_dyn = tau - partree.rnea(mc, q, qd, res.qdd, f_ext=res.loop_wrench)
         r_con = lc.gamma - Jd @ res.qdd
         refined = res.qdd + np.linalg.solve(K, np.concatenate([r_dyn, r_con]))[:nv]
+        # refinement on partree's own O(N) residuals (RNEA with the loop wrenches; the loops' rows
+        # on the bodies' accelerations), the correction solved by the dense LU: K's multipliers
+        # mu are -lambda, so a correction dmu takes the wrenches G^T dmu off the loop wrenches
+        x, W, local = res.qdd.copy(), res.loop_wrench.copy(), []
+        for _ in range(a.refine_steps):
+            r_loc, _, G = loop_row_residual(mc, q, qd, x)
+            z = np.linalg.solve(K, np.concatenate([tau - partree.rnea(mc, q, qd, x, f_ext=W), r_loc]))
+            x = x + z[:nv]
+            W = W - loop_wrenches(mc, G, z[nv:])
+            local.append(rel(x, ref))
         r = {"units": U, "nv": nv, "rows": R, "cond_kkt": float(np.linalg.cond(K)) if nv + R <= 2500 else None,
-             "err_partree": rel(res.qdd, ref), "err_dense_lu": rel(dense, ref), "err_refined": rel(refined, ref)}
+             "err_partree": rel(res.qdd, ref), "err_dense_lu": rel(dense, ref), "err_refined": rel(refined, ref),
+             "err_refined_local": local}
         cond = f"{r['cond_kkt']:.1e}" if r["cond_kkt"] is not None else "not computed"
+        steps = ", ".join(f"{e:.1e}" for e in local)
         log(f"dense U={U:>6d}: against the one-DOF reference: partree {r['err_partree']:.1e}, dense LU in joint "
-            f"coordinates {r['err_dense_lu']:.1e}, partree refined by one dense step {r['err_refined']:.1e}; "
-            f"KKT {nv + R} unknowns, condition number {cond}")
+            f"coordinates {r['err_dense_lu']:.1e}, partree refined by one dense step {r['err_refined']:.1e}, "
+            f"refined on partree's O(N) residuals ({len(local)} steps) {steps}; KKT {nv + R} unknowns, "
+            f"condition number {cond}")
         rows.append(r)
     return {"rows": rows}
 
@@ -1113,6 +1136,7 @@ def main(argv=None):
     ap.add_argument("--solver", choices=("spsolve", "splu"), default="spsolve", help="sparse: scipy's solve")
     ap.add_argument("--no-rank-check", dest="rank_check", action="store_false",
                     help="sparse: skip the dense rank check of C on a 10-unit mast")
+    ap.add_argument("--refine-steps", type=int, default=3, help="dense: refinement steps on the O(N) residuals")
     ap.add_argument("--accuracy-units", type=int, nargs="*", default=[10, 100],
                     help="sparse: sizes compared for accuracy only (not timed), besides --units")
     ap.add_argument("--no-reference", dest="reference", action="store_false",
