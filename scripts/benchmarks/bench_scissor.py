@@ -236,7 +236,7 @@ def loop_row_residual(model, q, qd, qdd):
     """(gamma - J qdd over the loops' rows, the bodies' accelerations a (n, 6), the rows' G), in
     O(N): the bodies' accelerations (velocity products and S qdd carried outward) through the
     loops' rows G (the pieces of ``partree.algorithms.loop_constraints``; its J itself holds
-    O(U^2) entries on this mast, and J qdd summed over them rounds far worse)."""
+    O(U^2) entries on this mast)."""
     q, qd, qdd = (np.asarray(x, dtype=float) for x in (q, qd, qdd))
     E, r, v, c, IA, pA, S, Rw, pw = state_kinematics(model, q, qd)
     terms = loop_terms(model.loops, Rw, pw, v)
