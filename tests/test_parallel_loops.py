@@ -464,6 +464,7 @@ def test_the_walk_changes_basis_where_the_handles_paths_meet():
         assert rel(x, y) < (1e-10 if getattr(m, "scissor", None) is None or m.scissor.section == "planar" else 1e-9)
     assert changed >= 3
 
+
 def test_loop_walk_passes_over_the_bodies_its_columns_no_longer_reach():
     """On a long 3-D chain with local loops the handle wrenches' columns fade to nothing along the
     walk (each joint turns them about another axis): the walk flushes them once they are below
